@@ -1,0 +1,20 @@
+/**
+ * zod schemas and inferred types shared by every reins module.
+ *
+ * Each area keeps its schemas in `lib/schema/<area>.ts`; this file is the single import point.
+ *
+ * @example
+ * ```ts
+ * import { parseOrThrow, RolloutCreateSchema } from "./schema.ts";
+ * const create = parseOrThrow(RolloutCreateSchema, { input: { question: "2+2" } });
+ * create.mode; // "train"
+ * ```
+ *
+ * @module
+ */
+export * from "./schema/core.ts";
+export * from "./schema/gateway.ts";
+export * from "./schema/proxy.ts";
+export * from "./schema/trainer.ts";
+export * from "./schema/controller.ts";
+export * from "./schema/harness.ts";

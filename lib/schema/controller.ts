@@ -1,0 +1,6 @@
+/**
+ * Schemas of the controller area.
+ *
+ * @module
+ */
+export {};

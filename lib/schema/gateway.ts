@@ -1,0 +1,6 @@
+/**
+ * Schemas of the gateway area.
+ *
+ * @module
+ */
+export {};

@@ -1,0 +1,6 @@
+/**
+ * Schemas of the harness area.
+ *
+ * @module
+ */
+export {};

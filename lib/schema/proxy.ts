@@ -1,0 +1,6 @@
+/**
+ * Schemas of the proxy area.
+ *
+ * @module
+ */
+export {};

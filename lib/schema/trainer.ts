@@ -1,0 +1,6 @@
+/**
+ * Schemas of the trainer area.
+ *
+ * @module
+ */
+export {};
