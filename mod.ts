@@ -1,13 +1,20 @@
 /**
  * reins — harnessed agentic RL on Deno.
  *
+ * The public API: the shared data model (`lib/schema.ts`), tokenizers and chat templates, sample
+ * assembly from captured model calls, the RL math (advantages, loss weights, alignment) and
+ * batching.
+ *
  * @example
  * ```ts
- * import { canTransition } from "./mod.ts";
- * canTransition("queuing", "running"); // true
+ * import { computeAdvantages, planLossWeights } from "./mod.ts";
  * ```
  *
  * @module
  */
 export * from "./lib/schema.ts";
 export type * from "./lib/tokens/types.ts";
+export * from "./lib/tokens/mod.ts";
+export * from "./lib/samples/mod.ts";
+export * from "./lib/algo/mod.ts";
+export * from "./lib/batching/mod.ts";

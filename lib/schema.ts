@@ -13,8 +13,13 @@
  * @module
  */
 export * from "./schema/core.ts";
+export * from "./schema/tokens.ts";
+export * from "./schema/samples.ts";
+export * from "./schema/algo.ts";
+export * from "./schema/batching.ts";
 export * from "./schema/gateway.ts";
 export * from "./schema/proxy.ts";
 export * from "./schema/trainer.ts";
 export * from "./schema/controller.ts";
 export * from "./schema/harness.ts";
+export * from "./schema/trajectories.ts";

@@ -1,6 +1,237 @@
 /**
- * Schemas of the gateway area.
+ * Schemas of the gateway area: request bodies and query strings of the HTTP API, the change
+ * feed, the phase snapshot and the gateway's limits.
+ *
+ * Rollouts, events and models themselves live in `./core.ts`; this module only adds what the
+ * gateway's API needs around them.
+ *
+ * @example
+ * ```ts
+ * import { ClaimRequestSchema, parseOrThrow } from "../schema.ts";
+ * const claim = parseOrThrow(ClaimRequestSchema, { worker: "ctl-1", limit: 4 });
+ * claim.lease_ms; // 60000
+ * ```
  *
  * @module
  */
-export {};
+import { z } from "zod";
+import {
+  AttemptSchema,
+  AttemptStatusSchema,
+  EventInputSchema,
+  EventTypeSchema,
+  IdSchema,
+  JsonObjectSchema,
+  ModelSchema,
+  RolloutCreateSchema,
+  RolloutModeSchema,
+  RolloutSchema,
+  RolloutStatusSchema,
+} from "./core.ts";
+
+/** Limits the gateway enforces; every one is answered with a clear 4xx when exceeded. */
+export const GatewayLimitsSchema = z.object({
+  /** Request bodies larger than this are refused with 413. */
+  max_body_bytes: z.number().int().positive().default(32 * 1024 * 1024),
+  /** Most rollouts per `POST /v1/rollouts` and events per events post (400 above). */
+  max_batch: z.number().int().positive().default(1_000),
+  /** Largest `limit` of a list call (400 above). */
+  max_page: z.number().int().positive().default(1_000),
+  /** Most rollouts one claim may take (400 above). */
+  max_claim: z.number().int().positive().default(256),
+});
+/** Limits the gateway enforces. */
+export type GatewayLimits = z.infer<typeof GatewayLimitsSchema>;
+/** Limits as a caller writes them (every field optional). */
+export type GatewayLimitsInput = z.input<typeof GatewayLimitsSchema>;
+
+/** Body of `POST /v1/rollouts`: one rollout or a batch. */
+export const CreateRolloutsRequestSchema = z.object({
+  rollouts: z.array(RolloutCreateSchema).min(1, "must hold at least one rollout"),
+});
+/** Body of `POST /v1/rollouts`. */
+export type CreateRolloutsRequest = z.input<typeof CreateRolloutsRequestSchema>;
+
+/** Answer of `POST /v1/rollouts`: `created[i]` is false when `rollouts[i]` already existed. */
+export const CreateRolloutsResponseSchema = z.object({
+  rollouts: z.array(RolloutSchema),
+  created: z.array(z.boolean()),
+});
+/** Answer of `POST /v1/rollouts`. */
+export type CreateRolloutsResponse = z.infer<typeof CreateRolloutsResponseSchema>;
+
+/** Body of `POST /v1/rollouts/claim`. */
+export const ClaimRequestSchema = z.object({
+  /** Who claims (controller id); recorded on the attempt and checked on lease renewal. */
+  worker: z.string().min(1).max(200),
+  limit: z.number().int().min(1).default(1),
+  /** Lease length; the controller must renew before it ends or the attempt becomes `lost`. */
+  lease_ms: z.number().int().min(100).max(24 * 3600 * 1000).default(60_000),
+  /**
+   * Idempotency key of this claim: a retried claim with the same worker and key returns the
+   * same attempts instead of claiming more rollouts. The client fills one in.
+   */
+  claim_key: z.string().min(1).max(200).optional(),
+  /** Only claim rollouts of this mode. */
+  mode: RolloutModeSchema.optional(),
+});
+/** Body of `POST /v1/rollouts/claim`. */
+export type ClaimRequest = z.input<typeof ClaimRequestSchema>;
+
+/** One claimed rollout with its new attempt and that attempt's capability token. */
+export const ClaimedSchema = z.object({
+  rollout: RolloutSchema,
+  attempt: AttemptSchema,
+  /** Capability token of the attempt (`rk_…`), for the harness's API key. */
+  token: z.string(),
+});
+/** One claimed rollout with its new attempt and token. */
+export type ClaimedWire = z.infer<typeof ClaimedSchema>;
+
+/** Body of `POST /v1/rollouts/:id/attempts/:aid/lease`. */
+export const RenewLeaseRequestSchema = z.object({
+  worker: z.string().min(1).max(200),
+  lease_ms: z.number().int().min(100).max(24 * 3600 * 1000).default(60_000),
+});
+/** Body of the lease renewal. */
+export type RenewLeaseRequest = z.input<typeof RenewLeaseRequestSchema>;
+
+/** Body of `PATCH /v1/rollouts/:id`: a guarded status transition. */
+export const TransitionRequestSchema = z.object({
+  to: RolloutStatusSchema,
+  /** Compare-and-swap: the transition fails with 409 unless the rollout has this version. */
+  expected_version: z.number().int().min(1).optional(),
+  /** The attempt the caller speaks for; must be the rollout's current attempt. */
+  attempt_id: IdSchema.optional(),
+  /** Final status of the current attempt (defaults follow the rollout's target status). */
+  attempt_status: AttemptStatusSchema.exclude(["running"]).optional(),
+  exit_code: z.number().int().nullable().optional(),
+  error: z.string().max(100_000).nullable().optional(),
+  reason: z.string().max(10_000).nullable().optional(),
+  /** Merged into the current attempt's `info`. */
+  info: JsonObjectSchema.optional(),
+  log_location: z.string().max(4_000).nullable().optional(),
+});
+/** Body of `PATCH /v1/rollouts/:id`. */
+export type TransitionRequest = z.input<typeof TransitionRequestSchema>;
+
+const statusList = z.union([RolloutStatusSchema, z.array(RolloutStatusSchema).min(1)]);
+
+/** Filters and paging of a rollout listing. */
+export const ListRolloutsQuerySchema = z.object({
+  status: statusList.optional(),
+  mode: RolloutModeSchema.optional(),
+  group_id: IdSchema.optional(),
+  /** Every label given must match exactly. */
+  labels: z.record(z.string(), z.string()).optional(),
+  /** Opaque cursor from a previous page's `next_cursor`. */
+  after: z.string().min(1).max(100).optional(),
+  limit: z.number().int().min(1).default(100),
+});
+/** Filters and paging of a rollout listing. */
+export type ListRolloutsQuery = z.input<typeof ListRolloutsQuerySchema>;
+
+/** Filters of an event listing (ordered by `seq`). */
+export const ListEventsQuerySchema = z.object({
+  type: z.union([EventTypeSchema, z.array(EventTypeSchema).min(1)]).optional(),
+  attempt_id: z.string().max(200).optional(),
+  /** Only events with `seq` greater than this. */
+  after_seq: z.number().int().min(0).optional(),
+  limit: z.number().int().min(1).default(1_000),
+});
+/** Filters of an event listing. */
+export type ListEventsQuery = z.input<typeof ListEventsQuerySchema>;
+
+/** Body of `POST /v1/rollouts/:id/attempts/:aid/events`. */
+export const PostEventsRequestSchema = z.object({
+  events: z.array(EventInputSchema).min(1, "must hold at least one event"),
+});
+/** Body of an events post. */
+export type PostEventsRequest = z.input<typeof PostEventsRequestSchema>;
+
+/**
+ * What an events post answers per event with `Prefer: return=minimal`: the stored event's
+ * identity without its payload (a model call's token arrays are not echoed back).
+ */
+export const EventAckSchema = z.object({
+  seq: z.number().int(),
+  rollout_id: z.string(),
+  attempt_id: z.string(),
+  type: EventTypeSchema,
+  event_key: z.string().nullable(),
+  created_at: z.number(),
+});
+/** A stored event's identity (see {@link EventAckSchema}). */
+export type EventAck = z.infer<typeof EventAckSchema>;
+
+/** Body of `POST /v1/models`. */
+export const RegisterModelRequestSchema = ModelSchema.omit({ updated_at: true });
+/** Body of `POST /v1/models`. */
+export type RegisterModelRequest = z.input<typeof RegisterModelRequestSchema>;
+
+/** Gateway phase for collocated training. */
+export const PhaseSchema = z.enum(["rollout", "update"]);
+/** Gateway phase. */
+export type Phase = z.infer<typeof PhaseSchema>;
+
+/** Body of `POST /v1/phase`. */
+export const PhaseRequestSchema = z.object({
+  phase: PhaseSchema,
+  /** With `update`: answer only once no call is in flight any more. */
+  drain: z.boolean().default(false),
+  /** Longest wait for the drain (504 when it does not happen in time). */
+  drain_timeout_ms: z.number().int().min(1).max(3_600_000).default(600_000),
+});
+/** Body of `POST /v1/phase`. */
+export type PhaseRequest = z.input<typeof PhaseRequestSchema>;
+
+/** What `GET /v1/phase` answers. */
+export const PhaseSnapshotSchema = z.object({
+  phase: PhaseSchema,
+  /** Calls that hold the gate now. */
+  in_flight: z.number().int().min(0),
+  /** Calls waiting for the rollout phase. */
+  held: z.number().int().min(0),
+  /** Epoch ms of the last phase change. */
+  since: z.number(),
+});
+/** What `GET /v1/phase` answers. */
+export type PhaseSnapshot = z.infer<typeof PhaseSnapshotSchema>;
+
+/**
+ * One entry of the change feed (`GET /v1/stream`, `Store.changesSince`): an event was appended
+ * (status changes are `status` events), or a model was registered or updated. `seq` is the
+ * store-wide counter shared with events.
+ */
+export const ChangeSchema = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("event"),
+    seq: z.number().int(),
+    rollout_id: z.string(),
+    attempt_id: z.string(),
+    type: EventTypeSchema,
+    /** For `status` events: the new rollout status. */
+    status: RolloutStatusSchema.nullable(),
+    created_at: z.number(),
+  }),
+  z.object({
+    kind: z.literal("model"),
+    seq: z.number().int(),
+    name: z.string(),
+    version: z.number().int(),
+    created_at: z.number(),
+  }),
+]);
+/** One entry of the change feed. */
+export type Change = z.infer<typeof ChangeSchema>;
+
+/** What `GET /v1/health` answers. */
+export const HealthSchema = z.object({
+  ok: z.boolean(),
+  store: z.enum(["sqlite", "postgres"]),
+  phase: PhaseSchema,
+  /** Last assigned store-wide seq. */
+  seq: z.number().int(),
+});
+/** What `GET /v1/health` answers. */
+export type Health = z.infer<typeof HealthSchema>;

@@ -1,6 +1,267 @@
 /**
- * Schemas of the trainer area.
+ * Schemas of the trainer area: the JSON API of the PyTorch trainer worker (`lib/trainer/worker`).
+ *
+ * The token-level generate protocol (`POST /generate`) is shared with the proxy and lives in
+ * `./proxy.ts` (`GenerateRequestSchema`, `GenerateResponseSchema`, `GenerateStreamLineSchema`).
+ *
+ * @example
+ * ```ts
+ * import { parseOrThrow } from "./core.ts";
+ * import { WorkerInitRequestSchema } from "./trainer.ts";
+ * const init = parseOrThrow(WorkerInitRequestSchema, {
+ *   model: {
+ *     kind: "builtin",
+ *     config: {
+ *       vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 64,
+ *       max_seq_len: 128,
+ *     },
+ *     seed: 0,
+ *   },
+ * });
+ * init.optimizer.lr; // 1e-5
+ * ```
  *
  * @module
  */
-export {};
+import { z } from "zod";
+import { TrainingRowSchema } from "./core.ts";
+
+const finite = z.number().refine(Number.isFinite, "must be a finite number");
+const positiveInt = z.number().int().min(1);
+
+/** Size and shape of the built-in Qwen3-style decoder. */
+export const BuiltinModelConfigSchema = z.object({
+  vocab_size: positiveInt,
+  d_model: positiveInt,
+  n_layers: positiveInt,
+  n_heads: positiveInt,
+  /** Key/value heads (grouped-query attention); must divide `n_heads`. */
+  n_kv_heads: positiveInt,
+  /** Hidden width of the SwiGLU MLP. */
+  d_ff: positiveInt,
+  max_seq_len: positiveInt,
+  tie_embeddings: z.boolean().default(true),
+  rope_theta: z.number().min(1).default(10_000),
+  /** RMSNorm on queries and keys per head (Qwen3). */
+  qk_norm: z.boolean().default(true),
+  norm_eps: z.number().positive().default(1e-6),
+  /** Defaults to d_model / n_heads. */
+  head_dim: positiveInt.optional(),
+}).superRefine((c, ctx) => {
+  if (c.n_heads % c.n_kv_heads !== 0) {
+    ctx.addIssue({ code: "custom", path: ["n_kv_heads"], message: "must divide n_heads" });
+  }
+  const headDim = c.head_dim ?? c.d_model / c.n_heads;
+  if (!Number.isInteger(headDim) || headDim % 2 !== 0) {
+    ctx.addIssue({
+      code: "custom",
+      path: [c.head_dim === undefined ? "n_heads" : "head_dim"],
+      message: "head dimension (d_model / n_heads, or head_dim) must be an even integer",
+    });
+  }
+});
+/** Size and shape of the built-in decoder. */
+export type BuiltinModelConfig = z.infer<typeof BuiltinModelConfigSchema>;
+/** Built-in decoder config as a caller writes it (defaults optional). */
+export type BuiltinModelConfigInput = z.input<typeof BuiltinModelConfigSchema>;
+
+/** Which policy `POST /init` loads. */
+export const WorkerModelSpecSchema = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("builtin"),
+    config: BuiltinModelConfigSchema,
+    /** Weights are a pure function of (config, seed). */
+    seed: z.number().int().default(0),
+  }),
+  /** A Hugging Face checkpoint directory or hub id (needs `transformers` on the worker). */
+  z.object({ kind: z.literal("hf"), path: z.string().min(1) }),
+  /** A file written by `POST /save` (weights and policy version; fresh optimizer). */
+  z.object({ kind: z.literal("checkpoint"), path: z.string().min(1) }),
+]);
+/** Which policy `POST /init` loads. */
+export type WorkerModelSpec = z.infer<typeof WorkerModelSpecSchema>;
+
+/** AdamW settings. Weight decay applies to matrices only (not norms). */
+export const OptimizerConfigSchema = z.object({
+  lr: z.number().min(0).default(1e-5),
+  betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).default([0.9, 0.999]),
+  weight_decay: z.number().min(0).default(0),
+  eps: z.number().positive().default(1e-8),
+  /** Max global gradient norm; 0 disables clipping. */
+  grad_clip: z.number().min(0).default(1),
+});
+/** AdamW settings. */
+export type OptimizerConfig = z.infer<typeof OptimizerConfigSchema>;
+
+/** Body of `POST /init`. */
+export const WorkerInitRequestSchema = z.object({
+  model: WorkerModelSpecSchema,
+  optimizer: OptimizerConfigSchema.default({
+    lr: 1e-5,
+    betas: [0.9, 0.999],
+    weight_decay: 0,
+    eps: 1e-8,
+    grad_clip: 1,
+  }),
+  /** Compute dtype (autocast); parameters and optimizer state stay float32. Default: bfloat16
+   * on CUDA, float32 on CPU. */
+  dtype: z.enum(["float32", "bfloat16", "float16"]).optional(),
+  /** `cpu`, `cuda`, `cuda:1`, … Default: cuda when available. */
+  device: z.string().min(1).optional(),
+});
+/** Body of `POST /init` as a caller writes it. */
+export type WorkerInitRequest = z.input<typeof WorkerInitRequestSchema>;
+
+/** Policy loss computed by the worker from per-token inputs (SPEC §6). */
+export const LossConfigSchema = z.object({
+  /** `ppo` (PPO/GRPO clipped token ratio), `gspo` (sequence ratio), `ce` (SFT). */
+  kind: z.enum(["ppo", "gspo", "ce"]),
+  clip_low: z.number().min(0).lt(1).default(0.2),
+  clip_high: z.number().min(0).default(0.2),
+  /** Dual-clip bound c > 1 on negative-advantage tokens. */
+  dual_clip: z.number().gt(1).optional(),
+  gspo_clip_low: z.number().min(0).lt(1).default(3e-4),
+  gspo_clip_high: z.number().min(0).default(4e-4),
+  /** Truncated importance sampling: ℓ ·= min(exp(old − behaviour), tis_cap). */
+  tis_cap: z.number().positive().optional(),
+  /** Weight of the k3 KL(new ‖ old) penalty, k3 = exp(x) − x − 1 with x = old − new; the
+   * reference is the `old_logprobs` policy. */
+  kl_coef: z.number().min(0).default(0),
+  /** Ratio denominator: the behaviour logprobs of the rows, or the worker's current policy. */
+  old_logprobs: z.enum(["rollout", "recompute"]).default("rollout"),
+});
+/** Policy loss config. */
+export type LossConfig = z.infer<typeof LossConfigSchema>;
+/** Policy loss config as a caller writes it. */
+export type LossConfigInput = z.input<typeof LossConfigSchema>;
+
+/** Body of `POST /forward_backward`. */
+export const ForwardBackwardRequestSchema = z.object({
+  rows: z.array(TrainingRowSchema).min(1),
+  loss: LossConfigSchema,
+  /** Also answer the per-token logprobs of this pass (alignment metrics without a 2nd pass). */
+  return_logprobs: z.boolean().default(false),
+});
+/** Body of `POST /forward_backward` as a caller writes it. */
+export type ForwardBackwardRequest = z.input<typeof ForwardBackwardRequestSchema>;
+
+/** Per-call loss metrics, over trained (loss_mask = 1) tokens. */
+export const LossMetricsSchema = z.object({
+  tokens: z.number().int().min(0),
+  clip_fraction: z.number(),
+  entropy: z.number(),
+  ratio_mean: z.number(),
+  ratio_max: z.number(),
+  ratio_min: z.number(),
+  /** Mean k3 estimate of KL(new ‖ old) over trained tokens. */
+  kl: z.number(),
+});
+/** Per-call loss metrics. */
+export type LossMetrics = z.infer<typeof LossMetricsSchema>;
+
+/** Answer of `POST /forward_backward`: `loss` = Σ w·ℓ over the trained tokens of the call. */
+export const ForwardBackwardResponseSchema = z.object({
+  loss: z.number(),
+  metrics: LossMetricsSchema,
+  policy_version: z.number().int().min(0),
+  /** With `return_logprobs`: per row, one logprob per token under the policy before this
+   * call's gradient (0 where nothing predicts the token: first token, segment starts, roots). */
+  logprobs: z.array(z.array(z.number())).optional(),
+});
+/** Answer of `POST /forward_backward`. */
+export type ForwardBackwardResponse = z.infer<typeof ForwardBackwardResponseSchema>;
+
+/** Answer of `POST /optim_step`: the pre-clip gradient norm and the new policy version. */
+export const OptimStepResponseSchema = z.object({
+  grad_norm: z.number(),
+  policy_version: z.number().int().min(0),
+});
+/** Answer of `POST /optim_step`. */
+export type OptimStepResponse = z.infer<typeof OptimStepResponseSchema>;
+
+/** Body of `POST /logprobs`. */
+export const LogprobsRequestSchema = z.object({
+  sequences: z.array(z.array(z.number().int().min(0)).min(1)).min(1),
+  /** Divide logits by this before the softmax (to match a sampling temperature). */
+  temperature: z.number().positive().default(1),
+});
+/** Body of `POST /logprobs` as a caller writes it. */
+export type LogprobsRequest = z.input<typeof LogprobsRequestSchema>;
+
+/**
+ * Answer of `POST /logprobs`: one value per token of each sequence; index 0 is always 0
+ * (nothing predicts the first token). `entropies[i][t]` is the entropy of the distribution
+ * that predicted token t.
+ */
+export const LogprobsResponseSchema = z.object({
+  logprobs: z.array(z.array(finite)),
+  entropies: z.array(z.array(finite)),
+  policy_version: z.number().int().min(0),
+});
+/** Answer of `POST /logprobs`. */
+export type LogprobsResponse = z.infer<typeof LogprobsResponseSchema>;
+
+/** Body of `POST /save` and `POST /load`. */
+export const CheckpointRequestSchema = z.object({ path: z.string().min(1) });
+/** Body of `POST /save` and `POST /load`. */
+export type CheckpointRequest = z.infer<typeof CheckpointRequestSchema>;
+
+/** Answer of `POST /save` and `POST /load`. */
+export const CheckpointResponseSchema = z.object({
+  path: z.string(),
+  policy_version: z.number().int().min(0),
+});
+/** Answer of `POST /save` and `POST /load`. */
+export type CheckpointResponse = z.infer<typeof CheckpointResponseSchema>;
+
+/** Answer of `GET /state` (and `POST /init`). */
+export const WorkerStateSchema = z.object({
+  initialized: z.boolean(),
+  policy_version: z.number().int().min(0),
+  model_kind: z.enum(["builtin", "hf", "checkpoint"]).nullable().optional(),
+  source: z.string().nullable().optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+  device: z.string().optional(),
+  dtype: z.string().optional(),
+  parameter_count: z.number().int().optional(),
+  optimizer_steps: z.number().int().optional(),
+  optimizer: z.record(z.string(), z.unknown()).optional(),
+  /** True while gradients are accumulated and not yet stepped or zeroed. */
+  has_grad: z.boolean().optional(),
+  /** Cheap fingerprints: they move whenever weights or optimizer state move. */
+  param_checksum: z.number().optional(),
+  optimizer_checksum: z.number().optional(),
+  torch_version: z.string().optional(),
+});
+/** Answer of `GET /state`. */
+export type WorkerState = z.infer<typeof WorkerStateSchema>;
+
+/** Answer of `GET /health`. */
+export const WorkerHealthSchema = z.object({
+  ok: z.literal(true),
+  initialized: z.boolean(),
+  policy_version: z.number().int().min(0),
+  device: z.string(),
+  pid: z.number().int(),
+});
+/** Answer of `GET /health`. */
+export type WorkerHealth = z.infer<typeof WorkerHealthSchema>;
+
+/** Error body of every worker route: 4xx names the offending `field`. */
+export const WorkerErrorBodySchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    field: z.string().optional(),
+  }),
+});
+/** Error body of every worker route. */
+export type WorkerErrorBody = z.infer<typeof WorkerErrorBodySchema>;
+
+/** Answer of `POST /debug/gradients` (diagnostics; tiny models only). */
+export const WorkerGradientsSchema = z.object({
+  gradient: z.array(z.number()),
+  norm: z.number(),
+});
+/** Answer of `POST /debug/gradients`. */
+export type WorkerGradients = z.infer<typeof WorkerGradientsSchema>;

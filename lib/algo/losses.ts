@@ -1,0 +1,367 @@
+/**
+ * Reference per-token policy losses, in TypeScript, mirroring the PyTorch worker
+ * (`lib/trainer/worker/losses.py`) and reading the same config (`LossConfigSchema`).
+ *
+ * They exist for cross-checks (`tests/algo_losses_worker_test.ts` runs both on the same inputs)
+ * and for notebooks; they are never on the training hot path. Every function takes per-token
+ * arrays and returns per-token values; the batch loss is `Σ loss_weight · loss`
+ * ({@link weightedSum}).
+ *
+ * Notation: `logprobs` = the policy being trained (π_θ), `old_logprobs` = π_old, the policy the
+ * ratio is taken against, `behaviour_logprobs` = μ, the logprobs the inference engine reported
+ * while sampling (a row's `rollout_logprobs`).
+ *
+ * @module
+ */
+import {
+  type LossConfigInput,
+  LossConfigSchema,
+  parseOrThrow,
+  ValidationError,
+} from "../schema.ts";
+
+/** A read-only per-token array. */
+export type Values = ArrayLike<number>;
+
+function sameLength(name: string, values: Values, n: number): void {
+  if (values.length !== n) {
+    throw new ValidationError(name, [
+      `${name}: expected ${n} values (one per token), got ${values.length}`,
+    ]);
+  }
+}
+
+/** Clip parameters of {@link clippedSurrogate}. */
+export interface ClipParams {
+  /** Lower clip: the ratio is clipped to at least 1 − low. */
+  low: number;
+  /** Upper clip: the ratio is clipped to at most 1 + high. */
+  high: number;
+  /** Dual-clip constant c > 1 (negative advantages only); null/undefined = off. */
+  dual_clip?: number | null;
+}
+
+/** Per-token output of {@link clippedSurrogate}. */
+export interface ClipOutput {
+  loss: Float64Array;
+  /** 1 where the clipped term was active or the dual clip capped the loss. */
+  clipped: Uint8Array;
+  /** 1 where the dual clip capped the loss. */
+  dual_clipped: Uint8Array;
+}
+
+/**
+ * The clipped surrogate on given ratios: ℓ = max(−A·r, −A·clip(r, 1 − low, 1 + high)), and with
+ * dual clip c, for A < 0, ℓ = min(ℓ, −c·A).
+ *
+ * @example
+ * ```ts
+ * import { clippedSurrogate } from "./losses.ts";
+ * clippedSurrogate([1.5], [1], { low: 0.2, high: 0.2 }).loss[0]; // -1.2
+ * ```
+ */
+export function clippedSurrogate(ratio: Values, advantages: Values, clip: ClipParams): ClipOutput {
+  const n = ratio.length;
+  sameLength("advantages", advantages, n);
+  const loss = new Float64Array(n);
+  const clipped = new Uint8Array(n);
+  const dual = new Uint8Array(n);
+  const lo = 1 - clip.low;
+  const hi = 1 + clip.high;
+  const c = clip.dual_clip ?? null;
+  for (let t = 0; t < n; t++) {
+    const a = advantages[t];
+    const r = ratio[t];
+    const unclipped = -a * r;
+    const clippedTerm = -a * Math.min(Math.max(r, lo), hi);
+    let l = Math.max(unclipped, clippedTerm);
+    if (clippedTerm > unclipped) clipped[t] = 1;
+    if (c !== null && a < 0 && l > -a * c) {
+      l = -a * c;
+      clipped[t] = 1;
+      dual[t] = 1;
+    }
+    loss[t] = l;
+  }
+  return { loss, clipped, dual_clipped: dual };
+}
+
+/**
+ * PPO/GRPO clipped loss per token with r = exp(logprob − old_logprob).
+ *
+ * @example
+ * ```ts
+ * import { ppoClipLoss } from "./losses.ts";
+ * const out = ppoClipLoss(
+ *   { logprobs: [Math.log(1.5)], old_logprobs: [0], advantages: [1] },
+ *   { low: 0.2, high: 0.2 },
+ * );
+ * out.loss[0]; // -1.2 (ratio 1.5 clipped to 1.2)
+ * ```
+ */
+export function ppoClipLoss(
+  input: { logprobs: Values; old_logprobs: Values; advantages: Values },
+  clip: ClipParams,
+): ClipOutput & { ratio: Float64Array } {
+  const n = input.logprobs.length;
+  sameLength("old_logprobs", input.old_logprobs, n);
+  const ratio = new Float64Array(n);
+  for (let t = 0; t < n; t++) ratio[t] = Math.exp(input.logprobs[t] - input.old_logprobs[t]);
+  return { ...clippedSurrogate(ratio, input.advantages, clip), ratio };
+}
+
+/**
+ * GSPO sequence ratios: for each sequence (a row, or each `segment_starts` segment of a packed
+ * row), s = exp(mean over its trained tokens of logprob − old_logprob), broadcast to its tokens
+ * (1 on tokens of a sequence without trained tokens).
+ *
+ * @example
+ * ```ts
+ * import { gspoRatios } from "./losses.ts";
+ * gspoRatios({ logprobs: [0.1, 0.3], old_logprobs: [0, 0], loss_mask: [1, 1] }).sequence[0];
+ * // exp(0.2)
+ * ```
+ */
+export function gspoRatios(input: {
+  logprobs: Values;
+  old_logprobs: Values;
+  loss_mask: Values;
+  segment_starts?: readonly number[];
+}): { per_token: Float64Array; sequence: Float64Array } {
+  const n = input.logprobs.length;
+  sameLength("old_logprobs", input.old_logprobs, n);
+  sameLength("loss_mask", input.loss_mask, n);
+  const starts = checkSegmentStarts(input.segment_starts ?? [0], n);
+  const perToken = new Float64Array(n);
+  const seq = new Float64Array(starts.length);
+  for (let k = 0; k < starts.length; k++) {
+    const begin = starts[k];
+    const end = k + 1 < starts.length ? starts[k + 1] : n;
+    let sum = 0;
+    let count = 0;
+    for (let t = begin; t < end; t++) {
+      if (input.loss_mask[t]) {
+        sum += input.logprobs[t] - input.old_logprobs[t];
+        count += 1;
+      }
+    }
+    seq[k] = count ? Math.exp(sum / count) : 1;
+    perToken.fill(seq[k], begin, end);
+  }
+  return { per_token: perToken, sequence: seq };
+}
+
+function checkSegmentStarts(starts: readonly number[], n: number): readonly number[] {
+  if (n === 0) return [0];
+  if (starts.length === 0 || starts[0] !== 0) {
+    throw new ValidationError("segment_starts", ["segment_starts: must start with 0"]);
+  }
+  for (let k = 1; k < starts.length; k++) {
+    if (!(starts[k] > starts[k - 1]) || starts[k] >= n) {
+      throw new ValidationError(`segment_starts[${k}]`, [
+        `segment_starts[${k}]: must be strictly increasing and below ${n}, got ${starts[k]}`,
+      ]);
+    }
+  }
+  return starts;
+}
+
+/**
+ * Truncated importance sampling weight per token: min(exp(old_logprob − behaviour_logprob), cap).
+ * It corrects for the inference engine (μ) and the trainer (π_old) disagreeing on the same
+ * weights; the cap bounds its variance. The worker treats it as a constant (no gradient).
+ *
+ * @example
+ * ```ts
+ * import { tisWeights } from "./losses.ts";
+ * tisWeights([0, 0], [Math.log(0.5), 0], 1.5); // Float64Array [1.5, 1]
+ * ```
+ */
+export function tisWeights(
+  old_logprobs: Values,
+  behaviour_logprobs: Values,
+  cap: number,
+): Float64Array {
+  if (!(cap > 0) || !Number.isFinite(cap)) {
+    throw new ValidationError("cap", [`cap: must be a positive finite number, got ${cap}`]);
+  }
+  const n = old_logprobs.length;
+  sameLength("behaviour_logprobs", behaviour_logprobs, n);
+  const out = new Float64Array(n);
+  for (let t = 0; t < n; t++) {
+    out[t] = Math.min(Math.exp(old_logprobs[t] - behaviour_logprobs[t]), cap);
+  }
+  return out;
+}
+
+/**
+ * k3 estimator of KL(π ‖ ref) per token, on tokens sampled from π (the GRPO form): with
+ * x = ref_logprob − logprob, k3 = eˣ − x − 1 (unbiased, always ≥ 0). The worker's KL penalty is
+ * this with π = the trained policy and ref = π_old.
+ *
+ * @example
+ * ```ts
+ * import { k3Kl } from "./losses.ts";
+ * k3Kl([-1], [-1])[0]; // 0
+ * ```
+ */
+export function k3Kl(logprobs: Values, ref_logprobs: Values): Float64Array {
+  const n = logprobs.length;
+  sameLength("ref_logprobs", ref_logprobs, n);
+  const out = new Float64Array(n);
+  for (let t = 0; t < n; t++) {
+    const x = ref_logprobs[t] - logprobs[t];
+    out[t] = Math.expm1(x) - x;
+  }
+  return out;
+}
+
+/**
+ * Cross-entropy (negative log-likelihood) per token, for SFT warm starts.
+ *
+ * @example
+ * ```ts
+ * import { crossEntropyLoss } from "./losses.ts";
+ * crossEntropyLoss([Math.log(0.5)])[0]; // ≈ 0.693
+ * ```
+ */
+export function crossEntropyLoss(logprobs: Values): Float64Array {
+  const out = new Float64Array(logprobs.length);
+  for (let t = 0; t < logprobs.length; t++) out[t] = -logprobs[t];
+  return out;
+}
+
+/** Inputs of {@link policyLoss}: per-token arrays of one (possibly packed) row. */
+export interface PolicyLossInput {
+  logprobs: Values;
+  /** μ: the row's `rollout_logprobs`; π_old too when the config says `old_logprobs: "rollout"`. */
+  behaviour_logprobs: Values;
+  /** π_old recomputed by the trainer; required when the config says `old_logprobs: "recompute"`. */
+  old_logprobs?: Values;
+  advantages: Values;
+  loss_mask: Values;
+  segment_starts?: readonly number[];
+}
+
+/** Output of {@link policyLoss}; metrics are over trained tokens, as the worker reports them. */
+export interface PolicyLossOutput {
+  /** Per-token loss, 0 on context tokens: tis·pg + kl_coef·k3 (pg = −logprob for `ce`). */
+  loss: Float64Array;
+  tokens: number;
+  /** Share of trained tokens whose clipped term (or dual clip) was active. */
+  clip_fraction: number;
+  ratio_mean: number;
+  ratio_min: number;
+  ratio_max: number;
+  /** Mean k3 KL(π_θ ‖ π_old) over trained tokens (reported whether or not it is in the loss). */
+  kl: number;
+}
+
+/**
+ * The per-token loss the worker computes for a row under a `LossConfig` (`kind` `ppo`, `gspo`
+ * or `ce`; clip, dual clip, GSPO clip, truncated IS, k3 KL(π_θ ‖ π_old)):
+ * ℓ = tis · surrogate + kl_coef · k3 on trained tokens.
+ *
+ * @example
+ * ```ts
+ * import { policyLoss, weightedSum } from "./losses.ts";
+ * const out = policyLoss({
+ *   logprobs: [-1, -2], behaviour_logprobs: [-1, -2], advantages: [0.5, 0.5],
+ *   loss_mask: [1, 1],
+ * }, { kind: "ppo" });
+ * weightedSum(out.loss, [0.5, 0.5]); // -0.5
+ * ```
+ */
+export function policyLoss(input: PolicyLossInput, config: LossConfigInput): PolicyLossOutput {
+  const cfg = parseOrThrow(LossConfigSchema, config, "config");
+  const n = input.logprobs.length;
+  sameLength("behaviour_logprobs", input.behaviour_logprobs, n);
+  sameLength("loss_mask", input.loss_mask, n);
+  sameLength("advantages", input.advantages, n);
+  let old: Values = input.behaviour_logprobs;
+  if (cfg.old_logprobs === "recompute") {
+    if (input.old_logprobs === undefined) {
+      throw new ValidationError("old_logprobs", [
+        'old_logprobs: required when config.old_logprobs is "recompute"',
+      ]);
+    }
+    sameLength("old_logprobs", input.old_logprobs, n);
+    old = input.old_logprobs;
+  }
+  let ratio: Float64Array;
+  let surrogate: Float64Array;
+  let clipped: Uint8Array = new Uint8Array(n);
+  if (cfg.kind === "gspo") {
+    ratio = gspoRatios({ ...input, old_logprobs: old }).per_token;
+    const out = clippedSurrogate(ratio, input.advantages, {
+      low: cfg.gspo_clip_low,
+      high: cfg.gspo_clip_high,
+      dual_clip: cfg.dual_clip,
+    });
+    surrogate = out.loss;
+    clipped = out.clipped;
+  } else {
+    ratio = new Float64Array(n);
+    for (let t = 0; t < n; t++) ratio[t] = Math.exp(input.logprobs[t] - old[t]);
+    if (cfg.kind === "ppo") {
+      const out = clippedSurrogate(ratio, input.advantages, {
+        low: cfg.clip_low,
+        high: cfg.clip_high,
+        dual_clip: cfg.dual_clip,
+      });
+      surrogate = out.loss;
+      clipped = out.clipped;
+    } else {
+      surrogate = crossEntropyLoss(input.logprobs);
+    }
+  }
+  const tis = cfg.tis_cap !== undefined
+    ? tisWeights(old, input.behaviour_logprobs, cfg.tis_cap)
+    : null;
+  const kl = k3Kl(input.logprobs, old);
+  const loss = new Float64Array(n);
+  let tokens = 0;
+  let clipN = 0;
+  let klSum = 0;
+  let rSum = 0;
+  let rMin = Infinity;
+  let rMax = -Infinity;
+  for (let t = 0; t < n; t++) {
+    if (!input.loss_mask[t]) continue;
+    tokens += 1;
+    clipN += clipped[t];
+    klSum += kl[t];
+    rSum += ratio[t];
+    if (ratio[t] < rMin) rMin = ratio[t];
+    if (ratio[t] > rMax) rMax = ratio[t];
+    let l = surrogate[t];
+    if (tis) l *= tis[t];
+    if (cfg.kl_coef > 0) l += cfg.kl_coef * kl[t];
+    loss[t] = l;
+  }
+  return {
+    loss,
+    tokens,
+    clip_fraction: tokens ? clipN / tokens : 0,
+    ratio_mean: tokens ? rSum / tokens : 1,
+    ratio_min: tokens ? rMin : 1,
+    ratio_max: tokens ? rMax : 1,
+    kl: tokens ? klSum / tokens : 0,
+  };
+}
+
+/**
+ * Σ weights·loss in float64 — the batch (or micro-batch) loss.
+ *
+ * @example
+ * ```ts
+ * import { weightedSum } from "./losses.ts";
+ * weightedSum([1, 2, 3], [0, 0.5, 0.5]); // 2.5
+ * ```
+ */
+export function weightedSum(loss: Values, weights: Values): number {
+  sameLength("weights", weights, loss.length);
+  let sum = 0;
+  for (let t = 0; t < loss.length; t++) sum += weights[t] * loss[t];
+  return sum;
+}

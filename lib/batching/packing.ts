@@ -1,0 +1,254 @@
+/**
+ * Micro-batch packing under a token budget (sequence packing with position resets).
+ *
+ * Rows are concatenated into one row per micro-batch; `segment_starts` marks where each packed
+ * sequence begins, and the worker resets positions and blocks attention there, so a packed row
+ * computes exactly what its rows would compute one by one. Weights are copied as they are:
+ * they came from the whole batch's denominators, so packing never changes the loss.
+ *
+ * @module
+ */
+import { parseOrThrow, type Sample, type TrainingRow, ValidationError } from "../schema.ts";
+import {
+  type MicroBatch,
+  type PackedSegment,
+  type PackOptions,
+  PackOptionsSchema,
+} from "../schema/batching.ts";
+
+/**
+ * What the packer reads: a {@link TrainingRow}, or a zero-copy view of a sample's typed arrays
+ * ({@link sampleRowView}), so a plan never has to materialise unpacked JSON rows.
+ */
+export interface PackableRow {
+  rollout_id: string;
+  group_id: string;
+  tokens: ArrayLike<number>;
+  loss_mask: ArrayLike<number>;
+  advantages: ArrayLike<number>;
+  loss_weights: ArrayLike<number>;
+  rollout_logprobs: ArrayLike<number>;
+  parent?: ArrayLike<number>;
+  segment_starts?: readonly number[];
+}
+
+/**
+ * A zero-copy {@link PackableRow} view of a sample with `advantage` and `loss_weight` filled.
+ *
+ * @example
+ * ```ts
+ * import { sampleRowView } from "./packing.ts";
+ * const view = sampleRowView({
+ *   rollout_id: "r", group_id: "g", reward: 1, tokens: new Uint32Array([5, 6]),
+ *   loss_mask: new Uint8Array([0, 1]), rollout_logprobs: new Float32Array([0, -0.5]),
+ *   advantage: new Float32Array([1, 1]), loss_weight: new Float32Array([0, 1]),
+ *   policy_version: 0,
+ *   provenance: { request_seqs: [1], split_reason: null, strategy: "prefix_merge",
+ *     off_policy: false, response_starts: [1] },
+ * });
+ * view.loss_weights[1]; // 1
+ * ```
+ */
+export function sampleRowView(sample: Sample): PackableRow {
+  const view: PackableRow = {
+    rollout_id: sample.rollout_id,
+    group_id: sample.group_id,
+    tokens: sample.tokens,
+    loss_mask: sample.loss_mask,
+    advantages: sample.advantage ?? new Float32Array(0),
+    loss_weights: sample.loss_weight ?? new Float32Array(0),
+    rollout_logprobs: sample.rollout_logprobs,
+  };
+  if (sample.parent) view.parent = sample.parent;
+  return view;
+}
+
+/**
+ * Packs rows into micro-batches of at most `token_budget` tokens each.
+ *
+ * `first_fit_decreasing` (default) places rows longest first into the first micro-batch with
+ * room, which keeps their number close to the minimum; `sequential` fills micro-batches in input
+ * order. A row longer than the budget is never cut: it gets a micro-batch of its own, marked
+ * `oversized`. Within a micro-batch, segments keep their input order.
+ *
+ * Rows with tree `parent`s can be packed with linear rows: the packed row then carries
+ * `parent` for every token (tree parents shifted by the segment's offset, linear rows as chains,
+ * −1 at each segment start).
+ *
+ * @example
+ * ```ts
+ * import { packMicroBatches } from "./packing.ts";
+ * const row = (n: number) => ({
+ *   rollout_id: `r${n}`, group_id: "g", tokens: new Array(n).fill(7),
+ *   loss_mask: new Array(n).fill(1), advantages: new Array(n).fill(1),
+ *   loss_weights: new Array(n).fill(0.01), rollout_logprobs: new Array(n).fill(-1),
+ * });
+ * const mbs = packMicroBatches([row(6), row(5), row(4), row(3)], { token_budget: 9 });
+ * mbs.map((m) => m.row.segment_starts); // [[0, 6], [0, 5]]
+ * ```
+ */
+export function packMicroBatches(
+  rows: readonly PackableRow[],
+  options: PackOptions,
+): MicroBatch[] {
+  const opts = parseOrThrow(PackOptionsSchema, options, "options");
+  rows.forEach((row, i) => {
+    if (row.segment_starts !== undefined) {
+      throw new ValidationError(`rows[${i}].segment_starts`, [
+        `rows[${i}].segment_starts: row is already packed; pack unpacked rows`,
+      ]);
+    }
+    const n = row.tokens.length;
+    if (n === 0) {
+      throw new ValidationError(`rows[${i}].tokens`, [`rows[${i}].tokens: row has no tokens`]);
+    }
+    for (const key of ["loss_mask", "advantages", "loss_weights", "rollout_logprobs"] as const) {
+      if (row[key].length !== n) {
+        throw new ValidationError(`rows[${i}].${key}`, [
+          `rows[${i}].${key}: expected ${n} values (one per token), got ${row[key].length}`,
+        ]);
+      }
+    }
+    if (row.parent !== undefined && row.parent.length !== n) {
+      throw new ValidationError(`rows[${i}].parent`, [
+        `rows[${i}].parent: expected ${n} values (one per token), got ${row.parent.length}`,
+      ]);
+    }
+  });
+  const budget = opts.token_budget;
+  const bins: { members: number[]; used: number; oversized: boolean }[] = [];
+  if (opts.order === "sequential") {
+    let open: { members: number[]; used: number; oversized: boolean } | null = null;
+    rows.forEach((row, i) => {
+      const n = row.tokens.length;
+      if (n > budget) {
+        bins.push({ members: [i], used: n, oversized: true });
+        return;
+      }
+      if (!open || open.used + n > budget) {
+        open = { members: [], used: 0, oversized: false };
+        bins.push(open);
+      }
+      open.members.push(i);
+      open.used += n;
+    });
+  } else {
+    const order = rows.map((_, i) => i).sort((a, b) =>
+      rows[b].tokens.length - rows[a].tokens.length || a - b
+    );
+    for (const i of order) {
+      const n = rows[i].tokens.length;
+      if (n > budget) {
+        bins.push({ members: [i], used: n, oversized: true });
+        continue;
+      }
+      const bin = bins.find((b) => !b.oversized && b.used + n <= budget);
+      if (bin) {
+        bin.members.push(i);
+        bin.used += n;
+      } else {
+        bins.push({ members: [i], used: n, oversized: false });
+      }
+    }
+    for (const b of bins) b.members.sort((x, y) => x - y);
+    bins.sort((x, y) => x.members[0] - y.members[0]);
+  }
+  return bins.map((b) => packRows(rows, b.members, b.oversized));
+}
+
+function packRows(
+  rows: readonly PackableRow[],
+  members: readonly number[],
+  oversized: boolean,
+): MicroBatch {
+  let total = 0;
+  for (const i of members) total += rows[i].tokens.length;
+  // Preallocated and filled by index: several times faster than push on long rows.
+  const tokens = new Array<number>(total);
+  const lossMask = new Array<0 | 1>(total);
+  const advantages = new Array<number>(total);
+  const weights = new Array<number>(total);
+  const logprobs = new Array<number>(total);
+  const anyParent = members.some((i) => rows[i].parent !== undefined);
+  const parent = anyParent ? new Array<number>(total) : null;
+  const starts: number[] = [];
+  const segments: PackedSegment[] = [];
+  let start = 0;
+  for (const i of members) {
+    const row = rows[i];
+    const n = row.tokens.length;
+    starts.push(start);
+    segments.push({
+      source: i,
+      rollout_id: row.rollout_id,
+      group_id: row.group_id,
+      start,
+      length: n,
+      had_parent: row.parent !== undefined,
+    });
+    for (let t = 0; t < n; t++) {
+      const at = start + t;
+      tokens[at] = row.tokens[t];
+      lossMask[at] = row.loss_mask[t] as 0 | 1;
+      advantages[at] = row.advantages[t];
+      weights[at] = row.loss_weights[t];
+      logprobs[at] = row.rollout_logprobs[t];
+    }
+    if (parent) {
+      const p = row.parent;
+      for (let t = 0; t < n; t++) {
+        if (p) parent[start + t] = p[t] < 0 ? -1 : p[t] + start;
+        else parent[start + t] = t === 0 ? -1 : start + t - 1;
+      }
+    }
+    start += n;
+  }
+  const first = rows[members[0]];
+  const row: TrainingRow = {
+    rollout_id: first.rollout_id,
+    group_id: first.group_id,
+    tokens,
+    loss_mask: lossMask,
+    advantages,
+    loss_weights: weights,
+    rollout_logprobs: logprobs,
+    segment_starts: starts,
+  };
+  if (parent) row.parent = parent;
+  return { row, segments, tokens: total, oversized };
+}
+
+/**
+ * Splits a micro-batch back into its source rows (the inverse of packing), e.g. to check a
+ * worker's per-row results or to run a worker without packing support.
+ *
+ * @example
+ * ```ts
+ * import { packMicroBatches, unpackMicroBatch } from "./packing.ts";
+ * const row = {
+ *   rollout_id: "r", group_id: "g", tokens: [1, 2], loss_mask: [0, 1] as (0 | 1)[],
+ *   advantages: [1, 1], loss_weights: [0, 1], rollout_logprobs: [0, -1],
+ * };
+ * const [mb] = packMicroBatches([row, row], { token_budget: 8 });
+ * unpackMicroBatch(mb).length; // 2
+ * ```
+ */
+export function unpackMicroBatch(mb: MicroBatch): TrainingRow[] {
+  const { row } = mb;
+  return mb.segments.map((seg) => {
+    const end = seg.start + seg.length;
+    const out: TrainingRow = {
+      rollout_id: seg.rollout_id,
+      group_id: seg.group_id,
+      tokens: row.tokens.slice(seg.start, end),
+      loss_mask: row.loss_mask.slice(seg.start, end),
+      advantages: row.advantages.slice(seg.start, end),
+      loss_weights: row.loss_weights.slice(seg.start, end),
+      rollout_logprobs: row.rollout_logprobs.slice(seg.start, end),
+    };
+    if (seg.had_parent && row.parent) {
+      out.parent = row.parent.slice(seg.start, end).map((p) => (p < 0 ? -1 : p - seg.start));
+    }
+    return out;
+  });
+}

@@ -1,0 +1,152 @@
+/**
+ * A full training plan for one batch of samples: optimizer steps over whole rollouts, §6 loss
+ * weights from each step's global denominators, data-parallel ranks balanced by workload, and
+ * packed micro-batches under a token budget.
+ *
+ * @module
+ */
+import { parseOrThrow, type Sample } from "../schema.ts";
+import { type TrainingPlanOptions, TrainingPlanOptionsSchema } from "../schema/batching.ts";
+import type { MicroBatch } from "../schema/batching.ts";
+import { computeLossWeights, type LossWeightPlan } from "../algo/normalization.ts";
+import { assertSamples } from "../algo/validate.ts";
+import { balance, imbalance, workload } from "./balance.ts";
+import { rolloutUnits } from "./flatten.ts";
+import { packMicroBatches, sampleRowView } from "./packing.ts";
+import { planOptimizerSteps } from "./steps.ts";
+
+/** One data-parallel rank's share of an optimizer step. */
+export interface RankBatch {
+  rank: number;
+  /** Packed micro-batches; each segment's `source` is the sample's index in the input. */
+  micro_batches: MicroBatch[];
+  tokens: number;
+  /** Σ a·L + L² over the rank's rows. */
+  workload: number;
+}
+
+/** One optimizer step of a {@link TrainingPlan}. */
+export interface StepBatch {
+  index: number;
+  rollout_ids: string[];
+  /** Indices of the step's samples in the input, ascending. */
+  samples: number[];
+  /** The step's loss weights (the whole batch's plan when `weight_scope` is `batch`). */
+  weights: LossWeightPlan;
+  ranks: RankBatch[];
+  /** Workload imbalance between ranks (max / mean − 1). */
+  rank_imbalance: number;
+}
+
+/** What {@link planTrainingBatch} returns. */
+export interface TrainingPlan {
+  steps: StepBatch[];
+  /** Rollouts larger than `steps.step_tokens`, each given its own step. */
+  oversized_rollouts: string[];
+  stats: {
+    rollouts: number;
+    samples: number;
+    tokens: number;
+    trained_tokens: number;
+    micro_batches: number;
+    /** Rows longer than `micro_token_budget`, each alone in its micro-batch. */
+    oversized_rows: number;
+    step_token_imbalance: number;
+    max_rank_imbalance: number;
+  };
+}
+
+/**
+ * Plans how a batch of samples (advantages already filled) is trained.
+ *
+ * @example
+ * ```ts
+ * import { planTrainingBatch } from "./plan.ts";
+ * const s = (rollout_id: string, n: number) => ({
+ *   rollout_id, group_id: "g", reward: 1, tokens: new Uint32Array(n).fill(3),
+ *   loss_mask: new Uint8Array(n).fill(1), rollout_logprobs: new Float32Array(n).fill(-1),
+ *   advantage: new Float32Array(n).fill(0.5), policy_version: 0,
+ *   provenance: { request_seqs: [1], split_reason: null, strategy: "prefix_merge" as const,
+ *     off_policy: false, response_starts: [0] },
+ * });
+ * const plan = planTrainingBatch([s("a", 8), s("a", 4), s("b", 6), s("c", 9)], {
+ *   ranks: 2, micro_token_budget: 10,
+ * });
+ * plan.steps[0].ranks.length; // 2
+ * ```
+ */
+export function planTrainingBatch(
+  samples: readonly Sample[],
+  options: TrainingPlanOptions,
+): TrainingPlan {
+  const opts = parseOrThrow(TrainingPlanOptionsSchema, options, "options");
+  assertSamples(samples, { advantage: true });
+  const units = rolloutUnits(samples);
+  const stepPlan = planOptimizerSteps(units, opts.steps);
+  const batchWeights = opts.weight_scope === "batch"
+    ? computeLossWeights(samples, opts.normalization)
+    : null;
+
+  let microBatches = 0;
+  let oversizedRows = 0;
+  let maxRankImbalance = 0;
+  const steps: StepBatch[] = stepPlan.steps.map((planned, index) => {
+    const indices = planned.units.flatMap((u) => units[u].rows).sort((a, b) => a - b);
+    let weighted: Sample[];
+    let weights: LossWeightPlan;
+    if (batchWeights) {
+      weighted = indices.map((i) => batchWeights.samples[i]);
+      weights = batchWeights.plan;
+    } else {
+      const result = computeLossWeights(indices.map((i) => samples[i]), opts.normalization);
+      weighted = result.samples;
+      weights = result.plan;
+    }
+    // Zero-copy views: the packer writes each token once, straight into its micro-batch row.
+    const rows = weighted.map(sampleRowView);
+    const costs = rows.map((r) => workload(r.tokens.length, opts.workload_a));
+    const split = balance(costs, opts.ranks, opts.balance);
+    const ranks = split.parts.map((part, rank) => {
+      const mbs = packMicroBatches(part.map((i) => rows[i]), {
+        token_budget: opts.micro_token_budget,
+        order: opts.pack_order,
+      });
+      for (const mb of mbs) {
+        for (const seg of mb.segments) seg.source = indices[part[seg.source]];
+        if (mb.oversized) oversizedRows += 1;
+      }
+      microBatches += mbs.length;
+      return {
+        rank,
+        micro_batches: mbs,
+        tokens: part.reduce((acc, i) => acc + rows[i].tokens.length, 0),
+        workload: split.loads[rank],
+      };
+    });
+    const rankImbalance = imbalance(split.loads);
+    maxRankImbalance = Math.max(maxRankImbalance, rankImbalance);
+    return {
+      index,
+      rollout_ids: planned.rollout_ids,
+      samples: indices,
+      weights,
+      ranks,
+      rank_imbalance: rankImbalance,
+    };
+  });
+
+  return {
+    steps,
+    oversized_rollouts: stepPlan.oversized,
+    stats: {
+      rollouts: units.length,
+      samples: samples.length,
+      tokens: units.reduce((acc, u) => acc + u.tokens, 0),
+      trained_tokens: units.reduce((acc, u) => acc + u.trained_tokens, 0),
+      micro_batches: microBatches,
+      oversized_rows: oversizedRows,
+      step_token_imbalance: stepPlan.imbalance,
+      max_rank_imbalance: maxRankImbalance,
+    },
+  };
+}

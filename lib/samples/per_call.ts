@@ -1,0 +1,20 @@
+/**
+ * The `per_call` strategy: every call is its own sample (always exact, no sharing).
+ *
+ * @module
+ */
+import { planOf, type SamplePlan } from "./build.ts";
+import type { ValidCall } from "./validate.ts";
+
+/**
+ * One plan per call: `prompt ∥ response`, the response trained.
+ *
+ * @example
+ * ```ts
+ * import { planPerCall } from "./per_call.ts";
+ * planPerCall([]).length; // 0
+ * ```
+ */
+export function planPerCall(calls: readonly ValidCall[]): SamplePlan[] {
+  return calls.map((call) => planOf(call, null));
+}

@@ -1,0 +1,161 @@
+/**
+ * Linear merging: `prefix_merge` (exact token-level extension, the default) and, with
+ * `substitute`, `buffer_substitute`. Every split is diagnosed.
+ *
+ * @module
+ */
+import type { BreakDiagnosis } from "../schema.ts";
+import { extendPlan, planOf, type SamplePlan } from "./build.ts";
+import { findRetokenizedResponse } from "./buffer_substitute.ts";
+import { type DecodeFn, diagnoseBreak } from "./diagnose.ts";
+import { commonPrefixConcat, startsWithConcat } from "./token_seq.ts";
+import type { ValidCall } from "./validate.ts";
+
+/** Options of {@link planLinear}. */
+export interface LinearPlanOptions {
+  /** Repair token-boundary breaks by substituting the sampled response (off-policy). */
+  substitute?: boolean;
+  decode?: DecodeFn;
+  evidenceTokens?: number;
+}
+
+/** A `buffer_substitute` repair: the call's real prompt and where its substitute lives. */
+export interface SubstitutionPlan {
+  call: ValidCall;
+  plan: SamplePlan;
+  /** Offset in the plan where the call's response starts (its substituted prompt ends). */
+  responseStart: number;
+  /** Why exact merging failed there (normally `token_boundary`). */
+  diagnosis: BreakDiagnosis;
+}
+
+/** The linear samples of a rollout, its breaks and the substitutions made. */
+export interface LinearPlan {
+  plans: SamplePlan[];
+  breaks: BreakDiagnosis[];
+  substitutions: SubstitutionPlan[];
+}
+
+function lastCall(plan: SamplePlan): ValidCall {
+  return plan.calls[plan.calls.length - 1];
+}
+
+function touch(open: SamplePlan[], j: number): void {
+  const [plan] = open.splice(j, 1);
+  open.push(plan);
+}
+
+/** The open sample a non-extending call is most likely the continuation of. */
+function predecessor(open: readonly SamplePlan[], call: ValidCall): SamplePlan | null {
+  const seg = call.request.segment;
+  if (seg && seg.opened_by === null) {
+    for (let j = open.length - 1; j >= 0; j--) {
+      if (lastCall(open[j]).request.segment?.conversation === seg.conversation) return open[j];
+    }
+  }
+  let best: SamplePlan | null = null;
+  let bestLen = -1;
+  const p = call.request.prompt_token_ids;
+  for (let j = open.length - 1; j >= 0; j--) {
+    const last = lastCall(open[j]).request;
+    const n = commonPrefixConcat(p, last.prompt_token_ids, last.response_token_ids);
+    if (n > bestLen) {
+      best = open[j];
+      bestLen = n;
+    }
+  }
+  return best;
+}
+
+/** The open sample with an earlier (not last) call that `call`'s prompt extends exactly. */
+function findFork(
+  open: readonly SamplePlan[],
+  call: ValidCall,
+): { plan: SamplePlan; from: ValidCall } | null {
+  const p = call.request.prompt_token_ids;
+  for (let j = open.length - 1; j >= 0; j--) {
+    const calls = open[j].calls;
+    for (let k = calls.length - 2; k >= 0; k--) {
+      const r = calls[k].request;
+      if (startsWithConcat(p, r.prompt_token_ids, r.response_token_ids)) {
+        return { plan: open[j], from: calls[k] };
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * Plans the linear samples of a rollout's calls (seq order). A call extends the most recent
+ * open sample whose tokens (= last prompt ∥ last response) its prompt starts with exactly; the
+ * delta is context, the response is trained. Every open sample is considered, so a main
+ * conversation interleaved with a sub-agent's calls still merges.
+ *
+ * @example
+ * ```ts
+ * import { planLinear } from "./prefix_merge.ts";
+ * planLinear([]).plans.length; // 0
+ * ```
+ */
+export function planLinear(
+  calls: readonly ValidCall[],
+  options: LinearPlanOptions = {},
+): LinearPlan {
+  const plans: SamplePlan[] = [];
+  const open: SamplePlan[] = [];
+  const breaks: BreakDiagnosis[] = [];
+  const substitutions: SubstitutionPlan[] = [];
+  const diagnoseOptions = { decode: options.decode, evidenceTokens: options.evidenceTokens };
+  outer: for (const call of calls) {
+    const p = call.request.prompt_token_ids;
+    for (let j = open.length - 1; j >= 0; j--) {
+      const last = lastCall(open[j]).request;
+      if (startsWithConcat(p, last.prompt_token_ids, last.response_token_ids)) {
+        const covered = last.prompt_token_ids.length + last.response_token_ids.length;
+        extendPlan(open[j], p.subarray(covered), call);
+        touch(open, j);
+        continue outer;
+      }
+    }
+    if (options.substitute && options.decode) {
+      for (let j = open.length - 1; j >= 0; j--) {
+        const prev = lastCall(open[j]);
+        const k = findRetokenizedResponse(p, prev.request, options.decode);
+        if (k < 0) continue;
+        const plan = open[j];
+        extendPlan(plan, p.subarray(prev.request.prompt_token_ids.length + k), call);
+        plan.offPolicy = true;
+        substitutions.push({
+          call,
+          plan,
+          responseStart: plan.responseStarts[plan.responseStarts.length - 1],
+          diagnosis: diagnoseBreak(prev, call, diagnoseOptions),
+        });
+        touch(open, j);
+        continue outer;
+      }
+    }
+    let split: BreakDiagnosis | null = null;
+    if (plans.length > 0) {
+      const fork = findFork(open, call);
+      const prev = fork ? fork.plan : predecessor(open, call);
+      split = diagnoseBreak(prev ? lastCall(prev) : null, call, diagnoseOptions);
+      // An exact extension of an earlier call is hard evidence of a fork (nothing was
+      // replaced), even where a segment tag inferred from messages says compaction.
+      if (fork) {
+        split = {
+          ...split,
+          reason: "branch",
+          basis: "tokens",
+          detail: `the prompt extends seq ${fork.from.seq} exactly, but its sample has moved on ` +
+            `to seq ${lastCall(fork.plan).seq}: a fork from an earlier point`,
+        };
+      }
+      breaks.push(split);
+    }
+    const plan = planOf(call, split);
+    plans.push(plan);
+    open.push(plan);
+  }
+  return { plans, breaks, substitutions };
+}

@@ -1,0 +1,147 @@
+/**
+ * Installs what reins' tests, notebooks and demo need when it is missing, and says what it did.
+ *
+ * The npm side is Deno's own (`nodeModulesDir: auto`); this script covers the system side:
+ * PyTorch for the trainer worker, PostgreSQL for the second store backend, bubblewrap for the
+ * sandbox, Chromium for the UI tests, Jupyter for the notebooks and a font for PNG figures.
+ * On Debian as root it runs `apt-get install`; elsewhere it prints the command to run.
+ *
+ * Usage: `deno run -A scripts/ensure_deps.ts [--only torch,postgres,...] [--check]`
+ *
+ * @module
+ */
+
+/** One system dependency: how to detect it and which Debian package provides it. */
+interface SystemDependency {
+  name: string;
+  debian: string[];
+  /** Returns true when the dependency is usable. */
+  present(): Promise<boolean>;
+  /** What to tell a user who is not on Debian or not root. */
+  hint: string;
+}
+
+async function succeeds(cmd: string, args: string[]): Promise<boolean> {
+  try {
+    const out = await new Deno.Command(cmd, { args, stdout: "null", stderr: "null" }).output();
+    return out.success;
+  } catch {
+    return false;
+  }
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function pythonWithTorch(): Promise<boolean> {
+  for (const python of [Deno.env.get("REINS_PYTHON"), "/usr/bin/python3", "python3"]) {
+    if (python && await succeeds(python, ["-c", "import torch"])) return true;
+  }
+  return false;
+}
+
+const DEPENDENCIES: SystemDependency[] = [
+  {
+    name: "torch",
+    debian: ["python3-torch"],
+    present: pythonWithTorch,
+    hint: "pip install torch (or set REINS_PYTHON to a python that has it)",
+  },
+  {
+    name: "postgres",
+    debian: ["postgresql"],
+    present: () => Promise.resolve(exists("/usr/lib/postgresql") || exists("/usr/bin/initdb")),
+    hint: "install PostgreSQL server binaries (initdb, pg_ctl)",
+  },
+  {
+    name: "bwrap",
+    debian: ["bubblewrap"],
+    present: () => succeeds("bwrap", ["--version"]),
+    hint: "install bubblewrap",
+  },
+  {
+    name: "chromium",
+    debian: ["chromium"],
+    present: () => Promise.resolve(exists("/usr/bin/chromium")),
+    hint: "install chromium (UI browser tests)",
+  },
+  {
+    name: "jupyter",
+    debian: ["jupyter-nbconvert", "python3-nbclient", "python3-ipykernel"],
+    present: () => succeeds("jupyter", ["nbconvert", "--version"]),
+    hint: "install jupyter nbconvert + nbclient + ipykernel",
+  },
+  {
+    name: "fonts",
+    debian: ["fonts-dejavu-core"],
+    present: () => Promise.resolve(exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")),
+    hint: "install the DejaVu fonts (PNG figures)",
+  },
+];
+
+async function isRootOnDebian(): Promise<boolean> {
+  return Deno.uid() === 0 && exists("/etc/debian_version") && await succeeds("apt-get", ["-v"]);
+}
+
+async function aptInstall(packages: string[]): Promise<void> {
+  const env = { DEBIAN_FRONTEND: "noninteractive" };
+  const update = await new Deno.Command("apt-get", { args: ["update", "-qq"], env }).output();
+  if (!update.success) throw new Error("apt-get update failed");
+  const install = await new Deno.Command("apt-get", {
+    args: ["install", "-y", "-qq", "--no-install-recommends", ...packages],
+    env,
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  if (!install.success) throw new Error(`apt-get install ${packages.join(" ")} failed`);
+}
+
+/**
+ * Checks (and on Debian as root, installs) the system dependencies named in `only`
+ * (all when omitted). Returns the names still missing afterwards.
+ *
+ * @example
+ * ```ts
+ * import { ensureSystemDeps } from "./ensure_deps.ts";
+ * const missing = await ensureSystemDeps({ only: ["torch"], install: false });
+ * if (missing.length) console.log("missing:", missing);
+ * ```
+ */
+export async function ensureSystemDeps(
+  options: { only?: string[]; install?: boolean } = {},
+): Promise<string[]> {
+  const wanted = DEPENDENCIES.filter((d) => !options.only || options.only.includes(d.name));
+  const missing: SystemDependency[] = [];
+  for (const dep of wanted) if (!await dep.present()) missing.push(dep);
+  if (missing.length === 0) return [];
+  if (options.install !== false && await isRootOnDebian()) {
+    console.error(`ensure_deps: installing ${missing.map((d) => d.name).join(", ")} via apt-get`);
+    await aptInstall(missing.flatMap((d) => d.debian));
+    if (missing.some((d) => d.name === "jupyter")) {
+      await new Deno.Command(Deno.execPath(), { args: ["jupyter", "--install"] }).output();
+    }
+    const still: string[] = [];
+    for (const dep of missing) if (!await dep.present()) still.push(dep.name);
+    return still;
+  }
+  for (const dep of missing) {
+    console.error(`ensure_deps: ${dep.name} is missing: ${dep.hint} (Debian: ${dep.debian})`);
+  }
+  return missing.map((d) => d.name);
+}
+
+if (import.meta.main) {
+  const onlyIndex = Deno.args.indexOf("--only");
+  const only = onlyIndex >= 0 ? Deno.args[onlyIndex + 1]?.split(",") : undefined;
+  const missing = await ensureSystemDeps({ only, install: !Deno.args.includes("--check") });
+  if (missing.length) {
+    console.error(`ensure_deps: still missing: ${missing.join(", ")}`);
+    Deno.exit(1);
+  }
+}
