@@ -18,3 +18,5 @@ export * from "./lib/tokens/mod.ts";
 export * from "./lib/samples/mod.ts";
 export * from "./lib/algo/mod.ts";
 export * from "./lib/batching/mod.ts";
+export * from "./lib/plot/mod.ts";
+export * from "./lib/trajectories/mod.ts";

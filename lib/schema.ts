@@ -23,3 +23,5 @@ export * from "./schema/trainer.ts";
 export * from "./schema/controller.ts";
 export * from "./schema/harness.ts";
 export * from "./schema/trajectories.ts";
+export * from "./schema/harness_cli.ts";
+export * from "./schema/ui.ts";

@@ -78,6 +78,12 @@ const DEPENDENCIES: SystemDependency[] = [
     hint: "install jupyter nbconvert + nbclient + ipykernel",
   },
   {
+    name: "git",
+    debian: ["git"],
+    present: () => succeeds("git", ["--version"]),
+    hint: "install git (sandbox tests build real repositories)",
+  },
+  {
     name: "fonts",
     debian: ["fonts-dejavu-core"],
     present: () => Promise.resolve(exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")),

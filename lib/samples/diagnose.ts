@@ -203,17 +203,25 @@ function sameExceptReasoning(a: ChatMessage, b: ChatMessage): boolean {
     sameMessage({ ...a, reasoning_content: undefined }, { ...b, reasoning_content: undefined });
 }
 
-/** True when every part of the assistant message appears verbatim in the sampled text. */
+/** True when the message says what was sampled: text verbatim, tool arguments up to whitespace. */
 function faithful(message: ChatMessage, sampled: string): boolean {
   const parts: string[] = [];
   const content = (message.content ?? "").trim();
   if (content) parts.push(content);
   const reasoning = (message.reasoning_content ?? "").trim();
   if (reasoning) parts.push(reasoning);
-  for (const call of message.tool_calls ?? []) {
-    parts.push(call.function.name, call.function.arguments.trim());
-  }
-  return parts.every((part) => sampled.includes(part));
+  if (!parts.every((part) => sampled.includes(part))) return false;
+  // Tool-call arguments are compared without whitespace: the renderer parses them and the
+  // template re-serialises them, so `{"a":1}` passed on as `{"a": 1}` cannot change the prompt.
+  const compactSampled = withoutWhitespace(sampled);
+  return (message.tool_calls ?? []).every((call) =>
+    sampled.includes(call.function.name) &&
+    compactSampled.includes(withoutWhitespace(call.function.arguments))
+  );
+}
+
+function withoutWhitespace(text: string): string {
+  return text.replace(/\s+/g, "");
 }
 
 function judgeMessages(

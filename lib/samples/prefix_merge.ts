@@ -141,8 +141,10 @@ export function planLinear(
       const prev = fork ? fork.plan : predecessor(open, call);
       split = diagnoseBreak(prev ? lastCall(prev) : null, call, diagnoseOptions);
       // An exact extension of an earlier call is hard evidence of a fork (nothing was
-      // replaced), even where a segment tag inferred from messages says compaction.
-      if (fork) {
+      // replaced), even where a segment tag inferred from messages says compaction. It is not
+      // evidence against a diagnosis that explains the split: a growing conversation always
+      // extends its earlier calls, so a token-boundary split after a merge "extends" one too.
+      if (fork && (split.reason === "compaction" || split.reason === "unknown")) {
         split = {
           ...split,
           reason: "branch",

@@ -1,0 +1,41 @@
+/**
+ * Real agent trajectories in reins' message form: importers for SWE-agent `.traj`, tau-bench,
+ * mini-swe-agent and Claude Code JSONL logs, the shared-data loader, and a replay that renders
+ * each call through a chat template + tokenizer into the `model_request` events a reins proxy
+ * would have recorded (with FAKE, deterministic logprobs).
+ *
+ * @example
+ * ```ts
+ * import { loadTrajectories, replayTrajectory, trajectoryStats } from "./mod.ts";
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
+ * const [run] = await loadTrajectories({ sources: ["mini-swe-agent"] });
+ * trajectoryStats(run).calls; // 10
+ * const events = replayTrajectory(run, await loadQwen3Tokenizer());
+ * events[0].payload.prompt_token_ids[0]; // 151644 (<|im_start|>)
+ * ```
+ *
+ * @module
+ */
+export { inferTools } from "./common.ts";
+export { parseSweAgent } from "./swe_agent.ts";
+export { parseTauBench } from "./tau_bench.ts";
+export { parseMiniSweAgent } from "./mini_swe_agent.ts";
+export { type JsonlFile, parseClaudeCode } from "./claude_code.ts";
+export {
+  detectTrajectoryFormat,
+  importTrajectoryFile,
+  listTrajectoryFiles,
+  loadTrajectories,
+  trajectoriesRoot,
+} from "./load.ts";
+export { type ResolvedCall, trajectoryCalls, trajectoryStats } from "./stats.ts";
+export {
+  chatmlResponseText,
+  fakeLogprob,
+  replayTrajectory,
+  type ReplayTrajectoryOptions,
+  type ResponseFormatter,
+} from "./replay.ts";
+export { loadQwen3KeepReasoningTokenizer, qwen3KeepReasoningTemplate } from "./templates.ts";
+export { PLACEHOLDER_REASONING, withPlaceholderReasoning } from "./transform.ts";
+export * from "../schema/trajectories.ts";

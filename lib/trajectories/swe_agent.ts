@@ -1,0 +1,69 @@
+/**
+ * SWE-agent `.traj` files: `history[]` holds every message the agent loop appended (system,
+ * demonstrations, observations as user or tool messages, assistant turns with optional OpenAI
+ * `tool_calls`). The history only grows, so each assistant turn's prompt is all that precedes it.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { type ChatMessage, parseOrThrow } from "../schema.ts";
+import type { Trajectory } from "../schema/trajectories.ts";
+import {
+  contentText,
+  linearTrajectory,
+  RawContentSchema,
+  RawToolCallSchema,
+  safeId,
+  toolCall,
+} from "./common.ts";
+
+const SweAgentMessageSchema = z.object({
+  role: z.enum(["system", "user", "assistant", "tool"]),
+  content: RawContentSchema.optional(),
+  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
+  tool_call_ids: z.array(z.string()).nullable().optional(),
+  tool_call_id: z.string().optional(),
+}).passthrough();
+
+const SweAgentFileSchema = z.object({
+  history: z.array(SweAgentMessageSchema),
+}).passthrough();
+
+function baseName(file: string): string {
+  return file.slice(file.lastIndexOf("/") + 1).replace(/\.traj(\.json)?$/, "");
+}
+
+/**
+ * Converts a parsed SWE-agent `.traj` object into a trajectory. The group id is the instance
+ * (file base name), so several runs of one issue form a group.
+ *
+ * @example
+ * ```ts
+ * import { parseSweAgent } from "./swe_agent.ts";
+ * const t = parseSweAgent({ history: [
+ *   { role: "system", content: "sys" }, { role: "user", content: "fix it" },
+ *   { role: "assistant", content: "ls" },
+ * ] }, "demo/x.traj");
+ * t.calls.length; // 1
+ * ```
+ */
+export function parseSweAgent(data: unknown, file: string): Trajectory {
+  const parsed = parseOrThrow(SweAgentFileSchema, data, file);
+  const messages: ChatMessage[] = parsed.history.map((raw) => {
+    const message: ChatMessage = { role: raw.role, content: contentText(raw.content) };
+    if (raw.role === "assistant" && raw.tool_calls && raw.tool_calls.length > 0) {
+      message.tool_calls = raw.tool_calls.map(toolCall);
+    }
+    const toolCallId = raw.tool_call_id ?? raw.tool_call_ids?.[0];
+    if (raw.role === "tool" && toolCallId !== undefined) message.tool_call_id = toolCallId;
+    return message;
+  });
+  const stem = file.replace(/\.traj$/, "");
+  return linearTrajectory({
+    id: safeId(stem.startsWith("swe-agent/") ? stem : `swe-agent/${stem}`),
+    group_id: safeId(`swe-agent:${baseName(file)}`),
+    source: "swe-agent",
+    file,
+    reward: null,
+  }, messages);
+}

@@ -1,0 +1,78 @@
+/**
+ * tau-bench historical trajectories: a JSON list of runs `{task_id, trial, reward, traj[]}`, each
+ * `traj` an OpenAI chat history (system policy, user simulator turns, assistant turns with
+ * `tool_calls`, `tool` results). Runs of one `task_id` form a GRPO group.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { type ChatMessage, parseOrThrow } from "../schema.ts";
+import type { Trajectory } from "../schema/trajectories.ts";
+import {
+  linearTrajectory,
+  RawContentSchema,
+  RawToolCallSchema,
+  safeId,
+  toolCall,
+} from "./common.ts";
+import { contentText } from "./common.ts";
+
+const TauMessageSchema = z.object({
+  role: z.enum(["system", "user", "assistant", "tool"]),
+  content: RawContentSchema.optional(),
+  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
+  tool_call_id: z.string().optional(),
+  name: z.string().optional(),
+}).passthrough();
+
+const TauRunSchema = z.object({
+  task_id: z.union([z.number(), z.string()]),
+  trial: z.number().int().optional(),
+  reward: z.number(),
+  traj: z.array(TauMessageSchema),
+}).passthrough();
+
+const TauFileSchema = z.array(TauRunSchema);
+
+/**
+ * Converts a parsed tau-bench results file into one trajectory per run.
+ *
+ * @example
+ * ```ts
+ * import { parseTauBench } from "./tau_bench.ts";
+ * const [t] = parseTauBench([{ task_id: 3, trial: 0, reward: 1, traj: [
+ *   { role: "user", content: "hi" }, { role: "assistant", content: "hello" },
+ * ] }], "tau-bench/airline.json");
+ * [t.id, t.group_id, t.reward]; // ["tau-bench:airline:task3:trial0", "tau-bench:airline:task3", 1]
+ * ```
+ */
+export function parseTauBench(data: unknown, file: string): Trajectory[] {
+  const runs = parseOrThrow(TauFileSchema, data, file);
+  const base = file.slice(file.lastIndexOf("/") + 1).replace(/\.json$/, "");
+  const seen = new Set<string>();
+  return runs.map((run, i) => {
+    const messages: ChatMessage[] = run.traj.map((raw) => {
+      const message: ChatMessage = {
+        role: raw.role,
+        content: raw.content === null ? null : contentText(raw.content),
+      };
+      if (raw.role === "assistant" && raw.tool_calls && raw.tool_calls.length > 0) {
+        message.tool_calls = raw.tool_calls.map(toolCall);
+      }
+      if (raw.role === "tool") {
+        if (raw.tool_call_id !== undefined) message.tool_call_id = raw.tool_call_id;
+        if (raw.name !== undefined) message.name = raw.name;
+      }
+      return message;
+    });
+    const group = safeId(`tau-bench:${base}:task${run.task_id}`);
+    let id = safeId(`${group}:trial${run.trial ?? 0}`);
+    // Files that repeat a (task, trial) pair still get one rollout id per run.
+    if (seen.has(id)) id = safeId(`${id}:run${i}`);
+    seen.add(id);
+    return linearTrajectory(
+      { id, group_id: group, source: "tau-bench", file, reward: run.reward },
+      messages,
+    );
+  });
+}

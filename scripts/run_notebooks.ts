@@ -1,0 +1,143 @@
+/**
+ * Executes every notebook in `notebooks/` headless and fails on any cell error (`deno task
+ * notebooks`; CI runs it).
+ *
+ * Steps: install the Deno Jupyter kernel (`deno jupyter --install --force`, idempotent), then run each
+ * notebook with `jupyter nbconvert --to notebook --execute` on the `deno` kernel. Executed copies
+ * go to a temporary directory that is removed afterwards, so the repo stays clean; the notebooks'
+ * own side effects (figures under `experiments/figures/`) stay. Prints the time of each notebook.
+ *
+ * Usage: `deno run -A scripts/run_notebooks.ts [--in-place] [--out DIR] [--timeout S] [name...]`
+ * - `name...`: only notebooks whose file name contains one of the names;
+ * - `--in-place`: write the outputs into the notebooks themselves (to commit executed notebooks);
+ * - `--out DIR`: keep the executed copies in DIR instead of a temporary directory;
+ * - `--timeout S`: per-cell time limit in seconds (default 600).
+ *
+ * Needs Jupyter with nbconvert/nbclient/ipykernel (Debian: `jupyter-nbconvert python3-nbclient
+ * python3-ipykernel`).
+ *
+ * @module
+ */
+
+const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname).replace(/\/$/, "");
+const NOTEBOOKS = `${ROOT}/notebooks`;
+
+interface Options {
+  inPlace: boolean;
+  out: string | undefined;
+  timeout: number;
+  names: string[];
+}
+
+function parseArgs(args: string[]): Options {
+  const options: Options = { inPlace: false, out: undefined, timeout: 600, names: [] };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === "--in-place") options.inPlace = true;
+    else if (arg === "--out") options.out = args[++i];
+    else if (arg === "--timeout") options.timeout = Number(args[++i]);
+    else if (arg.startsWith("--")) throw new Error(`unknown option ${arg}`);
+    else options.names.push(arg);
+  }
+  if (!Number.isFinite(options.timeout) || options.timeout <= 0) {
+    throw new Error("--timeout: expected a positive number of seconds");
+  }
+  if (options.out === "") throw new Error("--out: expected a directory");
+  return options;
+}
+
+async function run(cmd: string, args: string[]): Promise<{ ok: boolean; output: string }> {
+  try {
+    const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+    const decoder = new TextDecoder();
+    return { ok: out.success, output: decoder.decode(out.stdout) + decoder.decode(out.stderr) };
+  } catch (error) {
+    return { ok: false, output: (error as Error).message };
+  }
+}
+
+async function findJupyter(): Promise<string> {
+  for (const candidate of [Deno.env.get("REINS_JUPYTER"), "jupyter", "/usr/bin/jupyter"]) {
+    if (!candidate) continue;
+    if ((await run(candidate, ["nbconvert", "--version"])).ok) return candidate;
+  }
+  throw new Error(
+    "jupyter nbconvert not found: install Debian jupyter-nbconvert python3-nbclient " +
+      "python3-ipykernel (or set REINS_JUPYTER to a jupyter executable)",
+  );
+}
+
+async function listNotebooks(names: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(NOTEBOOKS)) {
+    if (!entry.isFile || !entry.name.endsWith(".ipynb")) continue;
+    if (names.length > 0 && !names.some((name) => entry.name.includes(name))) continue;
+    out.push(`${NOTEBOOKS}/${entry.name}`);
+  }
+  return out.sort();
+}
+
+/** The last lines of nbconvert's output: where the cell error is. */
+function tail(text: string, lines = 40): string {
+  return text.trimEnd().split("\n").slice(-lines).join("\n");
+}
+
+async function main(): Promise<number> {
+  const options = parseArgs(Deno.args);
+  const jupyter = await findJupyter();
+  // `--force` makes it idempotent and points the kernel at the deno running this script.
+  const install = await run(Deno.execPath(), ["jupyter", "--install", "--force"]);
+  if (!install.ok) {
+    console.error(`deno jupyter --install failed:\n${tail(install.output)}`);
+    return 1;
+  }
+  const notebooks = await listNotebooks(options.names);
+  if (notebooks.length === 0) {
+    console.error(`no notebook matched in ${NOTEBOOKS}`);
+    return 1;
+  }
+  const temp = options.inPlace || options.out ? undefined : await Deno.makeTempDir();
+  const outDir = options.out ?? temp;
+  if (options.out) await Deno.mkdir(options.out, { recursive: true });
+  const results: { name: string; seconds: number; ok: boolean }[] = [];
+  try {
+    for (const path of notebooks) {
+      const name = path.slice(path.lastIndexOf("/") + 1);
+      const args = [
+        "nbconvert",
+        "--to",
+        "notebook",
+        "--execute",
+        "--ExecutePreprocessor.kernel_name=deno",
+        `--ExecutePreprocessor.timeout=${options.timeout}`,
+        ...(options.inPlace ? ["--inplace"] : ["--output-dir", outDir!]),
+        path,
+      ];
+      const start = performance.now();
+      const result = await run(jupyter, args);
+      const seconds = (performance.now() - start) / 1000;
+      results.push({ name, seconds, ok: result.ok });
+      console.log(`${result.ok ? "ok  " : "FAIL"} ${name} ${seconds.toFixed(1)}s`);
+      if (!result.ok) console.error(tail(result.output));
+    }
+  } finally {
+    if (temp) await Deno.remove(temp, { recursive: true });
+  }
+  const failed = results.filter((r) => !r.ok);
+  const total = results.reduce((sum, r) => sum + r.seconds, 0);
+  console.log(
+    `${results.length - failed.length}/${results.length} notebooks ran clean in ${
+      total.toFixed(1)
+    }s`,
+  );
+  return failed.length === 0 ? 0 : 1;
+}
+
+if (import.meta.main) {
+  try {
+    Deno.exit(await main());
+  } catch (error) {
+    console.error((error as Error).message);
+    Deno.exit(2);
+  }
+}
