@@ -63,6 +63,13 @@ export const SandboxOptionsSchema = z.object({
   allow: z.array(hostPort).default([]),
   /** During: log every command a `bash` inside the sandbox runs. */
   command_log: z.boolean().default(true),
+  /**
+   * Before: host paths masked inside the sandbox (absolute, or relative to the controller's
+   * working directory): an empty tmpfs over a directory, `/dev/null` (unreadable there) over a
+   * file. For datasets
+   * that hold answers or hidden tests (the reward, which runs outside, still reads them).
+   */
+  hide: z.array(z.string().min(1, "must not be empty")).default([]),
 });
 /** Stage-wise sandbox settings. */
 export type SandboxOptions = z.infer<typeof SandboxOptionsSchema>;
@@ -84,6 +91,7 @@ export const LocalHarnessSchema = z.object({
     network: "proxy_only",
     allow: [],
     command_log: true,
+    hide: [],
   }),
 });
 /** How the local backend runs a harness. */

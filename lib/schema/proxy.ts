@@ -67,6 +67,17 @@ export const ProxyOptionsSchema = z.object({
   max_body_bytes: z.number().int().positive().default(32 * 1024 * 1024),
   /** Qwen3 `enable_thinking` default when the caller does not say. */
   enable_thinking: z.boolean().optional(),
+  /**
+   * Attempts whose conversation state (segments, incremental encoder caches, last call) is kept;
+   * the least recently active are forgotten first (≈ one copy of each context in memory).
+   */
+  max_sessions: z.number().int().positive().default(1024),
+  /**
+   * How long a model-registry read is reused for the policy version of calls whose upstream
+   * does not report one (SGLang, vLLM). Those servers load new weights asynchronously anyway;
+   * 0 reads the registry on every call.
+   */
+  registry_cache_ms: z.number().int().min(0).default(250),
   /** Model name answered by `GET /v1/models` when the registry is empty. */
   default_model: z.string().default("reins-policy"),
 });

@@ -218,7 +218,8 @@ export type CheckpointResponse = z.infer<typeof CheckpointResponseSchema>;
 export const WorkerStateSchema = z.object({
   initialized: z.boolean(),
   policy_version: z.number().int().min(0),
-  model_kind: z.enum(["builtin", "hf", "checkpoint"]).nullable().optional(),
+  /** `builtin` (also when loaded from a checkpoint) or `hf`. */
+  model_kind: z.enum(["builtin", "hf"]).nullable().optional(),
   source: z.string().nullable().optional(),
   config: z.record(z.string(), z.unknown()).optional(),
   device: z.string().optional(),
@@ -243,6 +244,10 @@ export const WorkerHealthSchema = z.object({
   policy_version: z.number().int().min(0),
   device: z.string(),
   pid: z.number().int(),
+  /** Responses being sampled right now. */
+  generating: z.number().int().min(0),
+  /** A weight change (optim_step, load, init) waits for them; new requests queue meanwhile. */
+  weights_pending: z.boolean(),
 });
 /** Answer of `GET /health`. */
 export type WorkerHealth = z.infer<typeof WorkerHealthSchema>;

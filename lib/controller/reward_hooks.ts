@@ -1,0 +1,198 @@
+/**
+ * Reward hooks: after the agent exits, outside its reach, compute the outcome reward on a
+ * verification tree (the agent's tree with tests and `.git` restored from the pristine copy).
+ *
+ * A hook is either a command (its last non-empty stdout line is the reward: a number, or JSON
+ * `{"value": n}`; with no such line, exit code 0 means 1 and anything else 0) or a function
+ * registered with the local backend.
+ *
+ * @module
+ */
+import type { JsonObject, RewardHook, Rollout } from "../schema.ts";
+
+/** What a reward function receives. */
+export interface RewardContext {
+  rollout: Rollout;
+  attempt_id: string;
+  /** The verification tree (or the agent's tree when no workspace was given). */
+  dir: string;
+  /** The harness's exit code. */
+  exit_code: number;
+  /** Paths of `restore` the agent had edited (they were restored before this runs). */
+  edited: string[];
+}
+
+/** An in-process reward function. */
+export type RewardFunction = (ctx: RewardContext) => number | Promise<number>;
+
+/** The hook's result. */
+export interface RewardResult {
+  value: number;
+  info: JsonObject;
+}
+
+/**
+ * Reads the reward out of a verifier's stdout and exit code.
+ *
+ * @example
+ * ```ts
+ * import { parseRewardOutput } from "./reward_hooks.ts";
+ * parseRewardOutput("running tests\n0.75\n", 0); // 0.75
+ * parseRewardOutput('{"value": 1}', 0); // 1
+ * parseRewardOutput("3 failed", 1); // 0
+ * ```
+ */
+export function parseRewardOutput(stdout: string, exitCode: number): number {
+  const lines = stdout.split("\n").map((line) => line.trim()).filter((line) => line.length > 0);
+  const last = lines.at(-1);
+  if (last !== undefined) {
+    const direct = Number(last);
+    if (last !== "" && Number.isFinite(direct)) return direct;
+    try {
+      const parsed: unknown = JSON.parse(last);
+      if (typeof parsed === "number" && Number.isFinite(parsed)) return parsed;
+      if (parsed && typeof parsed === "object" && "value" in parsed) {
+        const value = (parsed as { value: unknown }).value;
+        if (typeof value === "number" && Number.isFinite(value)) return value;
+      }
+    } catch { /* not JSON: fall back to the exit code */ }
+  }
+  return exitCode === 0 ? 1 : 0;
+}
+
+async function copyTree(from: string, to: string): Promise<void> {
+  await Deno.mkdir(to, { recursive: true });
+  const out = await new Deno.Command("cp", { args: ["-a", `${from}/.`, to], stderr: "piped" })
+    .output();
+  if (!out.success) {
+    throw new Error(`copy ${from} → ${to} failed: ${new TextDecoder().decode(out.stderr)}`);
+  }
+}
+
+async function differs(a: string, b: string): Promise<boolean> {
+  const out = await new Deno.Command("diff", {
+    args: ["-rq", "--no-dereference", a, b],
+    stdout: "null",
+    stderr: "null",
+  }).output();
+  return out.code !== 0;
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Builds the verification tree: a copy of the agent's tree with each `restore` path and `.git`
+ * put back from the pristine workspace. Returns which restored paths the agent had edited.
+ *
+ * @example
+ * ```ts ignore
+ * import { buildVerifyTree } from "./reward_hooks.ts";
+ * const { edited } = await buildVerifyTree("/a/work", "/repo", "/a/verify", ["tests"]);
+ * ```
+ */
+export async function buildVerifyTree(
+  workDir: string,
+  pristine: string,
+  verifyDir: string,
+  restore: string[],
+): Promise<{ edited: string[]; restored: string[] }> {
+  await Deno.remove(verifyDir, { recursive: true }).catch(() => {});
+  await copyTree(workDir, verifyDir);
+  const edited: string[] = [];
+  const restored: string[] = [];
+  for (const path of [...restore, ".git"]) {
+    const source = `${pristine}/${path}`;
+    const target = `${verifyDir}/${path}`;
+    const agentCopy = `${workDir}/${path}`;
+    if (!exists(source)) {
+      if (path !== ".git" && exists(agentCopy)) edited.push(path);
+      await Deno.remove(target, { recursive: true }).catch(() => {});
+      continue;
+    }
+    if (path !== ".git" && (!exists(agentCopy) || await differs(source, agentCopy))) {
+      edited.push(path);
+    }
+    await Deno.remove(target, { recursive: true }).catch(() => {});
+    const parent = target.slice(0, target.lastIndexOf("/"));
+    await Deno.mkdir(parent, { recursive: true });
+    const out = await new Deno.Command("cp", { args: ["-a", source, target], stderr: "piped" })
+      .output();
+    if (!out.success) throw new Error(`restore ${path}: ${new TextDecoder().decode(out.stderr)}`);
+    restored.push(path);
+  }
+  return { edited, restored };
+}
+
+/**
+ * Runs a reward hook in `dir` and returns the reward. Throws when the command cannot run or
+ * times out (the attempt then fails with that message).
+ *
+ * @example
+ * ```ts ignore
+ * import { runRewardHook } from "./reward_hooks.ts";
+ * const reward = await runRewardHook(hook, ctx, {});
+ * ```
+ */
+export async function runRewardHook(
+  hook: RewardHook,
+  ctx: RewardContext,
+  functions: Record<string, RewardFunction>,
+  env: Record<string, string> = {},
+): Promise<RewardResult> {
+  if (hook.function) {
+    const fn = functions[hook.function];
+    if (!fn) {
+      const known = Object.keys(functions).join(", ") || "none";
+      throw new Error(`reward function "${hook.function}" is not registered (known: ${known})`);
+    }
+    const value = await fn(ctx);
+    if (!Number.isFinite(value)) throw new Error(`reward function returned ${value}`);
+    return { value, info: { kind: "function", name: hook.function } };
+  }
+  const argv = hook.command!;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), hook.timeout_s * 1000);
+  try {
+    const out = await new Deno.Command(argv[0], {
+      args: argv.slice(1),
+      cwd: ctx.dir,
+      env: { ...env, ...hook.env },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      signal: controller.signal,
+    }).output();
+    if (controller.signal.aborted) {
+      throw new Error(`reward command timed out after ${hook.timeout_s}s`);
+    }
+    const stdout = new TextDecoder().decode(out.stdout);
+    const value = parseRewardOutput(stdout, out.code);
+    return {
+      value,
+      info: {
+        kind: "command",
+        exit_code: out.code,
+        stdout_tail: stdout.slice(-2000),
+        stderr_tail: new TextDecoder().decode(out.stderr).slice(-2000),
+      },
+    };
+  } catch (error) {
+    if (controller.signal.aborted) {
+      throw new Error(`reward command timed out after ${hook.timeout_s}s`);
+    }
+    throw new Error(
+      `reward command ${JSON.stringify(argv[0])} failed: ${
+        error instanceof Error ? error.message : String(error)
+      }`,
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}

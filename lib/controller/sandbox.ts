@@ -1,0 +1,485 @@
+/**
+ * Stage-wise sandbox for the local backend, built on bubblewrap (`bwrap`).
+ *
+ * Before the agent runs:
+ * - `before:hide_git`: an empty tmpfs is mounted over the workspace's `.git`, and the
+ *   controller's state directory and the pristine workspace copy are hidden behind tmpfs too, so
+ *   no history or answer is readable;
+ * - `before:disable_git`: every `git` binary is replaced by `/dev/null` (not executable), the
+ *   `git-core` helpers are hidden, a `git` shim that fails loudly comes first on `PATH`, and
+ *   `GIT_DIR=/nonexistent`, `GIT_CEILING_DIRECTORIES=/`;
+ * - `before:hide_paths`: every path of `options.hide` (datasets holding answers or hidden tests)
+ *   is masked: an empty tmpfs over a directory, `/dev/null` over a file (on a `nodev` mount, so
+ *   reading it fails with "permission denied");
+ * - `before:network_proxy_only`: `--unshare-net` leaves the agent only its own loopback; the
+ *   first process inside ({@link ./sandbox_entry.ts}) listens on `127.0.0.1:<gateway port>`
+ *   (and on each allow-listed port) and relays to a Unix socket bind-mounted from the
+ *   controller, which relays to the real gateway.
+ *
+ * During: `during:command_log` sets `BASH_ENV` to a DEBUG trap so every command a non-interactive
+ * `bash` runs is appended to a log outside the agent's tree (commands run by `sh`/dash or exec'd
+ * directly are not seen; that is recorded as a limit, not hidden).
+ *
+ * After: verification (restore the pristine tests and `.git`, run the reward command outside the
+ * sandbox) lives in the local backend, which records `after:verify_restored`.
+ *
+ * @module
+ */
+import { resolve } from "node:path";
+import type { SandboxOptions, SandboxStages } from "../schema.ts";
+
+/** What the host can do, probed once. */
+export interface SandboxSupport {
+  bwrap: boolean;
+  /** Whether a network namespace can be created (`--unshare-net`). */
+  net: boolean;
+  /** Why something is unavailable. */
+  reason: string | null;
+}
+
+const probed = new Map<string, Promise<SandboxSupport>>();
+
+async function runs(cmd: string, args: string[]): Promise<{ ok: boolean; err: string }> {
+  try {
+    const out = await new Deno.Command(cmd, { args, stdout: "null", stderr: "piped" }).output();
+    return { ok: out.success, err: new TextDecoder().decode(out.stderr).trim() };
+  } catch (error) {
+    return { ok: false, err: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/**
+ * Finds out whether bubblewrap runs here and may create a network namespace (cached).
+ *
+ * @example
+ * ```ts
+ * import { probeSandbox } from "./sandbox.ts";
+ * const support = await probeSandbox();
+ * if (!support.bwrap) console.log(support.reason);
+ * ```
+ */
+export function probeSandbox(bwrap = "bwrap"): Promise<SandboxSupport> {
+  const cached = probed.get(bwrap);
+  if (cached) return cached;
+  const probe = (async (): Promise<SandboxSupport> => {
+    const base = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"];
+    const plain = await runs(bwrap, [...base, "true"]);
+    if (!plain.ok) return { bwrap: false, net: false, reason: `bwrap unusable: ${plain.err}` };
+    const net = await runs(bwrap, [...base, "--unshare-net", "true"]);
+    return {
+      bwrap: true,
+      net: net.ok,
+      reason: net.ok ? null : `bwrap --unshare-net failed: ${net.err}`,
+    };
+  })();
+  probed.set(bwrap, probe);
+  return probe;
+}
+
+/** Raised when `strict` is set and a requested stage cannot be applied. */
+export class SandboxUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "SandboxUnavailableError";
+  }
+}
+
+/** What the local backend hands the sandbox. */
+export interface SandboxRequest {
+  options: SandboxOptions;
+  /** The agent's tree: the only writable place inside (besides a private /tmp). */
+  workDir: string;
+  /** A private directory of this attempt outside the agent's tree (shim, command log). */
+  privateDir: string;
+  /** A short directory for Unix sockets (paths are limited to 108 bytes). */
+  socketDir: string;
+  /** Host paths the agent must not see (controller state, pristine workspace). */
+  hide: string[];
+  gatewayUrl: string;
+  argv: string[];
+  env: Record<string, string>;
+  /** The bubblewrap binary (default `bwrap` on PATH). */
+  bwrap?: string;
+  /** The task input file; bound read-only at `/tmp/.reins-input.json` inside. */
+  inputFile?: string;
+}
+
+/** A sandbox ready to run: the argv to spawn, its env, and the relays to stop afterwards. */
+export interface PreparedSandbox {
+  /** The host paths masked by `before:hide_paths` (resolved; missing ones left out). */
+  hidden: string[];
+  argv: string[];
+  env: Record<string, string>;
+  /** The gateway URL as seen from inside (the forwarder's address). */
+  gatewayUrl: string;
+  stages: SandboxStages;
+  /** Where the command log is written, when that stage applied. */
+  commandLog: string | null;
+  /** Forwards to serve with {@link openRelays} while the attempt runs. */
+  relays: RelaySpec[];
+}
+
+const GIT_SHIM = `#!/bin/sh
+echo "git is disabled in the reins sandbox" >&2
+exit 128
+`;
+
+const BASH_TRAP = `# reins command log (BASH_ENV): one line per simple command.
+if [ -n "$REINS_COMMAND_LOG" ]; then
+  trap 'printf "%s\\t%s\\n" "$$" "$BASH_COMMAND" >> "$REINS_COMMAND_LOG" 2>/dev/null' DEBUG
+fi
+`;
+
+async function gitBinaries(): Promise<string[]> {
+  const found = new Set<string>();
+  for (const dir of ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin"]) {
+    try {
+      found.add(await Deno.realPath(`${dir}/git`));
+    } catch { /* not there */ }
+  }
+  return [...found];
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The `hide` paths sorted by how they are masked (see {@link resolveHidden}). */
+export interface HiddenPaths {
+  /** Directories (an empty tmpfs over each). */
+  dirs: string[];
+  /** Files and other non-directories (`/dev/null` bound over each). */
+  files: string[];
+  /** Requested paths that do not exist (nothing to hide). */
+  missing: string[];
+  /** Why the stage cannot be applied, or null. */
+  error: string | null;
+}
+
+/**
+ * Resolves `options.hide`: relative paths against the controller's working directory, symlinks
+ * to their targets (masking the target hides the link too). A missing path is not an error
+ * (there is nothing to read); `/` and the agent's own tree cannot be hidden (a directory that
+ * holds the tree can: the tree is bound back on top of the mask).
+ *
+ * @example
+ * ```ts ignore
+ * import { resolveHidden } from "./sandbox.ts";
+ * resolveHidden(["data/envs/coding", "/etc/hostname"], "/tmp/a/work");
+ * // { dirs: ["/work/main/data/envs/coding"], files: ["/etc/hostname"], missing: [], error: null }
+ * ```
+ */
+export function resolveHidden(paths: string[], workDir: string): HiddenPaths {
+  const out: HiddenPaths = { dirs: [], files: [], missing: [], error: null };
+  let work = resolve(workDir);
+  try {
+    work = Deno.realPathSync(work);
+  } catch { /* not created yet: compare as given */ }
+  for (const path of paths) {
+    const absolute = resolve(path);
+    let real: string;
+    let isDir: boolean;
+    try {
+      real = Deno.realPathSync(absolute);
+      isDir = Deno.statSync(real).isDirectory;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) {
+        out.missing.push(absolute);
+        continue;
+      }
+      out.error = `cannot resolve ${absolute}: ${(error as Error).message}`;
+      return out;
+    }
+    if (real === "/") {
+      out.error = `refusing to hide ${absolute}: it is the root directory`;
+      return out;
+    }
+    if (real === work) {
+      out.error = `refusing to hide ${absolute}: it is the agent's working directory`;
+      return out;
+    }
+    (isDir ? out.dirs : out.files).push(real);
+  }
+  return out;
+}
+
+/** One forward out of the sandbox: a Unix socket the controller relays to `hostname:port`. */
+export interface RelaySpec {
+  socket: string;
+  hostname: string;
+  port: number;
+}
+
+/** Open relays; `close()` stops them and removes their sockets. */
+export interface Relays {
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the controller side of the sandbox's forwards (also after a restart, for adopted
+ * attempts: a stale socket file is replaced).
+ *
+ * @example
+ * ```ts ignore
+ * import { openRelays } from "./sandbox.ts";
+ * const relays = openRelays([{ socket: "/tmp/s/f0.sock", hostname: "127.0.0.1", port: 8080 }]);
+ * await relays.close();
+ * ```
+ */
+export function openRelays(specs: RelaySpec[]): Relays {
+  const opened = specs.map((spec) => unixRelay(spec.socket, spec.hostname, spec.port));
+  return {
+    async close() {
+      await Promise.all(opened.map((relay) => relay.close()));
+    },
+  };
+}
+
+/** Relays connections on a Unix socket to a TCP endpoint (the controller side of a forward). */
+function unixRelay(path: string, hostname: string, port: number): Relays {
+  try {
+    Deno.removeSync(path);
+  } catch { /* no stale socket */ }
+  const listener = Deno.listen({ transport: "unix", path });
+  const conns = new Set<Deno.Conn>();
+  const pipe = async (from: Deno.Conn, to: Deno.Conn) => {
+    try {
+      await from.readable.pipeTo(to.writable);
+    } catch { /* peer closed */ }
+    for (const conn of [from, to]) {
+      try {
+        conn.close();
+      } catch { /* closed */ }
+      conns.delete(conn);
+    }
+  };
+  const pipes: Promise<void>[] = [];
+  const loop = (async () => {
+    try {
+      for await (const conn of listener) {
+        conns.add(conn);
+        try {
+          const upstream = await Deno.connect({ hostname, port });
+          conns.add(upstream);
+          pipes.push(pipe(conn, upstream), pipe(upstream, conn));
+        } catch {
+          conn.close();
+          conns.delete(conn);
+        }
+      }
+    } catch { /* listener closed */ }
+  })();
+  return {
+    async close() {
+      try {
+        listener.close();
+      } catch { /* closed */ }
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch { /* closed */ }
+      }
+      await loop;
+      await Promise.allSettled(pipes);
+      try {
+        Deno.removeSync(path);
+      } catch { /* gone */ }
+    },
+  };
+}
+
+function defaultPort(url: URL): number {
+  if (url.port) return Number(url.port);
+  return url.protocol === "https:" ? 443 : 80;
+}
+
+/**
+ * Wraps a harness command in bubblewrap with the requested stages. Stages that cannot be
+ * applied are listed in `stages.skipped` with the reason; with `options.strict` that throws
+ * {@link SandboxUnavailableError} instead.
+ *
+ * @example
+ * ```ts ignore
+ * import { openRelays, prepareSandbox } from "./sandbox.ts";
+ * const box = await prepareSandbox({
+ *   options: { enabled: true, strict: true, hide_git: true, network: "proxy_only", allow: [],
+ *     command_log: true, hide: ["data/envs/coding/tasks.jsonl"] },
+ *   workDir: "/tmp/a/work", privateDir: "/tmp/a/private", socketDir: "/tmp/s1", hide: [],
+ *   gatewayUrl: "http://127.0.0.1:8080", argv: ["bash", "-c", "git log"], env: {},
+ * });
+ * const relays = openRelays(box.relays);
+ * // spawn box.argv with box.env, wait, then:
+ * await relays.close();
+ * ```
+ */
+export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandbox> {
+  const { options } = req;
+  const requested: string[] = [];
+  if (options.hide_git) requested.push("before:hide_git", "before:disable_git");
+  if (options.hide.length > 0) requested.push("before:hide_paths");
+  if (options.network === "proxy_only") requested.push("before:network_proxy_only");
+  if (options.command_log) requested.push("during:command_log");
+  const applied: string[] = [];
+  const skipped: Record<string, string> = {};
+  const bwrap = req.bwrap ?? "bwrap";
+  const support = await probeSandbox(bwrap);
+  const refuse = (stage: string, reason: string) => {
+    skipped[stage] = reason;
+    if (options.strict) {
+      throw new SandboxUnavailableError(`sandbox stage ${stage} cannot be applied: ${reason}`);
+    }
+  };
+  if (!support.bwrap) {
+    for (const stage of requested) refuse(stage, support.reason ?? "bwrap unavailable");
+    return {
+      hidden: [],
+      argv: req.argv,
+      env: req.env,
+      gatewayUrl: req.gatewayUrl,
+      stages: { requested, applied, skipped },
+      commandLog: null,
+      relays: [],
+    };
+  }
+
+  await Deno.mkdir(req.privateDir, { recursive: true });
+  const args = [
+    "--die-with-parent",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+  ];
+  for (const path of req.hide) if (exists(path)) args.push("--tmpfs", path);
+  // Masks go on before the agent's tree is bound (a hidden directory holding the tree gets it
+  // back on top), except masks inside the tree, which must come after to cover it.
+  const hidden = options.hide.length > 0 ? resolveHidden(options.hide, req.workDir) : null;
+  let work = req.workDir;
+  try {
+    work = Deno.realPathSync(req.workDir);
+  } catch { /* compare as given */ }
+  const inside = (p: string) => p.startsWith(`${work}/`);
+  const mask = (keep: (p: string) => boolean) => {
+    for (const dir of hidden?.dirs ?? []) if (keep(dir)) args.push("--tmpfs", dir);
+    for (const file of hidden?.files ?? []) {
+      if (keep(file)) args.push("--ro-bind", "/dev/null", file);
+    }
+  };
+  if (hidden?.error) refuse("before:hide_paths", hidden.error);
+  else if (hidden) mask((p) => !inside(p));
+  args.push("--bind", req.workDir, req.workDir);
+  if (hidden && !hidden.error) mask(inside);
+  // Harness CLIs write config under HOME; the root is read-only, so each attempt gets its own.
+  const home = `${req.privateDir}/home`;
+  await Deno.mkdir(home, { recursive: true });
+  args.push("--bind", home, home);
+  const env: Record<string, string> = { ...req.env, HOME: home, TMPDIR: "/tmp" };
+  let path = env.PATH ?? Deno.env.get("PATH") ?? "/usr/bin:/bin";
+  let gatewayUrl = req.gatewayUrl;
+  const relays: RelaySpec[] = [];
+  const forwards: string[] = [];
+
+  if (options.hide_git) {
+    const dotGit = `${req.workDir}/.git`;
+    if (exists(dotGit)) args.push("--tmpfs", dotGit);
+    applied.push("before:hide_git");
+    const shimDir = `${req.privateDir}/shim`;
+    await Deno.mkdir(shimDir, { recursive: true });
+    await Deno.writeTextFile(`${shimDir}/git`, GIT_SHIM, { mode: 0o755 });
+    for (const binary of await gitBinaries()) args.push("--ro-bind", "/dev/null", binary);
+    if (exists("/usr/lib/git-core")) args.push("--tmpfs", "/usr/lib/git-core");
+    args.push("--ro-bind", shimDir, "/tmp/.reins-shim");
+    path = `/tmp/.reins-shim:${path}`;
+    env.GIT_DIR = "/nonexistent";
+    env.GIT_CEILING_DIRECTORIES = "/";
+    applied.push("before:disable_git");
+  }
+  if (hidden && !hidden.error) applied.push("before:hide_paths");
+
+  if (options.network === "proxy_only") {
+    if (!support.net) {
+      refuse("before:network_proxy_only", support.reason ?? "no network namespace");
+    } else {
+      args.push("--unshare-net");
+      await Deno.mkdir(req.socketDir, { recursive: true });
+      args.push("--bind", req.socketDir, req.socketDir);
+      const targets = [req.gatewayUrl, ...options.allow.map((hp) => `tcp://${hp}`)];
+      for (const [index, target] of targets.entries()) {
+        const url = new URL(target);
+        const port = defaultPort(url);
+        const hostname = url.hostname.replace(/^\[|\]$/g, "");
+        const socket = `${req.socketDir}/f${index}.sock`;
+        relays.push({ socket, hostname, port });
+        forwards.push("--forward", `${port}=${socket}`);
+        if (index === 0) {
+          const inside = new URL(req.gatewayUrl);
+          inside.hostname = "127.0.0.1";
+          gatewayUrl = inside.toString().replace(/\/$/, "");
+        }
+      }
+      applied.push("before:network_proxy_only");
+    }
+  }
+
+  let commandLog: string | null = null;
+  if (options.command_log) {
+    const trap = `${req.privateDir}/bash_env.sh`;
+    await Deno.writeTextFile(trap, BASH_TRAP);
+    commandLog = `${req.privateDir}/commands.log`;
+    await Deno.writeTextFile(commandLog, "");
+    // The log must be writable from inside but live outside the agent's tree.
+    args.push("--ro-bind", trap, "/tmp/.reins-bash-env");
+    args.push("--bind", commandLog, "/tmp/.reins-commands.log");
+    env.BASH_ENV = "/tmp/.reins-bash-env";
+    env.REINS_COMMAND_LOG = "/tmp/.reins-commands.log";
+    applied.push("during:command_log");
+  }
+
+  env.PATH = path;
+  if (req.inputFile) {
+    args.push("--ro-bind", req.inputFile, "/tmp/.reins-input.json");
+    env.REINS_INPUT_FILE = "/tmp/.reins-input.json";
+  }
+  args.push("--chdir", req.workDir);
+  const entry = new URL("./sandbox_entry.ts", import.meta.url);
+  const inner = forwards.length > 0
+    ? [
+      Deno.execPath(),
+      "run",
+      "--quiet",
+      "--no-lock",
+      "--no-config",
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-run",
+      "--allow-env",
+      entry.pathname,
+      ...forwards,
+      "--",
+      ...req.argv,
+    ]
+    : req.argv;
+  return {
+    hidden: hidden && !hidden.error ? [...hidden.dirs, ...hidden.files] : [],
+    argv: [bwrap, ...args, "--", ...inner],
+    env,
+    gatewayUrl,
+    stages: { requested, applied, skipped },
+    commandLog,
+    relays,
+  };
+}

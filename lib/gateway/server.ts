@@ -1,0 +1,158 @@
+/**
+ * Starts a gateway: opens the store, builds the app, serves it on `Deno.serve`, and sweeps
+ * expired leases in the background.
+ *
+ * @module
+ */
+import type { Hono } from "hono";
+import type { GatewayLimitsInput } from "../schema.ts";
+import { ChangeNotifier, createGatewayApp } from "./app.ts";
+import { CAPABILITY_PREFIX, randomKey } from "./auth.ts";
+import { PhaseGate } from "./phase.ts";
+import { openPostgresStore, type PostgresStoreOptions } from "./postgres_store.ts";
+import { openSqliteStore, type SqliteStoreOptions } from "./sqlite_store.ts";
+import type { Store } from "./store.ts";
+
+/** What a mount factory gets: the gateway's own store, phase gate and keys. */
+export interface MountContext {
+  store: Store;
+  phase: PhaseGate;
+  adminKey: string;
+  secret: string;
+  /** Aborts when the gateway closes, so mounted apps can end their live streams. */
+  signal: AbortSignal;
+}
+
+/** A sub-app served under `path`: given directly, or built from the gateway's context. */
+export type Mount =
+  | { path: string; app: Hono }
+  | { path: string; create: (context: MountContext) => Hono };
+
+/** Options of {@link startGateway}. */
+export interface StartGatewayOptions {
+  /** SQLite file (default `":memory:"`). Ignored when `postgres` or `store` is given. */
+  db?: string;
+  /** PostgreSQL URL; several gateways may share the database. */
+  postgres?: string;
+  /** A store to serve instead of opening one (not closed by `close()`). */
+  store?: Store;
+  /** Port (0 or absent = a random free port). */
+  port?: number;
+  hostname?: string;
+  /** Admin key (default: `$REINS_ADMIN_KEY`, else a fresh random key). */
+  adminKey?: string;
+  /**
+   * HMAC secret of capability tokens (default: kept in the store, created on first start, so
+   * tokens stay valid across restarts).
+   */
+  secret?: string;
+  mounts?: Mount[];
+  limits?: GatewayLimitsInput;
+  phase?: PhaseGate;
+  /** How often expired leases are swept (default 1 000 ms; 0 disables the sweep). */
+  leaseSweepMs?: number;
+  sqlite?: SqliteStoreOptions;
+  postgresOptions?: PostgresStoreOptions;
+}
+
+/** A running gateway. */
+export interface RunningGateway {
+  /** Base URL, e.g. `http://127.0.0.1:43121`. */
+  url: string;
+  adminKey: string;
+  secret: string;
+  store: Store;
+  phase: PhaseGate;
+  app: Hono;
+  /** Stops serving (open streams end), stops the sweep and closes the store it opened. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a gateway on loopback (or `hostname`).
+ *
+ * @example
+ * ```ts
+ * import { startGateway } from "./server.ts";
+ * import { GatewayClient } from "./client.ts";
+ * const gw = await startGateway({ db: "runs/demo.db" });
+ * const client = new GatewayClient(gw.url, { apiKey: gw.adminKey });
+ * await client.createRollouts([{ input: { question: "2+2" } }]);
+ * await gw.close();
+ * ```
+ */
+export async function startGateway(options: StartGatewayOptions = {}): Promise<RunningGateway> {
+  const ownStore = !options.store;
+  const store = options.store ??
+    (options.postgres
+      ? await openPostgresStore(options.postgres, options.postgresOptions)
+      : openSqliteStore(options.db ?? ":memory:", options.sqlite));
+  try {
+    const adminKey = options.adminKey ?? Deno.env.get("REINS_ADMIN_KEY") ?? randomKey("ra_");
+    if (adminKey.startsWith(CAPABILITY_PREFIX)) {
+      throw new Error(
+        `adminKey: must not start with '${CAPABILITY_PREFIX}' (capability tokens do)`,
+      );
+    }
+    if (adminKey.length < 8) throw new Error("adminKey: must be at least 8 characters");
+    const secret = options.secret ?? await store.ensureMeta("capability_secret", randomKey());
+    const phase = options.phase ?? new PhaseGate();
+    const closing = new AbortController();
+    const context: MountContext = { store, phase, adminKey, secret, signal: closing.signal };
+    const app = createGatewayApp({
+      store,
+      phase,
+      adminKey,
+      secret,
+      limits: options.limits,
+      notifier: new ChangeNotifier(),
+      signal: closing.signal,
+      mounts: (options.mounts ?? []).map((m) =>
+        "app" in m ? m : { path: m.path, app: m.create(context) }
+      ),
+    });
+    const server = Deno.serve({
+      port: options.port ?? 0,
+      hostname: options.hostname ?? "127.0.0.1",
+      onListen: () => {},
+    }, app.fetch);
+    const sweepMs = options.leaseSweepMs ?? 1_000;
+    let sweeping = false;
+    const sweep = sweepMs > 0
+      ? setInterval(async () => {
+        if (sweeping) return;
+        sweeping = true;
+        try {
+          await store.expireLeases(Date.now());
+        } catch (err) {
+          console.error("gateway: lease sweep failed:", err instanceof Error ? err.message : err);
+        } finally {
+          sweeping = false;
+        }
+      }, sweepMs)
+      : undefined;
+    const addr = server.addr;
+    const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+    let closed = false;
+    return {
+      url: `http://${host}:${addr.port}`,
+      adminKey,
+      secret,
+      store,
+      phase,
+      app,
+      async close() {
+        if (closed) return;
+        closed = true;
+        clearInterval(sweep);
+        closing.abort();
+        await server.shutdown();
+        while (sweeping) await new Promise((r) => setTimeout(r, 5));
+        if (ownStore) await store.close();
+      },
+    };
+  } catch (err) {
+    if (ownStore) await store.close();
+    throw err;
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * The `Store` contract both gateway backends (SQLite, PostgreSQL) implement, and the error type
+ * they throw. The HTTP app maps a {@link StoreError}'s `status` straight to the response.
+ *
+ * @module
+ */
+import type {
+  Attempt,
+  AttemptStatus,
+  Change,
+  EventInput,
+  EventType,
+  JsonObject,
+  Model,
+  Rollout,
+  RolloutCreate,
+  RolloutEvent,
+  RolloutMode,
+  RolloutStatus,
+} from "../schema.ts";
+
+/** Machine-readable error codes of the gateway (also used in HTTP error bodies). */
+export type GatewayErrorCode =
+  | "invalid"
+  | "not_found"
+  | "conflict"
+  | "unauthorized"
+  | "forbidden"
+  | "too_large"
+  | "timeout"
+  | "internal";
+
+/**
+ * A store refusal with the HTTP status it maps to. The message names the field or id at fault.
+ *
+ * @example
+ * ```ts
+ * import { StoreError } from "./store.ts";
+ * const err = new StoreError("not_found", "rollout_id: no rollout 'r1'");
+ * err.status; // 404
+ * ```
+ */
+export class StoreError extends Error {
+  readonly code: GatewayErrorCode;
+  readonly status: number;
+  constructor(code: GatewayErrorCode, message: string) {
+    super(message);
+    this.name = "StoreError";
+    this.code = code;
+    this.status = STATUS_OF[code];
+  }
+}
+
+const STATUS_OF: Record<GatewayErrorCode, number> = {
+  invalid: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  too_large: 413,
+  timeout: 504,
+  internal: 500,
+};
+
+/** A page of a cursor listing; `next_cursor` is null on the last page. */
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+/** Filters and paging of {@link Store.listRollouts} (validated by the caller). */
+export interface ListRolloutsOptions {
+  status?: RolloutStatus | RolloutStatus[];
+  mode?: RolloutMode;
+  group_id?: string;
+  /** Every label given must match exactly. */
+  labels?: Record<string, string>;
+  /** Cursor from a previous page. */
+  after?: string;
+  limit: number;
+}
+
+/** Arguments of {@link Store.claimRollouts}. */
+export interface ClaimOptions {
+  worker: string;
+  limit: number;
+  lease_ms: number;
+  /** Idempotency key: a retried claim with the same worker and key returns the same attempts. */
+  claim_key?: string;
+  mode?: RolloutMode;
+  /** Clock override for tests (epoch ms). */
+  now?: number;
+}
+
+/** A rollout moved to `running` together with its new attempt. */
+export interface Claimed {
+  rollout: Rollout;
+  attempt: Attempt;
+}
+
+/** Arguments of {@link Store.transition}. */
+export interface TransitionOptions {
+  to: RolloutStatus;
+  expected_version?: number;
+  attempt_id?: string;
+  attempt_status?: Exclude<AttemptStatus, "running">;
+  exit_code?: number | null;
+  error?: string | null;
+  reason?: string | null;
+  info?: JsonObject;
+  log_location?: string | null;
+}
+
+/** Filters of {@link Store.listEvents}; events come ordered by `seq`. */
+export interface ListEventsOptions {
+  type?: EventType | EventType[];
+  attempt_id?: string;
+  after_seq?: number;
+  limit?: number;
+}
+
+/**
+ * The gateway's durable state. Every method is safe to retry:
+ * - `createRollouts` is idempotent by `rollout_id` (an existing id comes back unchanged);
+ * - `claimRollouts` is idempotent by `(worker, claim_key)`;
+ * - `transition` to the status the rollout already has, for the same attempt, is a no-op;
+ * - `appendEvents` is idempotent by `(rollout_id, event_key)`.
+ *
+ * `Rollout.version` bumps on every status or attempt change (claims, transitions, lease
+ * expiry); event-derived fields (`reward`, `policy_version_min/max`) and lease renewals do not
+ * bump it, so that a controller's compare-and-swap does not race the proxy's event stream.
+ *
+ * Every status change also appends a `status` event (creation: `null → queuing`, with
+ * `attempt_id` ""), so the event log doubles as the change feed.
+ *
+ * @example
+ * ```ts
+ * import { openSqliteStore } from "./sqlite_store.ts";
+ * const store = openSqliteStore(":memory:");
+ * const { rollouts } = await store.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);
+ * const [claimed] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
+ * await store.appendEvents("r1", claimed.attempt.attempt_id, [
+ *   { type: "reward", payload: { value: 1 } },
+ * ]);
+ * await store.transition("r1", { to: "succeeded", expected_version: claimed.rollout.version });
+ * await store.close();
+ * ```
+ */
+export interface Store {
+  /** Which backend this is. */
+  readonly kind: "sqlite" | "postgres";
+  /** Creates rollouts; `created[i]` is false when `creates[i].rollout_id` already existed. */
+  createRollouts(creates: RolloutCreate[]): Promise<{ rollouts: Rollout[]; created: boolean[] }>;
+  /** The rollout, or null when there is none with this id. */
+  getRollout(id: string): Promise<Rollout | null>;
+  /** Rollouts in creation order after the cursor, filtered. */
+  listRollouts(options: ListRolloutsOptions): Promise<Page<Rollout>>;
+  /**
+   * Atomically moves up to `limit` `queuing` or `requeuing` rollouts (oldest first) to
+   * `running`, each with a new attempt (index + 1) leased to `worker` for `lease_ms`.
+   */
+  claimRollouts(options: ClaimOptions): Promise<Claimed[]>;
+  /** Extends a running attempt's lease; 409 unless it is running and held by `worker`. */
+  renewLease(
+    rollout_id: string,
+    attempt_id: string,
+    worker: string,
+    lease_ms: number,
+  ): Promise<Attempt>;
+  /**
+   * Applies a status transition allowed by `ROLLOUT_TRANSITIONS`; 409 on a forbidden one or a
+   * version mismatch. Leaving `running` ends the current attempt (`succeeded → succeeded`,
+   * `failed → failed`, `requeuing → failed`, `cancelled → cancelled` unless `attempt_status`
+   * says otherwise).
+   */
+  transition(rollout_id: string, options: TransitionOptions): Promise<Rollout>;
+  /**
+   * Running attempts whose lease ended before `now` become `lost`; their rollouts go to
+   * `requeuing` while attempts remain, else `failed`. Returns the rollouts it changed.
+   */
+  expireLeases(now?: number): Promise<Rollout[]>;
+  /**
+   * Appends events to an attempt (which must belong to the rollout); each gets a strictly
+   * increasing store-wide `seq`. An `event_key` already used in this rollout returns the stored
+   * event instead. Reward events set `rollout.reward`; model requests widen its policy range.
+   */
+  appendEvents(
+    rollout_id: string,
+    attempt_id: string,
+    inputs: EventInput[],
+  ): Promise<RolloutEvent[]>;
+  /** A rollout's events in `seq` order (404 when the rollout does not exist). */
+  listEvents(rollout_id: string, options?: ListEventsOptions): Promise<RolloutEvent[]>;
+  /** Registers or updates a model (its `version` is the policy version). */
+  upsertModel(model: Omit<Model, "updated_at">): Promise<Model>;
+  listModels(): Promise<Model[]>;
+  getModel(name: string): Promise<Model | null>;
+  /** Changes with `seq` greater than `seq`, in order (for SSE and notebooks). */
+  changesSince(seq: number, limit: number): Promise<Change[]>;
+  /** The last assigned store-wide seq (0 when empty). */
+  lastSeq(): Promise<number>;
+  /**
+   * Returns the value stored under `key`, storing `value` first when the key is new (used to
+   * keep the capability-token secret stable across restarts).
+   */
+  ensureMeta(key: string, value: string): Promise<string>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,126 @@
+/**
+ * Turns a `builtin-<env>` harness spec into what the local backend runs: the built-in harness
+ * as a `deno run` command, its options, the environment's workspace, reward hook and sandbox.
+ *
+ * @module
+ */
+import type { HarnessResolver } from "../../controller/local_backend.ts";
+import {
+  type BuiltinEnvSpecOptions,
+  BuiltinEnvSpecOptionsSchema,
+  type BuiltinHarnessOptionsInput,
+  type EnvName,
+  type EnvTaskInput,
+  type JsonObject,
+  parseOrThrow,
+  type Rollout,
+  type SandboxOptions,
+} from "../../schema.ts";
+import { parseEnvInput } from "../envs/common.ts";
+
+/** Absolute path of the built-in harness's entry point. */
+export const BUILTIN_MAIN: string = new URL("./main.ts", import.meta.url).pathname;
+const DENO_JSON = new URL("../../../deno.json", import.meta.url).pathname;
+
+/** What an environment adds to the command. */
+export interface EnvRunSpec {
+  /** A directory copied into the attempt's workdir (its pristine copy for verification). */
+  workspace?: string;
+  /** Paths restored from the pristine copy before the reward runs. */
+  restore?: string[];
+  /** The reward when the agent edited a restored path. */
+  edited_restore_reward?: number | null;
+  /** Extra environment variables for the harness. */
+  env?: Record<string, string>;
+}
+
+/** Options of {@link builtinResolver}. */
+export interface BuiltinResolverOptions {
+  /** The environment whose tools the harness gets. */
+  env: EnvName;
+  /** Reward function name registered with the backend (default: the env name). */
+  rewardFunction?: string;
+  /**
+   * Sandbox stages this environment asks for unless the spec says otherwise; its `hide` paths
+   * (the dataset's answers) are always kept, a spec's `hide` adds to them.
+   */
+  sandbox?: Partial<SandboxOptions>;
+  /** Per-task workspace/restore settings. */
+  prepare?: (input: EnvTaskInput, options: BuiltinEnvSpecOptions, rollout: Rollout) => EnvRunSpec;
+}
+
+function denoDir(): string | undefined {
+  try {
+    const explicit = Deno.env.get("DENO_DIR");
+    if (explicit) return explicit;
+    const home = Deno.env.get("HOME");
+    if (home && Deno.statSync(`${home}/.cache/deno`).isDirectory) return `${home}/.cache/deno`;
+  } catch { /* no env access or no cache: deno picks its default */ }
+  return undefined;
+}
+
+/**
+ * The command line that runs the built-in harness with `options` (also usable by hand).
+ *
+ * @example
+ * ```ts
+ * import { builtinCommand } from "./resolver.ts";
+ * const argv = builtinCommand({ env: "arithmetic" });
+ * argv.at(-1); // '{"env":"arithmetic"}'
+ * ```
+ */
+export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
+  return [
+    Deno.execPath(),
+    "run",
+    "--allow-all",
+    "--no-lock",
+    "--quiet",
+    `--config=${DENO_JSON}`,
+    BUILTIN_MAIN,
+    JSON.stringify(options),
+  ];
+}
+
+/**
+ * Makes the harness resolver of one environment: it validates the rollout input and the
+ * spec's options (errors name the field) and returns a `LocalHarness`.
+ *
+ * @example
+ * ```ts ignore
+ * import { builtinResolver } from "./resolver.ts";
+ * const resolve = builtinResolver({ env: "arithmetic" });
+ * resolve({ max_turns: 4 }, rollout).command; // [deno, "run", …, main.ts, '{"max_turns":4,…}']
+ * ```
+ */
+export function builtinResolver(spec: BuiltinResolverOptions): HarnessResolver {
+  return (raw: JsonObject, rollout: Rollout) => {
+    const options = parseOrThrow(BuiltinEnvSpecOptionsSchema, raw, "config.harness.options");
+    const input = parseEnvInput(rollout.input, spec.env);
+    const run = spec.prepare?.(input, options, rollout) ?? {};
+    const { sandbox, reward_timeout_s, env_vars, repos_dir: _repos, ...harness } = options;
+    const deno = denoDir();
+    return {
+      command: builtinCommand({ ...harness, env: spec.env }),
+      env: {
+        NO_COLOR: "1",
+        ...(deno ? { DENO_DIR: deno } : {}),
+        ...run.env,
+        ...env_vars,
+      },
+      ...(run.workspace ? { workspace: run.workspace } : {}),
+      reward: {
+        function: spec.rewardFunction ?? spec.env,
+        timeout_s: reward_timeout_s,
+        restore: run.restore ?? [],
+        edited_restore_reward: run.edited_restore_reward ?? null,
+      },
+      sandbox: {
+        enabled: false,
+        ...spec.sandbox,
+        ...sandbox,
+        hide: [...new Set([...spec.sandbox?.hide ?? [], ...sandbox?.hide ?? []])],
+      },
+    };
+  };
+}

@@ -1,0 +1,144 @@
+/**
+ * Runner entry point: what a CLI harness's command runs inside an attempt.
+ *
+ * ```sh
+ * deno run -A lib/harness/cli/run.ts --cli codex [--model m] [--task-field task]
+ *   [--task "…"] [--home DIR] [--cache-dir DIR] [--no-install] [--env-json '{…}'] [-- extra args]
+ * ```
+ *
+ * The task comes from `--task`, else from field `--task-field` of the JSON in
+ * `$REINS_INPUT_FILE`; the proxy URLs and key from `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` and
+ * `OPENAI_API_KEY` (set by the controller); the working directory is `$REINS_WORKDIR` (else
+ * the cwd). HOME is a fresh `harness_home/` in the attempt's directory (the parent of the
+ * workdir, named `$REINS_ATTEMPT_ID` by the local backend) when it is writable, else a temp dir. The CLI's output is passed through; the exit
+ * status is the CLI's (2 for bad arguments, 3 when the CLI cannot run here).
+ *
+ * It imports nothing from npm, so it needs no import map.
+ *
+ * @module
+ */
+import { CliUnavailableError } from "./install.ts";
+import { cliAdapter } from "./registry.ts";
+import { runCli } from "./runner.ts";
+import type { CliAdapter } from "./types.ts";
+
+interface Args {
+  cli: string;
+  model?: string;
+  taskField: string;
+  task?: string;
+  home?: string;
+  cacheDir?: string;
+  install: boolean;
+  env: Record<string, string>;
+  extra: string[];
+  json: boolean;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = { cli: "", taskField: "task", install: true, env: {}, extra: [], json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a}: needs a value`);
+      return v;
+    };
+    if (a === "--") {
+      args.extra = argv.slice(i + 1);
+      break;
+    } else if (a === "--cli") args.cli = value();
+    else if (a === "--model") args.model = value();
+    else if (a === "--task-field") args.taskField = value();
+    else if (a === "--task") args.task = value();
+    else if (a === "--home") args.home = value();
+    else if (a === "--cache-dir") args.cacheDir = value();
+    else if (a === "--no-install") args.install = false;
+    else if (a === "--json") args.json = true;
+    else if (a === "--env-json") {
+      const parsed: unknown = JSON.parse(value());
+      if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) {
+        throw new Error("--env-json: must be a JSON object of strings");
+      }
+      for (const [k, v] of Object.entries(parsed)) {
+        if (typeof v !== "string") throw new Error(`--env-json: ${k} must be a string`);
+        args.env[k] = v;
+      }
+    } else throw new Error(`${a}: unknown argument`);
+  }
+  if (!args.cli) throw new Error("--cli: is required (opencode, claude_code, codex, qwen_code)");
+  return args;
+}
+
+function readTask(field: string): string {
+  const file = Deno.env.get("REINS_INPUT_FILE");
+  if (!file) throw new Error("--task or $REINS_INPUT_FILE: one is required");
+  const input: unknown = JSON.parse(Deno.readTextFileSync(file));
+  const task = input && typeof input === "object" && !Array.isArray(input)
+    ? (input as Record<string, unknown>)[field]
+    : undefined;
+  if (typeof task !== "string" || !task.trim()) {
+    throw new Error(`input.${field}: must be a non-empty string (the task prompt)`);
+  }
+  return task;
+}
+
+function attemptHome(workdir: string): string | undefined {
+  // Only inside the local backend's layout (`<root>/attempts/<attempt_id>/work`): elsewhere the
+  // parent of the workdir is somebody's directory, not ours to write into.
+  const attemptId = Deno.env.get("REINS_ATTEMPT_ID");
+  const parent = workdir.replace(/\/+$/, "").replace(/\/[^/]*$/, "");
+  if (!attemptId || !parent || parent.slice(parent.lastIndexOf("/") + 1) !== attemptId) {
+    return undefined;
+  }
+  const home = `${parent}/harness_home`;
+  try {
+    Deno.removeSync(home, { recursive: true });
+  } catch { /* fresh */ }
+  try {
+    Deno.mkdirSync(home, { recursive: true });
+    return home;
+  } catch {
+    return undefined; // e.g. the attempt dir is read-only inside the sandbox
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  let args: Args;
+  let task: string;
+  let adapter: CliAdapter;
+  try {
+    args = parseArgs(argv);
+    adapter = cliAdapter(args.cli);
+    task = args.task ?? readTask(args.taskField);
+  } catch (error) {
+    console.error(`reins cli runner: ${(error as Error).message}`);
+    return 2;
+  }
+  const workdir = Deno.env.get("REINS_WORKDIR") ?? Deno.cwd();
+  try {
+    const result = await runCli({
+      cli: adapter,
+      task,
+      workdir,
+      home: args.home ?? attemptHome(workdir),
+      ...(args.model ? { model: args.model } : {}),
+      ...(args.cacheDir ? { cacheDir: args.cacheDir } : {}),
+      install: args.install,
+      env: args.env,
+      extraArgs: args.extra,
+      echo: !args.json,
+    });
+    if (args.json) console.log(JSON.stringify(result));
+    else console.error(`reins cli runner: ${result.cli} exited with ${result.exit_code}`);
+    return result.exit_code;
+  } catch (error) {
+    const unavailable = error instanceof CliUnavailableError;
+    console.error(
+      `reins cli runner: ${unavailable ? "unavailable: " : ""}${(error as Error).message}`,
+    );
+    return unavailable ? 3 : 1;
+  }
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -1,0 +1,68 @@
+/**
+ * Trajectory monitors: pluggable checks run on every finished rollout that add flags with
+ * evidence (git/network access attempts, edits to test files, repeated calls, truncated
+ * responses, empty answers, logprob/alignment anomalies), and an optional LLM auditor that
+ * reviews flagged rollouts through any OpenAI-compatible endpoint.
+ *
+ * @example
+ * ```ts
+ * import { defaultMonitors, runMonitors } from "./mod.ts";
+ * const rollout = {
+ *   rollout_id: "r1", group_id: "r1", input: {}, mode: "train" as const,
+ *   config: { timeout_s: 600, max_attempts: 1 }, labels: {}, status: "succeeded" as const,
+ *   version: 1, attempts: [], created_at: 0, updated_at: 0, policy_version_min: null,
+ *   policy_version_max: null, reward: null,
+ * };
+ * const events = [{
+ *   type: "log" as const, seq: 1, rollout_id: "r1", attempt_id: "a1", event_key: null,
+ *   created_at: 0, payload: { stream: "stderr" as const, text: "curl: Could not resolve host" },
+ * }];
+ * const flags = await runMonitors({ rollout, events }, defaultMonitors());
+ * flags[0].monitor; // "git_network"
+ * ```
+ *
+ * @module
+ */
+export type {
+  Finding,
+  FlagEvidence,
+  FlagSeverity,
+  Monitor,
+  MonitorFlag,
+  MonitorInput,
+} from "./types.ts";
+export {
+  type AnswerAction,
+  excerpt,
+  extractActions,
+  type RolloutActions,
+  type ToolCallAction,
+  toolCallText,
+} from "./actions.ts";
+export {
+  defaultMonitors,
+  emptyAnswerMonitor,
+  gitNetworkMonitor,
+  type GitNetworkOptions,
+  logprobMonitor,
+  type LogprobOptions,
+  repetitionMonitor,
+  type RepetitionOptions,
+  testEditMonitor,
+  type TestEditOptions,
+  truncationMonitor,
+} from "./checks.ts";
+export {
+  type Auditor,
+  createLlmAuditor,
+  DEFAULT_AUDIT_PROMPT,
+  parseVerdict,
+  summarizeForAudit,
+  worstAtLeast,
+} from "./auditor.ts";
+export {
+  type MonitorRunner,
+  type MonitorRunnerOptions,
+  runMonitors,
+  startMonitorRunner,
+} from "./runner.ts";

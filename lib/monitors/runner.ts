@@ -1,0 +1,212 @@
+/**
+ * Running monitors: {@link runMonitors} checks one rollout (pure, for notebooks), and
+ * {@link startMonitorRunner} follows a store's change feed, checks every rollout that reaches a
+ * final status, and records the result as a `monitor_flags` custom event on its last attempt
+ * (and, for flagged rollouts, the LLM auditor's verdict as an `audit_verdict` event). Both
+ * writes carry an event key, so re-running over the same rollouts stores nothing twice.
+ *
+ * @module
+ */
+import type { Store } from "../gateway/store.ts";
+import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
+import { AUDIT_VERDICT_EVENT, MONITOR_FLAGS_EVENT, type MonitorFlag } from "../schema/ui.ts";
+import { type Auditor, worstAtLeast } from "./auditor.ts";
+import type { Monitor, MonitorInput } from "./types.ts";
+
+/**
+ * Runs every monitor on one rollout. A monitor that throws yields an `info` flag saying so
+ * instead of failing the run.
+ *
+ * @example
+ * ```ts
+ * import { runMonitors } from "./runner.ts";
+ * import { defaultMonitors } from "./checks.ts";
+ * const rollout = {
+ *   rollout_id: "r1", group_id: "r1", input: {}, mode: "train" as const,
+ *   config: { timeout_s: 600, max_attempts: 1 }, labels: {}, status: "succeeded" as const,
+ *   version: 1, attempts: [], created_at: 0, updated_at: 0, policy_version_min: null,
+ *   policy_version_max: null, reward: 1,
+ * };
+ * const flags = await runMonitors({ rollout, events: [] }, defaultMonitors());
+ * flags.length; // 0
+ * ```
+ */
+export async function runMonitors(
+  input: MonitorInput,
+  monitors: readonly Monitor[],
+): Promise<MonitorFlag[]> {
+  const flags: MonitorFlag[] = [];
+  for (const monitor of monitors) {
+    try {
+      for (const finding of await monitor.check(input)) {
+        flags.push({ monitor: monitor.name, ...finding });
+      }
+    } catch (err) {
+      flags.push({
+        monitor: monitor.name,
+        severity: "info",
+        message: `monitor failed: ${err instanceof Error ? err.message : String(err)}`,
+        evidence: [],
+      });
+    }
+  }
+  return flags;
+}
+
+/** Options of {@link startMonitorRunner}. */
+export interface MonitorRunnerOptions {
+  store: Store;
+  monitors: readonly Monitor[];
+  auditor?: Auditor;
+  /** Start after this change seq (default 0: check every finished rollout in the store). */
+  afterSeq?: number;
+  /** How often the change feed is polled when idle (default 250 ms). */
+  pollMs?: number;
+  /** Also record clean results (an empty `flags` list), default true. */
+  recordClean?: boolean;
+  /** Called after each checked rollout. */
+  onChecked?: (rolloutId: string, flags: MonitorFlag[]) => void;
+}
+
+/** A running monitor loop. */
+export interface MonitorRunner {
+  /** Resolves once every change up to the store's current last seq has been handled. */
+  drain(): Promise<void>;
+  /** Rollouts checked so far and how many of them got flags. */
+  readonly stats: { checked: number; flagged: number; audited: number };
+  /** Stops the loop (after the rollout it is checking). */
+  close(): Promise<void>;
+}
+
+/**
+ * Follows the store's change feed and checks each rollout once it is final.
+ *
+ * @example
+ * ```ts ignore
+ * import { defaultMonitors, startMonitorRunner } from "./mod.ts";
+ * const runner = startMonitorRunner({ store: gateway.store, monitors: defaultMonitors() });
+ * await runner.drain();
+ * await runner.close();
+ * ```
+ */
+export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner {
+  const { store, monitors, auditor } = options;
+  const pollMs = options.pollMs ?? 250;
+  const recordClean = options.recordClean ?? true;
+  const stats = { checked: 0, flagged: 0, audited: 0 };
+  let after = options.afterSeq ?? 0;
+  let closed = false;
+  let wake: (() => void) | undefined;
+  const waiters: { seq: number; resolve: () => void }[] = [];
+
+  const check = async (rolloutId: string) => {
+    const rollout = await store.getRollout(rolloutId);
+    const attempt = rollout?.attempts.at(-1);
+    if (!rollout || !attempt) return;
+    const events = await store.listEvents(rolloutId);
+    const input: MonitorInput = { rollout, events };
+    const flags = await runMonitors(input, monitors);
+    stats.checked++;
+    if (flags.length) stats.flagged++;
+    if (flags.length || recordClean) {
+      await store.appendEvents(rolloutId, attempt.attempt_id, [{
+        type: "custom",
+        event_key: `${MONITOR_FLAGS_EVENT}:${attempt.attempt_id}`,
+        payload: {
+          name: MONITOR_FLAGS_EVENT,
+          data: {
+            flags: flags.map((f) => ({ ...f, evidence: f.evidence.map((e) => ({ ...e })) })),
+            monitors: monitors.map((m) => m.name),
+            checked_at: Date.now(),
+          },
+        },
+      }]);
+    }
+    if (auditor && worstAtLeast(flags, auditor.minSeverity)) {
+      const already = events.some((e) =>
+        e.type === "custom" && e.event_key === `${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`
+      );
+      if (!already) {
+        const verdict = await auditor.audit(input, flags);
+        await store.appendEvents(rolloutId, attempt.attempt_id, [{
+          type: "custom",
+          event_key: `${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`,
+          payload: {
+            name: AUDIT_VERDICT_EVENT,
+            data: { ...verdict, flagged_by: [...verdict.flagged_by] },
+          },
+        }]);
+        stats.audited++;
+      }
+    }
+    options.onChecked?.(rolloutId, flags);
+  };
+
+  const tick = async (): Promise<number> => {
+    const changes = await store.changesSince(after, 500);
+    for (const change of changes) {
+      if (closed) break;
+      if (
+        change.kind === "event" && change.type === "status" && change.status !== null &&
+        TERMINAL_ROLLOUT_STATUSES.includes(change.status)
+      ) {
+        try {
+          await check(change.rollout_id);
+        } catch (err) {
+          console.error(
+            `monitors: checking ${change.rollout_id} failed:`,
+            err instanceof Error ? err.message : err,
+          );
+        }
+      }
+      after = change.seq;
+    }
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i].seq <= after) waiters.splice(i, 1)[0].resolve();
+    }
+    return changes.length;
+  };
+
+  const loop = (async () => {
+    while (!closed) {
+      let n = 0;
+      try {
+        n = await tick();
+      } catch (err) {
+        if (closed) break;
+        console.error(
+          "monitors: change feed read failed:",
+          err instanceof Error ? err.message : err,
+        );
+      }
+      if (n > 0 || closed) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, pollMs);
+        function done() {
+          clearTimeout(timer);
+          wake = undefined;
+          resolve();
+        }
+        wake = done;
+      });
+    }
+    for (const w of waiters.splice(0)) w.resolve();
+  })();
+
+  return {
+    stats,
+    async drain() {
+      const target = await store.lastSeq();
+      if (after >= target || closed) return;
+      await new Promise<void>((resolve) => {
+        waiters.push({ seq: target, resolve });
+        wake?.();
+      });
+    },
+    async close() {
+      closed = true;
+      wake?.();
+      await loop;
+    },
+  };
+}

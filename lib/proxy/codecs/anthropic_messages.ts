@@ -1,0 +1,328 @@
+/**
+ * Anthropic Messages (`POST /v1/messages`, what Claude Code speaks): system blocks,
+ * tool_use/tool_result, thinking blocks, stop reasons and the streamed
+ * `message_start … message_stop` event sequence.
+ *
+ * @example
+ * ```ts
+ * import { anthropicMessagesCodec } from "./anthropic_messages.ts";
+ * const request = anthropicMessagesCodec.decode(
+ *   { model: "m", max_tokens: 64, system: "be brief", messages: [{ role: "user", content: "hi" }] },
+ *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
+ * );
+ * request.messages?.[0].role; // "system"
+ * ```
+ *
+ * @module
+ */
+import type { ChatMessage, JsonObject } from "../../schema.ts";
+import type { ToolDefinition } from "../../tokens/types.ts";
+import type { OutputPart } from "../parse_output.ts";
+import {
+  asObject,
+  badRequest,
+  type Codec,
+  type DecodeOptions,
+  type FinishedCall,
+  type NormalizedRequest,
+  normalizeFunctionTool,
+  optBool,
+  optNumber,
+  optPositiveInt,
+  readStop,
+  reqString,
+  sse,
+  type StreamEncoder,
+  type StreamStart,
+  textOfContent,
+} from "./types.ts";
+
+function decodeTools(value: unknown): ToolDefinition[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) badRequest("tools", "must be an array");
+  const tools: ToolDefinition[] = [];
+  value.forEach((raw, i) => {
+    const tool = asObject(raw, `tools[${i}]`);
+    // Server tools (web_search_…, bash_…) carry a type and no schema; only custom tools apply.
+    if (tool.type !== undefined && tool.type !== "custom") return;
+    tools.push(
+      normalizeFunctionTool(tool.name, tool.description, tool.input_schema, `tools[${i}]`),
+    );
+  });
+  return tools;
+}
+
+function toolResultText(value: unknown, field: string): string {
+  if (typeof value === "string") return value;
+  if (value === undefined || value === null) return "";
+  if (!Array.isArray(value)) badRequest(field, "must be a string or an array of blocks");
+  return value.map((block, i) => {
+    const b = asObject(block, `${field}[${i}]`);
+    if (b.type !== "text") {
+      badRequest(`${field}[${i}].type`, `unsupported block type ${JSON.stringify(b.type)}`);
+    }
+    return typeof b.text === "string" ? b.text : "";
+  }).join("");
+}
+
+/** Converts Anthropic `system` + `messages` into normalized chat messages. */
+export function decodeAnthropicMessages(system: unknown, value: unknown): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  if (system !== undefined && system !== null) {
+    const text = textOfContent(system, "system");
+    if (text !== "") out.push({ role: "system", content: text });
+  }
+  if (!Array.isArray(value) || value.length === 0) {
+    badRequest("messages", "must be a non-empty array");
+  }
+  value.forEach((raw, i) => {
+    const f = `messages[${i}]`;
+    const msg = asObject(raw, f);
+    const role = msg.role;
+    if (role !== "user" && role !== "assistant") {
+      badRequest(`${f}.role`, `must be "user" or "assistant"`);
+    }
+    if (typeof msg.content === "string") {
+      out.push({ role, content: msg.content });
+      return;
+    }
+    if (!Array.isArray(msg.content)) {
+      badRequest(`${f}.content`, "must be a string or an array of blocks");
+    }
+    if (role === "assistant") {
+      const turn: ChatMessage = { role: "assistant", content: "" };
+      msg.content.forEach((block, j) => {
+        const bf = `${f}.content[${j}]`;
+        const b = asObject(block, bf);
+        if (b.type === "text") turn.content = (turn.content ?? "") + String(b.text ?? "");
+        else if (b.type === "thinking") {
+          turn.reasoning_content = (turn.reasoning_content ?? "") + String(b.thinking ?? "");
+        } else if (b.type === "redacted_thinking") {
+          // Opaque by construction: nothing to render.
+        } else if (b.type === "tool_use") {
+          (turn.tool_calls ??= []).push({
+            id: reqString(b, "id", `${bf}.id`),
+            type: "function",
+            function: {
+              name: reqString(b, "name", `${bf}.name`),
+              arguments: JSON.stringify(b.input ?? {}),
+            },
+          });
+        } else badRequest(`${bf}.type`, `unsupported block type ${JSON.stringify(b.type)}`);
+      });
+      out.push(turn);
+      return;
+    }
+    // A user turn: tool results become tool messages (in order), text stays a user message.
+    let text = "";
+    let sawText = false;
+    const flush = () => {
+      if (sawText) out.push({ role: "user", content: text });
+      text = "";
+      sawText = false;
+    };
+    msg.content.forEach((block, j) => {
+      const bf = `${f}.content[${j}]`;
+      const b = asObject(block, bf);
+      if (b.type === "text") {
+        if (typeof b.text !== "string") badRequest(`${bf}.text`, "must be a string");
+        text += b.text;
+        sawText = true;
+      } else if (b.type === "tool_result") {
+        flush();
+        const result = toolResultText(b.content, `${bf}.content`);
+        out.push({
+          role: "tool",
+          content: b.is_error === true && result === "" ? "error" : result,
+          tool_call_id: reqString(b, "tool_use_id", `${bf}.tool_use_id`),
+        });
+      } else badRequest(`${bf}.type`, `unsupported block type ${JSON.stringify(b.type)}`);
+    });
+    flush();
+  });
+  return out;
+}
+
+function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
+  const obj = asObject(body, "body");
+  const maxTokens = optPositiveInt(obj, "max_tokens");
+  if (maxTokens === undefined) badRequest("max_tokens", "is required");
+  const thinking = obj.thinking === undefined || obj.thinking === null
+    ? undefined
+    : asObject(obj.thinking, "thinking");
+  const toolChoice = obj.tool_choice === undefined || obj.tool_choice === null
+    ? undefined
+    : asObject(obj.tool_choice, "tool_choice");
+  return {
+    flavor: "anthropic_messages",
+    model: typeof obj.model === "string" ? obj.model : "",
+    stream: optBool(obj, "stream") ?? false,
+    messages: decodeAnthropicMessages(obj.system, obj.messages),
+    prompt: null,
+    promptIds: null,
+    tools: toolChoice?.type === "none" ? [] : decodeTools(obj.tools),
+    sampling: {
+      max_tokens: Math.min(maxTokens, options.maxTokensLimit),
+      temperature: optNumber(obj, "temperature", 0, 1) ?? 1,
+      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
+      stop: readStop(obj.stop_sequences, "stop_sequences"),
+      seed: null,
+    },
+    ...(thinking?.type === "disabled" ? { enableThinking: false } : {}),
+    ...(thinking?.type === "enabled" ? { enableThinking: true } : {}),
+    includeUsage: false,
+  };
+}
+
+function stopReason(call: FinishedCall): string {
+  if (call.finish_reason === "length") return "max_tokens";
+  if (call.stop_sequence !== null) return "stop_sequence";
+  return call.output.tool_calls.length > 0 ? "tool_use" : "end_turn";
+}
+
+function parseInput(args: string): JsonObject {
+  try {
+    const value = JSON.parse(args);
+    if (typeof value === "object" && value !== null && !Array.isArray(value)) return value;
+  } catch {
+    // falls through: the raw text is kept so nothing is lost
+  }
+  return { _raw: args };
+}
+
+function toolUseId(id: string): string {
+  return id.startsWith("toolu_") ? id : `toolu_${id.replace(/^call_/, "")}`;
+}
+
+function respond(call: FinishedCall): JsonObject {
+  const content: JsonObject[] = [];
+  if (call.output.reasoning) {
+    content.push({ type: "thinking", thinking: call.output.reasoning, signature: "" });
+  }
+  if (call.output.content || call.output.tool_calls.length === 0) {
+    content.push({ type: "text", text: call.output.content });
+  }
+  for (const tc of call.output.tool_calls) {
+    content.push({
+      type: "tool_use",
+      id: toolUseId(tc.id),
+      name: tc.name,
+      input: parseInput(tc.arguments),
+    });
+  }
+  return {
+    id: call.id,
+    type: "message",
+    role: "assistant",
+    model: call.model,
+    content,
+    stop_reason: stopReason(call),
+    stop_sequence: call.stop_sequence,
+    usage: { input_tokens: call.prompt_tokens, output_tokens: call.completion_tokens },
+  };
+}
+
+function stream(start: StreamStart): StreamEncoder {
+  let index = -1;
+  let open: "thinking" | "text" | null = null;
+  const event = (type: string, data: JsonObject): string => sse({ type, ...data }, type);
+  const close = (): string => {
+    if (open === null) return "";
+    let out = "";
+    if (open === "thinking") {
+      out += event("content_block_delta", {
+        index,
+        delta: { type: "signature_delta", signature: "" },
+      });
+    }
+    open = null;
+    return out + event("content_block_stop", { index });
+  };
+  const openBlock = (kind: "thinking" | "text"): string => {
+    index++;
+    open = kind;
+    const block: JsonObject = kind === "thinking"
+      ? { type: "thinking", thinking: "", signature: "" }
+      : { type: "text", text: "" };
+    return event("content_block_start", { index, content_block: block });
+  };
+  return {
+    start(): string {
+      return event("message_start", {
+        message: {
+          id: start.id,
+          type: "message",
+          role: "assistant",
+          model: start.model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: start.prompt_tokens, output_tokens: 0 },
+        },
+      }) + event("ping", {});
+    },
+    part(part: OutputPart): string {
+      if (part.type === "tool_call") {
+        let out = close();
+        index++;
+        out += event("content_block_start", {
+          index,
+          content_block: { type: "tool_use", id: toolUseId(part.id), name: part.name, input: {} },
+        });
+        const input = JSON.stringify(parseInput(part.arguments));
+        out += event("content_block_delta", {
+          index,
+          delta: { type: "input_json_delta", partial_json: input },
+        });
+        return out + event("content_block_stop", { index });
+      }
+      const kind = part.type === "reasoning" ? "thinking" : "text";
+      let out = "";
+      if (open !== kind) out += close() + openBlock(kind);
+      const delta: JsonObject = kind === "thinking"
+        ? { type: "thinking_delta", thinking: part.text }
+        : { type: "text_delta", text: part.text };
+      return out + event("content_block_delta", { index, delta });
+    },
+    finish(call: FinishedCall): string {
+      let out = close();
+      if (index < 0) out += openBlock("text") + close();
+      return out +
+        event("message_delta", {
+          delta: { stop_reason: stopReason(call), stop_sequence: call.stop_sequence },
+          usage: { output_tokens: call.completion_tokens },
+        }) +
+        event("message_stop", {});
+    },
+    error: (message: string) => event("error", { error: { type: "api_error", message } }),
+  };
+}
+
+/** Anthropic-style error body. */
+export function anthropicErrorBody(status: number, message: string): JsonObject {
+  const type = status === 401
+    ? "authentication_error"
+    : status === 403
+    ? "permission_error"
+    : status === 404
+    ? "not_found_error"
+    : status === 413
+    ? "request_too_large"
+    : status === 429
+    ? "rate_limit_error"
+    : status === 529 || status === 503
+    ? "overloaded_error"
+    : status >= 500
+    ? "api_error"
+    : "invalid_request_error";
+  return { type: "error", error: { type, message } };
+}
+
+/** The Anthropic Messages codec. */
+export const anthropicMessagesCodec: Codec = {
+  flavor: "anthropic_messages",
+  decode,
+  respond,
+  stream,
+  errorBody: anthropicErrorBody,
+};

@@ -1,0 +1,237 @@
+/**
+ * OpenAI Chat Completions (`POST /v1/chat/completions`): tools, tool_calls, tool messages,
+ * `reasoning_content`, streaming chunks and `[DONE]`.
+ *
+ * @example
+ * ```ts
+ * import { openaiChatCodec } from "./openai_chat.ts";
+ * const request = openaiChatCodec.decode(
+ *   { model: "m", messages: [{ role: "user", content: "hi" }] },
+ *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
+ * );
+ * request.messages?.length; // 1
+ * ```
+ *
+ * @module
+ */
+import type { ChatMessage, JsonObject } from "../../schema.ts";
+import type { OutputPart } from "../parse_output.ts";
+import {
+  asObject,
+  badRequest,
+  type Codec,
+  type DecodeOptions,
+  type FinishedCall,
+  type NormalizedRequest,
+  normalizeFunctionTool,
+  optBool,
+  optNumber,
+  optPositiveInt,
+  readSeed,
+  readStop,
+  reqString,
+  resolveMaxTokens,
+  sse,
+  type StreamEncoder,
+  type StreamStart,
+  textOfContent,
+} from "./types.ts";
+import type { ToolDefinition } from "../../tokens/types.ts";
+
+/** Reads OpenAI `tools` (function tools only). */
+export function decodeOpenAITools(value: unknown, field = "tools"): ToolDefinition[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) badRequest(field, "must be an array");
+  return value.map((raw, i) => {
+    const tool = asObject(raw, `${field}[${i}]`);
+    if (tool.type !== "function") {
+      badRequest(`${field}[${i}].type`, `unsupported tool type ${JSON.stringify(tool.type)}`);
+    }
+    const fn = asObject(tool.function, `${field}[${i}].function`);
+    return normalizeFunctionTool(fn.name, fn.description, fn.parameters, `${field}[${i}].function`);
+  });
+}
+
+function decodeToolCalls(value: unknown, field: string): ChatMessage["tool_calls"] {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) badRequest(field, "must be an array");
+  if (value.length === 0) return undefined;
+  return value.map((raw, i) => {
+    const call = asObject(raw, `${field}[${i}]`);
+    const fn = asObject(call.function, `${field}[${i}].function`);
+    const name = reqString(fn, "name", `${field}[${i}].function.name`);
+    const args = fn.arguments ?? "";
+    if (typeof args !== "string") {
+      badRequest(`${field}[${i}].function.arguments`, "must be a string");
+    }
+    return {
+      ...(typeof call.id === "string" ? { id: call.id } : {}),
+      type: "function" as const,
+      function: { name, arguments: args },
+    };
+  });
+}
+
+/** Reads OpenAI chat `messages` into normalized messages. */
+export function decodeChatMessages(value: unknown, field = "messages"): ChatMessage[] {
+  if (!Array.isArray(value) || value.length === 0) badRequest(field, "must be a non-empty array");
+  return value.map((raw, i) => {
+    const f = `${field}[${i}]`;
+    const msg = asObject(raw, f);
+    let role = msg.role;
+    if (role === "developer") role = "system";
+    if (role !== "system" && role !== "user" && role !== "assistant" && role !== "tool") {
+      badRequest(`${f}.role`, `unsupported role ${JSON.stringify(msg.role)}`);
+    }
+    const out: ChatMessage = { role, content: textOfContent(msg.content, `${f}.content`) };
+    if (role === "assistant") {
+      const reasoning = msg.reasoning_content ?? msg.reasoning;
+      if (typeof reasoning === "string" && reasoning !== "") out.reasoning_content = reasoning;
+      const calls = decodeToolCalls(msg.tool_calls, `${f}.tool_calls`);
+      if (calls) out.tool_calls = calls;
+    }
+    if (role === "tool") {
+      if (typeof msg.tool_call_id === "string") out.tool_call_id = msg.tool_call_id;
+    }
+    if (typeof msg.name === "string") out.name = msg.name;
+    return out;
+  });
+}
+
+function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
+  const obj = asObject(body, "body");
+  const n = optPositiveInt(obj, "n");
+  if (n !== undefined && n > 1) badRequest("n", "only n=1 is supported");
+  const maxTokens = optPositiveInt(obj, "max_completion_tokens") ??
+    optPositiveInt(obj, "max_tokens");
+  const streamOptions = obj.stream_options === undefined || obj.stream_options === null
+    ? {}
+    : asObject(obj.stream_options, "stream_options");
+  const kwargs = obj.chat_template_kwargs === undefined
+    ? {}
+    : asObject(obj.chat_template_kwargs, "chat_template_kwargs");
+  const thinking = optBool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking");
+  return {
+    flavor: "openai_chat",
+    model: typeof obj.model === "string" ? obj.model : "",
+    stream: optBool(obj, "stream") ?? false,
+    messages: decodeChatMessages(obj.messages),
+    prompt: null,
+    promptIds: null,
+    tools: obj.tool_choice === "none" ? [] : decodeOpenAITools(obj.tools),
+    sampling: {
+      max_tokens: resolveMaxTokens(maxTokens, options),
+      temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
+      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
+      stop: readStop(obj.stop, "stop"),
+      seed: readSeed(obj),
+    },
+    ...(thinking !== undefined ? { enableThinking: thinking } : {}),
+    includeUsage: optBool(streamOptions, "include_usage", "stream_options.include_usage") ?? false,
+  };
+}
+
+function finishReason(call: FinishedCall): string {
+  if (call.finish_reason === "length") return "length";
+  return call.output.tool_calls.length > 0 ? "tool_calls" : "stop";
+}
+
+function usage(call: { prompt_tokens: number; completion_tokens: number }): JsonObject {
+  return {
+    prompt_tokens: call.prompt_tokens,
+    completion_tokens: call.completion_tokens,
+    total_tokens: call.prompt_tokens + call.completion_tokens,
+  };
+}
+
+function respond(call: FinishedCall): JsonObject {
+  const message: JsonObject = {
+    role: "assistant",
+    content: call.output.content === "" && call.output.tool_calls.length > 0
+      ? null
+      : call.output.content,
+  };
+  if (call.output.reasoning) message.reasoning_content = call.output.reasoning;
+  if (call.output.tool_calls.length > 0) {
+    message.tool_calls = call.output.tool_calls.map((tc) => ({
+      id: tc.id,
+      type: "function",
+      function: { name: tc.name, arguments: tc.arguments },
+    }));
+  }
+  return {
+    id: call.id,
+    object: "chat.completion",
+    created: call.created,
+    model: call.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(call) }],
+    usage: usage(call),
+  };
+}
+
+function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
+  let toolIndex = 0;
+  const chunk = (delta: JsonObject, finish: string | null = null): string =>
+    sse({
+      id: start.id,
+      object: "chat.completion.chunk",
+      created: start.created,
+      model: start.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    });
+  return {
+    start: () => chunk({ role: "assistant", content: "" }),
+    part(part: OutputPart): string {
+      if (part.type === "content") return chunk({ content: part.text });
+      if (part.type === "reasoning") return chunk({ reasoning_content: part.text });
+      return chunk({
+        tool_calls: [{
+          index: toolIndex++,
+          id: part.id,
+          type: "function",
+          function: { name: part.name, arguments: part.arguments },
+        }],
+      });
+    },
+    finish(call: FinishedCall): string {
+      let out = chunk({}, finishReason(call));
+      if (request.includeUsage) {
+        out += sse({
+          id: start.id,
+          object: "chat.completion.chunk",
+          created: start.created,
+          model: start.model,
+          choices: [],
+          usage: usage(call),
+        });
+      }
+      return out + sse("[DONE]");
+    },
+    error: (message: string) => sse({ error: { message, type: "server_error", code: null } }),
+  };
+}
+
+/** OpenAI-style error body (shared by the three OpenAI flavors). */
+export function openaiErrorBody(status: number, message: string, param?: string): JsonObject {
+  const type = status === 401
+    ? "authentication_error"
+    : status === 403
+    ? "permission_error"
+    : status === 404
+    ? "not_found_error"
+    : status === 429
+    ? "rate_limit_error"
+    : status >= 500
+    ? "server_error"
+    : "invalid_request_error";
+  return { error: { message, type, param: param ?? null, code: null } };
+}
+
+/** The OpenAI Chat Completions codec. */
+export const openaiChatCodec: Codec = {
+  flavor: "openai_chat",
+  decode,
+  respond,
+  stream,
+  errorBody: openaiErrorBody,
+};

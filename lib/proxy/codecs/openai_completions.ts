@@ -1,0 +1,121 @@
+/**
+ * OpenAI Completions (`POST /v1/completions`): a raw prompt (text, or token ids for exact
+ * control), no chat template, text deltas when streaming.
+ *
+ * @example
+ * ```ts
+ * import { openaiCompletionsCodec } from "./openai_completions.ts";
+ * const request = openaiCompletionsCodec.decode(
+ *   { model: "m", prompt: "1+1=" },
+ *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
+ * );
+ * request.sampling.max_tokens; // 16 (the OpenAI default)
+ * ```
+ *
+ * @module
+ */
+import type { JsonObject } from "../../schema.ts";
+import type { OutputPart } from "../parse_output.ts";
+import { openaiErrorBody } from "./openai_chat.ts";
+import {
+  asObject,
+  badRequest,
+  type Codec,
+  type DecodeOptions,
+  type FinishedCall,
+  type NormalizedRequest,
+  optBool,
+  optNumber,
+  optPositiveInt,
+  readSeed,
+  readStop,
+  sse,
+  type StreamEncoder,
+  type StreamStart,
+} from "./types.ts";
+
+function decodePrompt(value: unknown): { prompt: string | null; promptIds: number[] | null } {
+  if (typeof value === "string") return { prompt: value, promptIds: null };
+  if (Array.isArray(value)) {
+    if (value.length === 1 && typeof value[0] === "string") {
+      return { prompt: value[0], promptIds: null };
+    }
+    if (value.length > 0 && value.every((v) => Number.isInteger(v) && v >= 0 && v <= 0xffffffff)) {
+      return { prompt: null, promptIds: value as number[] };
+    }
+    if (value.length === 1 && Array.isArray(value[0])) return decodePrompt(value[0]);
+    if (value.length > 1) badRequest("prompt", "only one prompt per request is supported");
+  }
+  return badRequest("prompt", "must be a string or an array of token ids");
+}
+
+function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
+  const obj = asObject(body, "body");
+  const n = optPositiveInt(obj, "n");
+  if (n !== undefined && n > 1) badRequest("n", "only n=1 is supported");
+  const bestOf = optPositiveInt(obj, "best_of");
+  if (bestOf !== undefined && bestOf > 1) badRequest("best_of", "only best_of=1 is supported");
+  if (obj.echo === true) badRequest("echo", "echo is not supported");
+  if (obj.suffix !== undefined && obj.suffix !== null) {
+    badRequest("suffix", "suffix is not supported");
+  }
+  const { prompt, promptIds } = decodePrompt(obj.prompt);
+  return {
+    flavor: "openai_completions",
+    model: typeof obj.model === "string" ? obj.model : "",
+    stream: optBool(obj, "stream") ?? false,
+    messages: null,
+    prompt,
+    promptIds,
+    tools: [],
+    sampling: {
+      max_tokens: Math.min(optPositiveInt(obj, "max_tokens") ?? 16, options.maxTokensLimit),
+      temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
+      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
+      stop: readStop(obj.stop, "stop"),
+      seed: readSeed(obj),
+    },
+    includeUsage: false,
+  };
+}
+
+function respond(call: FinishedCall): JsonObject {
+  return {
+    id: call.id,
+    object: "text_completion",
+    created: call.created,
+    model: call.model,
+    choices: [{ index: 0, text: call.text, logprobs: null, finish_reason: call.finish_reason }],
+    usage: {
+      prompt_tokens: call.prompt_tokens,
+      completion_tokens: call.completion_tokens,
+      total_tokens: call.prompt_tokens + call.completion_tokens,
+    },
+  };
+}
+
+function stream(start: StreamStart): StreamEncoder {
+  const chunk = (text: string, finish: string | null): string =>
+    sse({
+      id: start.id,
+      object: "text_completion",
+      created: start.created,
+      model: start.model,
+      choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
+    });
+  return {
+    start: () => "",
+    part: (part: OutputPart) => part.type === "tool_call" ? "" : chunk(part.text, null),
+    finish: (call: FinishedCall) => chunk("", call.finish_reason) + sse("[DONE]"),
+    error: (message: string) => sse({ error: { message, type: "server_error", code: null } }),
+  };
+}
+
+/** The OpenAI Completions codec. */
+export const openaiCompletionsCodec: Codec = {
+  flavor: "openai_completions",
+  decode,
+  respond,
+  stream,
+  errorBody: openaiErrorBody,
+};

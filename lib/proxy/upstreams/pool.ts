@@ -1,0 +1,228 @@
+/**
+ * Several upstream endpoints behind one call: sticky routing by rollout id (so a rollout keeps
+ * hitting the same prefix cache), a per-try timeout that streaming chunks renew, retries with
+ * exponential backoff and jitter on timeouts, connection errors, 429 and 5xx, and an abort
+ * that reaches the upstream when the harness goes away.
+ *
+ * @module
+ */
+
+/** Why an upstream call failed; `status` is what the proxy answers. */
+export class UpstreamError extends Error {
+  /** HTTP status for the caller (502 upstream error, 504 timeout, 4xx passed through). */
+  readonly status: number;
+  /** Status the upstream answered, when it answered. */
+  readonly upstreamStatus: number | null;
+  readonly retryable: boolean;
+  /** Seconds the upstream asked to wait (Retry-After), when it did. */
+  readonly retryAfterS: number | null;
+  constructor(
+    message: string,
+    options: {
+      status: number;
+      upstreamStatus?: number | null;
+      retryable: boolean;
+      retryAfterS?: number | null;
+    },
+  ) {
+    super(message);
+    this.name = "UpstreamError";
+    this.status = options.status;
+    this.upstreamStatus = options.upstreamStatus ?? null;
+    this.retryable = options.retryable;
+    this.retryAfterS = options.retryAfterS ?? null;
+  }
+}
+
+/** Builds the error for a non-2xx upstream answer (retryable on 429 and 5xx). */
+export async function upstreamHttpError(
+  response: Response,
+  endpoint: string,
+): Promise<UpstreamError> {
+  let detail = "";
+  try {
+    detail = (await response.text()).slice(0, 500);
+  } catch {
+    // the body is only a hint
+  }
+  const retryAfter = Number(response.headers.get("retry-after"));
+  const status = response.status;
+  const retryable = status === 429 || status >= 500;
+  return new UpstreamError(`upstream ${endpoint} answered ${status}: ${detail}`, {
+    status: retryable ? (status === 429 ? 429 : 502) : status,
+    upstreamStatus: status,
+    retryable,
+    retryAfterS: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : null,
+  });
+}
+
+/** What one try gets to work with. */
+export interface TryContext {
+  endpoint: string;
+  /** Aborts on timeout, on the caller's abort, or when the proxy gives up. */
+  signal: AbortSignal;
+  /** Zero-based try number. */
+  attempt: number;
+  /** Call on each upstream chunk: renews the idle timeout. */
+  touch(): void;
+  /** Call once bytes reached the harness: from then on a failure is not retried. */
+  commit(): void;
+}
+
+/** Result of {@link UpstreamPool.run}. */
+export interface PoolResult<T> {
+  value: T;
+  endpoint: string;
+  /** Tries after the first. */
+  retries: number;
+}
+
+/** A failure after the pool gave up, with what it tried. */
+export class PoolFailure extends Error {
+  readonly failure: UpstreamError;
+  readonly endpoint: string;
+  readonly retries: number;
+  constructor(failure: UpstreamError, endpoint: string, retries: number) {
+    super(failure.message);
+    this.name = "PoolFailure";
+    this.failure = failure;
+    this.endpoint = endpoint;
+    this.retries = retries;
+  }
+}
+
+/** Settings of {@link UpstreamPool}. */
+export interface PoolOptions {
+  endpoints: string[];
+  timeout_ms: number;
+  max_retries: number;
+  backoff_base_ms: number;
+  backoff_max_ms: number;
+  /** Injectable for tests: uniform [0, 1). */
+  random?: () => number;
+}
+
+/** FNV-1a, enough to spread rollout ids over endpoints. */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Routes, times out and retries upstream calls.
+ *
+ * @example
+ * ```ts
+ * import { UpstreamPool } from "./pool.ts";
+ * const pool = new UpstreamPool({
+ *   endpoints: ["http://a", "http://b"],
+ *   timeout_ms: 1000, max_retries: 2, backoff_base_ms: 10, backoff_max_ms: 100,
+ * });
+ * pool.endpointFor("rollout-1") === pool.endpointFor("rollout-1"); // true (sticky)
+ * ```
+ */
+export class UpstreamPool {
+  readonly options: PoolOptions;
+  #random: () => number;
+
+  constructor(options: PoolOptions) {
+    if (options.endpoints.length === 0) throw new Error("endpoints: at least one is required");
+    this.options = options;
+    this.#random = options.random ?? Math.random;
+  }
+
+  /** The endpoint a rollout sticks to; later tries move to the next one. */
+  endpointFor(rolloutId: string, attempt = 0): string {
+    const { endpoints } = this.options;
+    const base = endpoints.map((e) => e.replace(/\/+$/, ""));
+    return base[(hash(rolloutId) + attempt) % base.length];
+  }
+
+  /** Delay before try `attempt` (1-based retry index): exponential, capped, with jitter. */
+  backoffMs(retry: number, retryAfterS: number | null = null): number {
+    const { backoff_base_ms: base, backoff_max_ms: max } = this.options;
+    const exp = Math.min(max, base * 2 ** (retry - 1));
+    const jittered = exp * (0.5 + this.#random() * 0.5);
+    return retryAfterS !== null ? Math.min(max, Math.max(jittered, retryAfterS * 1000)) : jittered;
+  }
+
+  /** Runs `fn` against the rollout's endpoint, retrying transient failures. */
+  async run<T>(
+    rolloutId: string,
+    signal: AbortSignal,
+    fn: (ctx: TryContext) => Promise<T>,
+  ): Promise<PoolResult<T>> {
+    let attempt = 0;
+    for (;;) {
+      const endpoint = this.endpointFor(rolloutId, attempt);
+      const controller = new AbortController();
+      let committed = false;
+      let timedOut = false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          timedOut = true;
+          controller.abort(new DOMException("upstream timed out", "TimeoutError"));
+        }, this.options.timeout_ms);
+      };
+      const onAbort = () => controller.abort(signal.reason);
+      if (signal.aborted) throw signal.reason;
+      signal.addEventListener("abort", onAbort, { once: true });
+      arm();
+      try {
+        const value = await fn({
+          endpoint,
+          signal: controller.signal,
+          attempt,
+          touch: arm,
+          commit: () => (committed = true),
+        });
+        return { value, endpoint, retries: attempt };
+      } catch (err) {
+        if (signal.aborted) throw signal.reason ?? err;
+        const failure = timedOut
+          ? new UpstreamError(
+            `upstream ${endpoint} timed out after ${this.options.timeout_ms} ms`,
+            {
+              status: 504,
+              retryable: true,
+            },
+          )
+          : err instanceof UpstreamError
+          ? err
+          : new UpstreamError(`upstream ${endpoint} failed: ${(err as Error)?.message ?? err}`, {
+            status: 502,
+            retryable: err instanceof TypeError, // fetch's connection errors
+          });
+        if (!failure.retryable || committed || attempt >= this.options.max_retries) {
+          throw new PoolFailure(failure, endpoint, attempt);
+        }
+        attempt++;
+        await abortableSleep(this.backoffMs(attempt, failure.retryAfterS), signal);
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+      }
+    }
+  }
+}

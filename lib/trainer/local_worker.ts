@@ -1,0 +1,227 @@
+/**
+ * Starts a trainer worker on this machine (CPU, or the local GPU) and connects to it.
+ *
+ * @module
+ */
+import { TrainerClient, type TrainerClientOptions } from "./client.ts";
+import { spawnWorkerProcess } from "./process.ts";
+
+/** How to get a Python with PyTorch. */
+export const TORCH_INSTALL_HINT =
+  "install PyTorch with `apt-get install -y python3-torch` (Debian/Ubuntu) or " +
+  "`pip install torch`, or point REINS_PYTHON at a Python that has it";
+
+/** Python or PyTorch is missing on this machine. */
+export class MissingPythonError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "MissingPythonError";
+  }
+}
+
+/** What the Python probe found. */
+export interface PythonInfo {
+  python: string;
+  version: string;
+  torch: string;
+  cuda: boolean;
+}
+
+const PROBE = "import json, sys, torch; print(json.dumps({'version': sys.version.split()[0], " +
+  "'torch': torch.__version__, 'cuda': bool(torch.cuda.is_available())}))";
+
+/**
+ * Checks that `python` runs and imports torch.
+ *
+ * @example
+ * ```ts ignore
+ * import { probePython } from "./local_worker.ts";
+ * (await probePython("/usr/bin/python3")).torch; // "1.13.0a0"
+ * ```
+ */
+export function probePython(python: string): Promise<PythonInfo> {
+  // Importing torch takes seconds; a process asks once per interpreter.
+  let probe = probes.get(python);
+  if (!probe) {
+    probe = runProbe(python);
+    probes.set(python, probe);
+    probe.catch(() => probes.delete(python));
+  }
+  return probe;
+}
+
+const probes = new Map<string, Promise<PythonInfo>>();
+
+async function runProbe(python: string): Promise<PythonInfo> {
+  let output: Deno.CommandOutput;
+  try {
+    output = await new Deno.Command(python, {
+      args: ["-c", PROBE],
+      stdout: "piped",
+      stderr: "piped",
+      stdin: "null",
+    }).output();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new MissingPythonError(
+      `cannot run Python \`${python}\` for the reins trainer worker (${reason}); ` +
+        `install Python 3 and ${TORCH_INSTALL_HINT}`,
+    );
+  }
+  const stderr = new TextDecoder().decode(output.stderr);
+  if (!output.success) {
+    const noTorch = /No module named '?torch'?/.test(stderr);
+    throw new MissingPythonError(
+      noTorch
+        ? `Python \`${python}\` has no PyTorch (\`import torch\` failed); ${TORCH_INSTALL_HINT}`
+        : `Python \`${python}\` failed the torch check: ${stderr.trim().slice(-500)}; ` +
+          TORCH_INSTALL_HINT,
+    );
+  }
+  const info = JSON.parse(new TextDecoder().decode(output.stdout).trim());
+  return { python, ...info };
+}
+
+/**
+ * Picks the Python that runs the worker: `explicit`, else `$REINS_PYTHON`, else
+ * `/usr/bin/python3` when it has torch (Debian's python3-torch), else `python3` on PATH.
+ *
+ * @example
+ * ```ts ignore
+ * import { resolvePython } from "./local_worker.ts";
+ * const { python, torch } = await resolvePython(); // e.g. "/usr/bin/python3", "1.13.0a0"
+ * ```
+ */
+export async function resolvePython(explicit?: string): Promise<PythonInfo> {
+  const chosen = explicit ?? Deno.env.get("REINS_PYTHON");
+  if (chosen) return await probePython(chosen);
+  try {
+    return await probePython("/usr/bin/python3");
+  } catch {
+    return await probePython("python3");
+  }
+}
+
+/**
+ * Path of the worker entry point on this machine (to run it by hand or through `launch`).
+ *
+ * @example
+ * ```ts ignore
+ * import { workerScriptPath } from "./local_worker.ts";
+ * workerScriptPath(); // ".../lib/trainer/worker/server.py"
+ * ```
+ */
+export function workerScriptPath(): string {
+  const url = new URL("./worker/server.py", import.meta.url);
+  if (url.protocol !== "file:") {
+    throw new Error(
+      `the worker script is at ${url.href}; startLocalWorker needs reins checked out locally`,
+    );
+  }
+  return decodeURIComponent(url.pathname);
+}
+
+/** Options of {@link startLocalWorker}. */
+export interface LocalWorkerOptions extends TrainerClientOptions {
+  /** Python executable (default: see {@link resolvePython}). */
+  python?: string;
+  /** Port to listen on (default 0: any free port). */
+  port?: number;
+  /** Interface to bind (default 127.0.0.1). */
+  host?: string;
+  /** Extra environment variables for the worker (e.g. CUDA_VISIBLE_DEVICES). */
+  env?: Record<string, string>;
+  /** torch intra-op threads (default: torch's own choice). */
+  threads?: number;
+  /** How long to wait for the worker to listen and answer /health (default 120 s). */
+  startupTimeoutMs?: number;
+  /** Receives every line the worker prints (default: kept only for error messages). */
+  onLog?: (line: string) => void;
+}
+
+/** A running local worker. */
+export interface LocalWorker {
+  /** Base URL, e.g. `http://127.0.0.1:41234`. */
+  readonly url: string;
+  readonly client: TrainerClient;
+  readonly python: PythonInfo;
+  /** The worker's recent output. */
+  logs(): string;
+  /** Stops the worker process and waits for it to exit. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Spawns `lib/trainer/worker/server.py` and waits until it answers `/health`.
+ *
+ * @example
+ * ```ts ignore
+ * import { startLocalWorker } from "./local_worker.ts";
+ * await using worker = await startLocalWorker();
+ * await worker.client.init({
+ *   model: {
+ *     kind: "builtin",
+ *     config: {
+ *       vocab_size: 64, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 64,
+ *       max_seq_len: 128,
+ *     },
+ *   },
+ * });
+ * ```
+ */
+export async function startLocalWorker(options: LocalWorkerOptions = {}): Promise<LocalWorker> {
+  const python = await resolvePython(options.python);
+  const host = options.host ?? "127.0.0.1";
+  const args = [
+    "-u",
+    workerScriptPath(),
+    "--host",
+    host,
+    "--port",
+    String(options.port ?? 0),
+    "--exit-with-parent",
+  ];
+  if (options.threads) args.push("--threads", String(options.threads));
+  const proc = spawnWorkerProcess(
+    new Deno.Command(python.python, {
+      args,
+      env: options.env,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }),
+    options.onLog,
+  );
+  const timeoutMs = options.startupTimeoutMs ?? 120_000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const ready = await Promise.race([
+      proc.ready,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`worker did not start within ${timeoutMs} ms:\n${proc.tail()}`)),
+          timeoutMs,
+        );
+      }),
+    ]);
+    const url = `http://${ready.host === "0.0.0.0" ? "127.0.0.1" : ready.host}:${ready.port}`;
+    const client = new TrainerClient(url, options);
+    await client.health();
+    let closed: Promise<void> | undefined;
+    const close = () => closed ??= proc.stop();
+    return {
+      url,
+      client,
+      python,
+      logs: () => proc.tail(),
+      close,
+      [Symbol.asyncDispose]: close,
+    };
+  } catch (error) {
+    await proc.stop();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,89 @@
+"""Hugging Face causal LMs behind the built-in decoder's interface (optional: `transformers`).
+
+Linear rows use the model's own causal attention with explicit position ids. Tree and packed
+rows pass a 4-D additive attention mask, which recent `transformers` releases accept for
+Llama/Qwen-family models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import torch
+from torch import nn
+
+from model import ModelConfig
+from validate import bad
+
+
+@dataclass
+class HFCache:
+    past: Any
+    length: int
+    valid: Optional[torch.Tensor] = None
+
+
+class HFPolicy(nn.Module):
+    def __init__(self, model: nn.Module, config: ModelConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.config = config
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        mask: Optional[torch.Tensor] = None,
+        is_causal: bool = False,
+        cache: Optional[HFCache] = None,
+    ) -> torch.Tensor:
+        if cache is not None:
+            assert mask is not None
+            # Generation masks only hide left padding: the last query row lists valid keys.
+            attention_mask = mask[:, 0, -1, :].long()
+            out = self.model(
+                input_ids=tokens,
+                position_ids=positions,
+                attention_mask=attention_mask,
+                past_key_values=cache.past,
+                use_cache=True,
+            )
+            cache.past = out.past_key_values
+            cache.length += tokens.shape[1]
+            return out.logits
+        if mask is None:
+            return self.model(input_ids=tokens, position_ids=positions).logits
+        dtype = next(self.model.parameters()).dtype
+        additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+        additive = additive.masked_fill(~mask, torch.finfo(dtype).min)
+        return self.model(input_ids=tokens, position_ids=positions, attention_mask=additive).logits
+
+    def new_cache(self, batch: int, length: int, dtype: torch.dtype) -> HFCache:
+        return HFCache(past=None, length=0)
+
+
+def load_hf(path: str) -> Tuple[nn.Module, ModelConfig]:
+    try:
+        from transformers import AutoModelForCausalLM  # type: ignore
+    except ImportError:
+        raise bad("model.kind", '"hf" needs the transformers package: pip install transformers')
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+    except Exception as e:
+        raise bad("model.path", f"cannot load a Hugging Face model from {path}: {e}")
+    c = model.config
+    n_heads = int(getattr(c, "num_attention_heads", 1))
+    config = ModelConfig(
+        vocab_size=int(c.vocab_size),
+        d_model=int(getattr(c, "hidden_size", 0)),
+        n_layers=int(getattr(c, "num_hidden_layers", 0)),
+        n_heads=n_heads,
+        n_kv_heads=int(getattr(c, "num_key_value_heads", n_heads) or n_heads),
+        d_ff=int(getattr(c, "intermediate_size", 0)),
+        max_seq_len=int(getattr(c, "max_position_embeddings", 32768)),
+        tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)),
+        rope_theta=float(getattr(c, "rope_theta", 10000.0)),
+        head_dim=getattr(c, "head_dim", None),
+    )
+    return HFPolicy(model, config), config

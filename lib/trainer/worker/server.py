@@ -1,0 +1,357 @@
+"""reins trainer worker: an HTTP service holding one policy (see docs/trainer.md).
+
+Run: `python3 lib/trainer/worker/server.py --host 127.0.0.1 --port 0`. Once listening it
+prints one line `REINS_WORKER_READY {"host": ..., "port": ...}` on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+from engine import Engine, GenJob, not_initialized  # noqa: E402
+from generation import BatchDecoder  # noqa: E402
+from validate import (  # noqa: E402
+    RequestError,
+    parse_forward_backward,
+    parse_generate,
+    parse_init,
+    parse_logprobs,
+    parse_path,
+)
+
+MAX_BODY_BYTES = 512 * 1024 * 1024
+
+
+class GenerateScheduler:
+    """Continuous batching: new requests join the running batch at the next decode step (the
+    first ones of an idle period are collected for `window_s`); finished ones leave it."""
+
+    def __init__(self, engine: Engine, window_s: float, max_batch: int) -> None:
+        self.engine = engine
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self.queue: "queue.Queue[GenJob]" = queue.Queue()
+        self.decoder = BatchDecoder(engine)
+        self.thread = threading.Thread(target=self._loop, name="generate", daemon=True)
+        self.thread.start()
+
+    def submit(self, job: GenJob) -> None:
+        self.queue.put(job)
+
+    def _collect(self, waiting: List[GenJob]) -> List[GenJob]:
+        if not waiting and self.decoder.active == 0:
+            waiting.append(self.queue.get())  # idle: sleep until a request comes
+            deadline = time.monotonic() + self.window_s
+            while len(waiting) < self.max_batch:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    waiting.append(self.queue.get(timeout=left))
+                except queue.Empty:
+                    break
+        while True:
+            try:
+                waiting.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        return [j for j in waiting if not j.cancelled]
+
+    def _fail(self, jobs: List[GenJob], err: Exception) -> None:
+        if not isinstance(err, RequestError):
+            traceback.print_exc()
+            err = RequestError(500, "internal", f"generation failed: {err}")
+        for j in jobs:
+            if not j.finished:
+                j.finished = True
+                j.finish_error(err)
+
+    def _loop(self) -> None:
+        waiting: List[GenJob] = []
+        while True:
+            waiting = self._collect(waiting)
+            room = self.max_batch - self.decoder.active
+            if waiting and room > 0 and self.decoder.can_admit():
+                batch, rest = waiting[:room], waiting[room:]
+                if self.engine.gen_try_start(len(batch)):
+                    waiting = rest
+                    try:
+                        with self.engine.lock:
+                            if not self.engine.initialized:
+                                raise not_initialized()
+                            self.decoder.admit(batch)
+                    except Exception as e:  # the batch never joined: fail it alone
+                        self.engine.gen_finished(len(batch))
+                        self._fail(batch, e)
+                elif self.decoder.active == 0:
+                    self.engine.wait_weights_idle()  # a weight change runs: queue meanwhile
+                    continue
+            if self.decoder.active == 0:
+                continue
+            try:
+                with self.engine.lock:
+                    done = self.decoder.step()
+                self.engine.gen_finished(done)
+            except Exception as e:
+                jobs = self.decoder.fail_all()
+                self.engine.gen_finished(len(jobs))
+                self._fail(jobs, e)
+
+
+class StreamJob(GenJob):
+    """A generate job whose events land in a queue read by the request's handler thread."""
+
+    def __init__(self, spec) -> None:
+        self.events: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
+        super().__init__(
+            spec,
+            lambda ids, lps: self.events.put(("chunk", (ids, lps))),
+            lambda reason, version: self.events.put(("done", (reason, version))),
+        )
+
+    def finish_error(self, err: RequestError) -> None:
+        self.events.put(("error", err))
+
+
+def make_handler(engine: Engine, scheduler: GenerateScheduler):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "reins-worker"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            if os.environ.get("REINS_WORKER_LOG"):
+                sys.stderr.write("worker: " + (format % args) + "\n")
+
+        # -- plumbing ----------------------------------------------------------------------
+
+        def _send_json(self, status: int, payload: Dict[str, Any]) -> None:
+            data = json.dumps(payload, allow_nan=False).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _read_body(self) -> bytes:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True  # the unread body would corrupt the next request
+                raise RequestError(413, "too_large", f"body of {length} bytes is too large")
+            return self.rfile.read(length) if length else b""
+
+        @staticmethod
+        def _parse_json(raw: bytes) -> Any:
+            if not raw:
+                return {}
+            try:
+                # NaN literals parse; validation then refuses them naming the field.
+                return json.loads(raw)
+            except ValueError as e:
+                raise RequestError(400, "bad_json", f"(body): invalid JSON: {e}", "(body)")
+
+        def _dispatch(self, method: str) -> None:
+            path = self.path.split("?", 1)[0].rstrip("/") or "/"
+            try:
+                # Read the body before anything can fail: on a kept-alive connection an unread
+                # body would be parsed as the next request.
+                raw = self._read_body()
+                route = ROUTES.get((method, path))
+                if route is None:
+                    raise RequestError(404, "not_found", f"no route {method} {path}")
+                body = self._parse_json(raw) if method == "POST" else None
+                result = route(self, body)
+                if result is not None:
+                    self._send_json(200, result)
+            except RequestError as e:
+                self._send_json(e.status, e.to_json())
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            except Exception as e:  # an engine bug must not kill the worker
+                traceback.print_exc()
+                try:
+                    self._send_json(500, {"error": {"code": "internal", "message": str(e)}})
+                except OSError:
+                    pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._dispatch("POST")
+
+        # -- routes --------------------------------------------------------------------------
+
+        def health(self, _body: Any) -> Dict[str, Any]:
+            return {
+                "ok": True,
+                "initialized": engine.initialized,
+                "policy_version": engine.policy_version,
+                "device": str(engine.device),
+                "pid": os.getpid(),
+                **engine.generation_status(),
+            }
+
+        def state(self, _body: Any) -> Dict[str, Any]:
+            return engine.state()
+
+        def init(self, body: Any) -> Dict[str, Any]:
+            return engine.init(parse_init(body))
+
+        def save(self, body: Any) -> Dict[str, Any]:
+            return engine.save(parse_path(body))
+
+        def load(self, body: Any) -> Dict[str, Any]:
+            return engine.load(parse_path(body))
+
+        def logprobs(self, body: Any) -> Dict[str, Any]:
+            if not engine.initialized:
+                raise not_initialized()
+            seqs, temperature = parse_logprobs(body, engine.vocab_size, engine.max_seq_len)
+            return engine.logprobs(seqs, temperature)
+
+        def forward_backward(self, body: Any) -> Dict[str, Any]:
+            if not engine.initialized:
+                raise not_initialized()
+            rows, loss, want_lp = parse_forward_backward(
+                body, engine.vocab_size, engine.max_seq_len
+            )
+            return engine.forward_backward(rows, loss, want_lp)
+
+        def optim_step(self, _body: Any) -> Dict[str, Any]:
+            return engine.optim_step()
+
+        def zero_grad(self, _body: Any) -> Dict[str, Any]:
+            return engine.zero_grad()
+
+        def gradients(self, _body: Any) -> Dict[str, Any]:
+            return engine.gradients()
+
+        def generate(self, body: Any) -> Optional[Dict[str, Any]]:
+            if not engine.initialized:
+                raise not_initialized()
+            spec = parse_generate(body, engine.vocab_size, engine.max_seq_len)
+            job = StreamJob(spec)
+            scheduler.submit(job)
+            if not spec.stream:
+                ids: List[int] = []
+                lps: List[float] = []
+                while True:
+                    kind, value = job.events.get()
+                    if kind == "chunk":
+                        ids.extend(value[0])
+                        lps.extend(value[1])
+                    elif kind == "error":
+                        raise value
+                    else:
+                        return {
+                            "ids": ids,
+                            "logprobs": lps,
+                            "finish_reason": value[0],
+                            "policy_version": value[1],
+                        }
+            kind, value = job.events.get()
+            if kind == "error":
+                raise value
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                while True:
+                    if kind == "chunk":
+                        line = {"ids": value[0], "logprobs": value[1]}
+                    elif kind == "error":
+                        line = value.to_json()
+                    else:
+                        line = {"done": True, "finish_reason": value[0], "policy_version": value[1]}
+                    self._write_chunk((json.dumps(line) + "\n").encode())
+                    if kind != "chunk":
+                        break
+                    kind, value = job.events.get()
+                self._write_chunk(b"")
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                # The client went away: stop sampling for it, keep the batch going for others.
+                job.cancelled = True
+                self.close_connection = True
+            return None
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    ROUTES = {
+        ("GET", "/health"): Handler.health,
+        ("GET", "/state"): Handler.state,
+        ("POST", "/init"): Handler.init,
+        ("POST", "/save"): Handler.save,
+        ("POST", "/load"): Handler.load,
+        ("POST", "/logprobs"): Handler.logprobs,
+        ("POST", "/forward_backward"): Handler.forward_backward,
+        ("POST", "/optim_step"): Handler.optim_step,
+        ("POST", "/zero_grad"): Handler.zero_grad,
+        ("POST", "/debug/gradients"): Handler.gradients,
+        ("POST", "/generate"): Handler.generate,
+    }
+    return Handler
+
+
+def _watch_parent(parent: int) -> None:
+    """A worker orphaned by a crashed client would hold its port and memory forever."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description="reins trainer worker")
+    parser.add_argument("--host", default=os.environ.get("REINS_WORKER_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("REINS_WORKER_PORT", "0")))
+    parser.add_argument("--batch-window-ms", type=float, default=3.0)
+    parser.add_argument("--max-batch", type=int, default=64)
+    parser.add_argument(
+        "--threads", type=int, default=int(os.environ.get("REINS_TORCH_THREADS", "0"))
+    )
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="exit when the process that started the worker goes away",
+    )
+    args = parser.parse_args(argv)
+    if args.exit_with_parent:
+        _watch_parent(os.getppid())
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    engine = Engine()
+    scheduler = GenerateScheduler(engine, args.batch_window_ms / 1000.0, args.max_batch)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, scheduler))
+    server.daemon_threads = True
+    host, port = server.server_address[:2]
+    print("REINS_WORKER_READY " + json.dumps({"host": host, "port": port}), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Row parsing: derived predecessors and positions for linear, packed and tree rows."""
+
+import unittest
+
+import _path  # noqa: F401
+
+from validate import RequestError, parse_row
+
+
+def raw(tokens, **extra):
+    n = len(tokens)
+    base = {
+        "tokens": tokens,
+        "loss_mask": [0] * n,
+        "advantages": [0] * n,
+        "loss_weights": [0] * n,
+        "rollout_logprobs": [0] * n,
+    }
+    base.update(extra)
+    return base
+
+
+class ValidateTest(unittest.TestCase):
+    def test_linear(self) -> None:
+        r = parse_row(raw([1, 2, 3]), "rows[0]", 10, 10)
+        self.assertEqual(r.pred, [-1, 0, 1])
+        self.assertEqual(r.positions, [0, 1, 2])
+        self.assertTrue(r.linear)
+
+    def test_packed_resets_positions(self) -> None:
+        r = parse_row(raw([1, 2, 3, 4, 5], segment_starts=[0, 2]), "rows[0]", 10, 10)
+        self.assertEqual(r.pred, [-1, 0, -1, 2, 3])
+        self.assertEqual(r.positions, [0, 1, 0, 1, 2])
+        self.assertEqual(r.segment, [0, 0, 1, 1, 1])
+        self.assertFalse(r.linear)
+
+    def test_tree_positions_are_depths(self) -> None:
+        r = parse_row(raw([1, 2, 3, 4, 5], parent=[-1, 0, 1, 1, 3]), "rows[0]", 10, 10)
+        self.assertEqual(r.pred, [-1, 0, 1, 1, 3])
+        self.assertEqual(r.positions, [0, 1, 2, 2, 3])
+
+    def test_errors_name_the_field(self) -> None:
+        cases = [
+            (raw([1, 2], parent=[-1, 1]), "rows[3].parent[1]"),
+            (raw([1, 2, 3], segment_starts=[0, 2], parent=[-1, 0, 1]), "rows[3].parent[2]"),
+            (raw([1, 2], loss_mask=[1, 0]), "rows[3].loss_mask[0]"),
+            (raw([1, 12]), "rows[3].tokens[1]"),
+            (raw([1, 2], advantages=[0, float("nan")]), "rows[3].advantages[1]"),
+            (raw(list(range(1, 11)) + [1]), "rows[3].tokens"),
+        ]
+        for body, field in cases:
+            with self.assertRaises(RequestError) as ctx:
+                parse_row(body, "rows[3]", 12, 10)
+            self.assertEqual(ctx.exception.field, field)
+            self.assertEqual(ctx.exception.status, 400)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,143 @@
+/**
+ * `deno run -A lib/ui/cli.ts --db runs/x.db` serves a gateway with the Live UI over a SQLite
+ * file: to watch a run live from a second process (the change feed picks up the other
+ * process's writes) or to inspect a finished one. It prints the login URL; the admin key comes
+ * from `$REINS_ADMIN_KEY`, else from `<db>.key` (created when missing), as with the gateway's
+ * own command line.
+ *
+ * ```
+ * deno run -A lib/ui/cli.ts --db runs/exp1/gateway.db --port 8421 --tokenizer qwen3 \
+ *   --metrics runs/exp1/metrics.jsonl
+ * ```
+ *
+ * @module
+ */
+import { dirname } from "node:path";
+import { parseArgs } from "node:util";
+import { randomKey } from "../gateway/auth.ts";
+import { startGateway } from "../gateway/server.ts";
+import { loadCharTokenizer } from "../tokens/char.ts";
+import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import { createUi } from "./app.ts";
+
+const USAGE = `usage: deno run -A lib/ui/cli.ts [--db FILE] [--port N] [--host H]
+  [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--no-monitors] [--admin-key-file FILE]`;
+
+/** Options of {@link main} besides the command line. */
+export interface UiCliOptions {
+  /** Stops the server when aborted (default: SIGINT/SIGTERM). */
+  signal?: AbortSignal;
+  /** Called once listening, with the base URL of the UI. */
+  onListen?: (uiUrl: string) => void;
+}
+
+/**
+ * Runs the UI server until `signal` aborts (or SIGINT/SIGTERM).
+ *
+ * @example
+ * ```ts ignore
+ * import { main } from "./cli.ts";
+ * const stop = new AbortController();
+ * const done = main(["--db", ":memory:", "--port", "0"], { signal: stop.signal });
+ * stop.abort();
+ * await done;
+ * ```
+ */
+export async function main(args: string[], options: UiCliOptions = {}): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      db: { type: "string", default: "runs/gateway.db" },
+      port: { type: "string", default: "8421" },
+      host: { type: "string", default: "127.0.0.1" },
+      tokenizer: { type: "string", default: "qwen3" },
+      metrics: { type: "string" },
+      "no-monitors": { type: "boolean", default: false },
+      "admin-key-file": { type: "string" },
+      help: { type: "boolean", default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return;
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`--port: expected a port number, got '${values.port}'`);
+  }
+  let tokenizer: ChatTokenizer | undefined;
+  if (values.tokenizer === "qwen3") tokenizer = await loadQwen3Tokenizer();
+  else if (values.tokenizer === "char") tokenizer = await loadCharTokenizer();
+  else if (values.tokenizer !== "none") {
+    throw new Error(`--tokenizer: expected qwen3, char or none, got '${values.tokenizer}'`);
+  }
+  const db = values.db;
+  if (db !== ":memory:") await Deno.mkdir(dirname(db), { recursive: true });
+  let adminKey = Deno.env.get("REINS_ADMIN_KEY");
+  let keySource = "environment variable REINS_ADMIN_KEY";
+  if (!adminKey) {
+    const file = values["admin-key-file"] ?? (db !== ":memory:" ? `${db}.key` : "runs/gateway.key");
+    adminKey = await readOrCreateKey(file);
+    keySource = `file ${file}`;
+  }
+  const ui = createUi({
+    ...(tokenizer ? { tokenizer } : {}),
+    ...(values.metrics ? { metricsPath: values.metrics } : {}),
+    ...(values["no-monitors"] ? { monitors: false as const } : {}),
+  });
+  const gateway = await startGateway({
+    db,
+    port,
+    hostname: values.host,
+    adminKey,
+    // Another gateway may own this file; leave lease expiry to it.
+    leaseSweepMs: 0,
+    mounts: [ui.mount],
+  });
+  console.log(
+    `reins UI on ${gateway.url}/ui/ (store: sqlite ${db}; log in at ${gateway.url}/ui/login)`,
+  );
+  console.log(`admin key: ${keySource}`);
+  options.onListen?.(`${gateway.url}/ui`);
+
+  const stopped = Promise.withResolvers<void>();
+  const stop = () => stopped.resolve();
+  if (options.signal) {
+    if (options.signal.aborted) stop();
+    options.signal.addEventListener("abort", stop, { once: true });
+  } else {
+    Deno.addSignalListener("SIGINT", stop);
+    Deno.addSignalListener("SIGTERM", stop);
+  }
+  await stopped.promise;
+  if (!options.signal) {
+    Deno.removeSignalListener("SIGINT", stop);
+    Deno.removeSignalListener("SIGTERM", stop);
+  }
+  await ui.close();
+  await gateway.close();
+}
+
+async function readOrCreateKey(file: string): Promise<string> {
+  try {
+    const key = (await Deno.readTextFile(file)).trim();
+    if (key) return key;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  await Deno.mkdir(dirname(file), { recursive: true });
+  const key = randomKey("ra_");
+  await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
+  return key;
+}
+
+if (import.meta.main) {
+  try {
+    await main(Deno.args);
+  } catch (err) {
+    console.error(`error: ${err instanceof Error ? err.message : err}\n${USAGE}`);
+    Deno.exit(2);
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * Rollout export: everything about one rollout (the rollout, every event with token arrays,
+ * the assembled samples, break diagnoses, dropped calls, metrics, monitor flags) as one JSON
+ * document, and a Deno notebook that loads it.
+ *
+ * @module
+ */
+import type { Store } from "../gateway/store.ts";
+import { StoreError } from "../gateway/store.ts";
+import { eventToWire } from "../gateway/wire.ts";
+import type { JsonObject, MergeStrategy, Sample } from "../schema.ts";
+import { ROLLOUT_EXPORT_FORMAT, type RolloutExport } from "../schema/ui.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import { assembleForView, flagsOf } from "./detail.ts";
+
+function sampleToJson(s: Sample): JsonObject {
+  return {
+    rollout_id: s.rollout_id,
+    group_id: s.group_id,
+    tokens: Array.from(s.tokens),
+    loss_mask: Array.from(s.loss_mask),
+    rollout_logprobs: Array.from(s.rollout_logprobs),
+    ...(s.parent ? { parent: Array.from(s.parent) } : {}),
+    reward: s.reward,
+    policy_version: s.policy_version,
+    provenance: {
+      ...s.provenance,
+      request_seqs: [...s.provenance.request_seqs],
+      response_starts: [...s.provenance.response_starts],
+    },
+  };
+}
+
+function toJson(value: unknown): JsonObject {
+  return JSON.parse(JSON.stringify(value)) as JsonObject;
+}
+
+/**
+ * Builds the export document of one rollout (404 `StoreError` when it does not exist).
+ *
+ * @example
+ * ```ts
+ * import { openSqliteStore } from "../gateway/sqlite_store.ts";
+ * import { exportRollout } from "./export.ts";
+ * const store = openSqliteStore(":memory:");
+ * await store.createRollouts([{ rollout_id: "r1", input: { q: 1 } }]);
+ * const doc = await exportRollout(store, "r1");
+ * doc.format; // "reins.rollout.v1"
+ * await store.close();
+ * ```
+ */
+export async function exportRollout(
+  store: Store,
+  rolloutId: string,
+  options: { strategy?: MergeStrategy; tokenizer?: ChatTokenizer } = {},
+): Promise<RolloutExport> {
+  const rollout = await store.getRollout(rolloutId);
+  if (!rollout) throw new StoreError("not_found", `rollout_id: no rollout '${rolloutId}'`);
+  const events = await store.listEvents(rolloutId);
+  const strategy = options.strategy ?? "prefix_merge";
+  const result = assembleForView(events, rolloutId, strategy, options.tokenizer);
+  const assembled = typeof result === "string" ? null : result;
+  return {
+    format: ROLLOUT_EXPORT_FORMAT,
+    exported_at: Date.now(),
+    rollout: toJson(rollout),
+    events: events.map((e) => toJson(eventToWire(e))),
+    samples: assembled ? assembled.samples.map(sampleToJson) : [],
+    strategy,
+    breaks: assembled ? assembled.breaks.map(toJson) : [],
+    dropped: assembled ? assembled.dropped.map(toJson) : [],
+    metrics: assembled ? toJson(assembled.metrics) : { error: result as string },
+    flags: flagsOf(events),
+  };
+}
+
+/**
+ * A Deno Jupyter notebook that fetches the export from the gateway (URL and admin key from
+ * `REINS_GATEWAY_URL` / `REINS_ADMIN_KEY`) or reads a saved export file, and re-assembles it
+ * with reins.
+ */
+export function rolloutNotebook(origin: string, base: string, rolloutId: string): JsonObject {
+  const samples = new URL("../samples/mod.ts", import.meta.url).href;
+  const wire = new URL("../gateway/wire.ts", import.meta.url).href;
+  const code = (lines: string[]) => ({
+    cell_type: "code",
+    execution_count: null,
+    metadata: {},
+    outputs: [],
+    source: lines.map((l, i) => (i < lines.length - 1 ? l + "\n" : l)),
+  });
+  const path = `${base}/rollouts/${encodeURIComponent(rolloutId)}/export.json`;
+  return {
+    cells: [
+      {
+        cell_type: "markdown",
+        metadata: {},
+        source: [
+          `# Rollout ${rolloutId}\n`,
+          "Exported from the reins Live UI. Save it inside the reins checkout (e.g. `notebooks/`) ",
+          "so that the import map resolves, and run it on the Deno kernel.",
+        ],
+      },
+      code([
+        `const gateway = Deno.env.get("REINS_GATEWAY_URL") ?? ${JSON.stringify(origin)};`,
+        `const file = Deno.env.get("REINS_ROLLOUT_EXPORT");`,
+        `const doc = file ? JSON.parse(await Deno.readTextFile(file)) : await (await fetch(`,
+        `  gateway + ${JSON.stringify(path)},`,
+        `  { headers: { authorization: "Bearer " + Deno.env.get("REINS_ADMIN_KEY") } },`,
+        `)).json();`,
+        `({ rollout: doc.rollout.rollout_id, status: doc.rollout.status, reward: doc.rollout.reward,`,
+        `  events: doc.events.length, samples: doc.samples.length, flags: doc.flags.length });`,
+      ]),
+      code([
+        `import { assembleRollout } from ${JSON.stringify(samples)};`,
+        `import { eventFromWire } from ${JSON.stringify(wire)};`,
+        `const result = assembleRollout(doc.events.map(eventFromWire), { strategy: "tree" });`,
+        `result.metrics;`,
+      ]),
+    ],
+    metadata: {
+      kernelspec: { display_name: "Deno", language: "typescript", name: "deno" },
+      language_info: { name: "typescript" },
+    },
+    nbformat: 4,
+    nbformat_minor: 5,
+  };
+}

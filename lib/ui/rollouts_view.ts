@@ -1,0 +1,135 @@
+/**
+ * The rollout list: filter form, table and paging links.
+ *
+ * @module
+ */
+import { RolloutModeSchema, RolloutStatusSchema } from "../schema.ts";
+import type { RolloutListQuery } from "../schema/ui.ts";
+import { html, type SafeHtml } from "./html.ts";
+import { badge, fmtNum, fmtTime } from "./layout.ts";
+import { harnessOf, type RolloutListPage } from "./query.ts";
+import type { RunIndex } from "./run_index.ts";
+
+/** The query string of `query` with `after` replaced (undefined: dropped). */
+export function queryString(query: RolloutListQuery, after?: string | null): string {
+  const params = new URLSearchParams();
+  for (const key of ["status", "mode", "step", "harness", "reward_min", "reward_max", "flagged"]) {
+    const value = query[key as keyof RolloutListQuery];
+    if (value !== undefined && value !== null) params.set(key, String(value));
+  }
+  if (query.order !== "oldest") params.set("order", query.order);
+  if (query.limit !== 50) params.set("limit", String(query.limit));
+  if (after) params.set("after", after);
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
+function select(name: string, options: readonly string[], value: string | undefined): SafeHtml {
+  return html`<select name="${name}" id="f-${name}"><option value="">any</option>${
+    options.map((o) => html`<option value="${o}" ${o === value ? "selected" : ""}>${o}</option>`)
+  }</select>`;
+}
+
+/** The filter form. */
+export function filterForm(base: string, query: RolloutListQuery): SafeHtml {
+  return html`<form class="filters" method="get" action="${base}/rollouts" id="filters">
+<label>status ${select("status", RolloutStatusSchema.options, query.status)}</label>
+<label>mode ${select("mode", RolloutModeSchema.options, query.mode)}</label>
+<label>step <input name="step" id="f-step" size="5" value="${query.step ?? ""}"></label>
+<label>harness <input name="harness" id="f-harness" size="10" value="${
+    query.harness ?? ""
+  }"></label>
+<label>reward ≥ <input name="reward_min" id="f-reward_min" size="5" value="${
+    query.reward_min ?? ""
+  }"></label>
+<label>reward ≤ <input name="reward_max" id="f-reward_max" size="5" value="${
+    query.reward_max ?? ""
+  }"></label>
+<label>flagged ${select("flagged", ["yes", "no"], query.flagged)}</label>
+<label>order ${html`<select name="order" id="f-order">${
+    (["oldest", "newest"] as const).map((o) =>
+      html`<option value="${o}" ${o === query.order ? "selected" : ""}>${o} first</option>`
+    )
+  }</select>`}</label>
+<label>per page <input name="limit" size="4" value="${query.limit}"></label>
+<button type="submit" id="apply">Apply</button> <a href="${base}/rollouts">clear</a>
+</form>`;
+}
+
+/** The table and paging links (the live region's content). */
+export function rolloutTable(
+  base: string,
+  query: RolloutListQuery,
+  page: RolloutListPage,
+  index: RunIndex,
+): SafeHtml {
+  const rows = page.items.map((r) => {
+    const flags = index.flags.get(r.rollout_id);
+    const verdict = index.verdicts.get(r.rollout_id);
+    return html`
+      <tr data-rollout="${r.rollout_id}" data-status="${r.status}">
+        <td><a href="${base}/rollouts/${encodeURIComponent(r.rollout_id)}">${r.rollout_id}</a></td>
+        <td>${badge(r.status)}</td>
+        <td>${r.mode}</td>
+        <td>${r.labels.step ?? "–"}</td>
+        <td>${harnessOf(r) ?? "–"}</td>
+        <td class="num">${fmtNum(r.reward)}</td>
+        <td class="num">${r.attempts.length}</td>
+        <td class="num">${r.policy_version_min === null
+          ? "–"
+          : r.policy_version_min === r.policy_version_max
+          ? r.policy_version_min
+          : `${r.policy_version_min}–${r.policy_version_max}`}</td>
+        <td>${flags?.worst
+          ? html`<span class="sev-${flags.worst}" title="${
+            flags.flags.map((f) => `${f.monitor}: ${f.message}`).join("\n")
+          }">⚑ ${flags.flags.length}</span>`
+          : flags
+          ? html`<span class="muted">clean</span>`
+          : ""}${verdict
+          ? html`
+            <span class="muted">(${verdict.verdict})</span>
+          `
+          : ""}</td>
+        <td>${fmtTime(r.created_at)}</td>
+        <td>${fmtTime(r.updated_at)}</td>
+      </tr>
+    `;
+  });
+  const nav = html`<p class="paging">
+<a href="${base}/rollouts${queryString(query)}">first page</a>
+${
+    page.next
+      ? html`
+        · <a id="next-page" href="${base}/rollouts${queryString(query, page.next)}">next page →</a>
+      `
+      : html`
+        · <span class="muted">last page</span>
+      `
+  }
+<span class="muted"> · ${page.items.length} shown, ${page.scanned} read${
+    page.partial ? " (scan budget reached; the next page continues)" : ""
+  }</span></p>`;
+  return html`
+    <table id="rollouts">
+      <thead>
+        <tr>
+          <th>rollout</th>
+          <th>status</th>
+          <th>mode</th>
+          <th>step</th>
+          <th>harness</th>
+          <th class="num">reward</th>
+          <th class="num">attempts</th>
+          <th class="num">policy</th>
+          <th>flags</th>
+          <th>created</th>
+          <th>updated</th>
+        </tr>
+      </thead>
+      <tbody>${rows}</tbody>
+    </table>
+    ${page.items.length === 0 ? html`<p class="muted" id="empty">No rollout matches.</p>` : ""}
+    ${nav}
+  `;
+}

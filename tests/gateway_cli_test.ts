@@ -1,0 +1,66 @@
+/** The gateway CLI: the admin key's source is printed, never the key (unless asked); bad flags exit 2. */
+import assert from "node:assert/strict";
+import { spawnGatewayProcess } from "./support/gateway_process.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+Deno.test("cli: the key comes from REINS_ADMIN_KEY, and only its source is printed", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "reins-gw-cli-" });
+  try {
+    const key = "ra_cli_test_key_abcdef";
+    const gw = await spawnGatewayProcess(["--db", `${dir}/x.db`, "--port", "0"], {
+      REINS_ADMIN_KEY: key,
+    });
+    try {
+      assert.match(gw.banner, /store: sqlite .*x\.db/);
+      assert.match(gw.banner, /admin key: environment variable REINS_ADMIN_KEY/);
+      assert.ok(!gw.banner.includes(key), "the key is not printed");
+      const res = await fetch(`${gw.url}/v1/rollouts`, { headers: { "x-api-key": key } });
+      assert.equal(res.status, 200);
+      await res.body?.cancel();
+    } finally {
+      assert.equal((await gw.stop("SIGTERM")).success, true);
+    }
+    // --print-key prints it; without the variable the key file next to the db is used.
+    const printed = await spawnGatewayProcess([
+      "--db",
+      `${dir}/y.db`,
+      "--port",
+      "0",
+      "--print-key",
+    ]);
+    try {
+      const fileKey = (await Deno.readTextFile(`${dir}/y.db.key`)).trim();
+      assert.match(printed.banner, new RegExp(`admin key: ${fileKey}`));
+      assert.equal(
+        ((await Deno.stat(`${dir}/y.db.key`)).mode ?? 0) & 0o077,
+        0,
+        "key file is private",
+      );
+    } finally {
+      await printed.stop("SIGTERM");
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: bad flags exit 2 naming the flag", async () => {
+  for (
+    const [args, message] of [
+      [["--port", "http"], /--port: expected a port number/],
+      [["--synchronous", "OFF"], /--synchronous: expected FULL or NORMAL/],
+      [["--db", "a.db", "--postgres", "postgres://x"], /--db and --postgres/],
+      [["--nope"], /Unknown option '--nope'/],
+    ] as const
+  ) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "lib/gateway/cli.ts", ...args],
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 2, args.join(" "));
+    assert.match(new TextDecoder().decode(out.stderr), message);
+  }
+});

@@ -1,0 +1,97 @@
+/**
+ * Token storage: Uint32/Float32 little-endian blobs, and prompts stored as a reference to an
+ * earlier call plus the new tail, so a multi-turn rollout costs about its final context.
+ */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
+import {
+  commonPrefixLength,
+  decodeF32,
+  decodeU32,
+  encodeF32,
+  encodeU32,
+  planPrompt,
+  resolvePrompt,
+} from "../lib/gateway/token_blob.ts";
+
+Deno.test("tokens: blobs are little-endian Uint32 ids and Float32 logprobs", () => {
+  const ids = Uint32Array.of(0, 1, 0x01020304, 0xffffffff);
+  const blob = encodeU32(ids);
+  assert.deepEqual(Array.from(blob.subarray(8, 12)), [4, 3, 2, 1]);
+  assert.deepEqual(decodeU32(blob), ids);
+  const lp = Float32Array.of(-0.5, -1e-8, 0, -30.25);
+  const lpBlob = encodeF32(lp);
+  assert.equal(new DataView(lpBlob.buffer).getFloat32(0, true), -0.5);
+  assert.deepEqual(decodeF32(lpBlob), lp);
+  // Decoding an unaligned view works and never aliases the input.
+  const shifted = new Uint8Array(blob.length + 1);
+  shifted.set(blob, 1);
+  const decoded = decodeU32(shifted.subarray(1));
+  assert.deepEqual(decoded, ids);
+  decoded[0] = 9;
+  assert.equal(shifted[1], 0);
+  assert.throws(() => decodeU32(new Uint8Array(3)), /not Uint32/);
+});
+
+Deno.test("tokens: planPrompt picks the longest shared context and resolvePrompt rebuilds it", () => {
+  const sys = Array.from({ length: 40 }, (_, i) => i + 1);
+  const a = { prompt: Uint32Array.from(sys), response: Uint32Array.of(100, 101, 102) };
+  const b = { prompt: Uint32Array.from([...sys, 7]), response: Uint32Array.of(200) };
+  // Extends a's prompt ∥ response fully.
+  const p1 = Uint32Array.from([...sys, 100, 101, 102, 5, 6]);
+  const plan1 = planPrompt(p1, [{ seq: 2, tokens: b }, { seq: 1, tokens: a }]);
+  assert.deepEqual([plan1.ref_seq, plan1.ref_len, Array.from(plan1.tail)], [1, 43, [5, 6]]);
+  assert.deepEqual(resolvePrompt(a, plan1.ref_len, plan1.tail), p1);
+  // Retokenized response: shares the prompt and part of the response.
+  const p2 = Uint32Array.from([...sys, 100, 999, 5]);
+  const plan2 = planPrompt(p2, [{ seq: 1, tokens: a }]);
+  assert.equal(plan2.ref_len, 41);
+  assert.deepEqual(resolvePrompt(a, plan2.ref_len, plan2.tail), p2);
+  // Too little shared: stored inline.
+  const p3 = Uint32Array.of(1, 2, 3);
+  assert.deepEqual(planPrompt(p3, [{ seq: 1, tokens: a }]).ref_seq, null);
+  assert.equal(commonPrefixLength(Uint32Array.of(), Uint32Array.of(1)), 0);
+});
+
+Deno.test("tokens: a 30-turn rollout stores about its final context, not the sum of prompts", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "reins-gw-tokens-" });
+  try {
+    const store = openSqliteStore(`${dir}/t.db`);
+    await store.createRollouts([{ rollout_id: "r", input: 1 }]);
+    const [{ attempt }] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
+    let prompt: number[] = Array.from({ length: 500 }, (_, i) => i);
+    let sumOfPrompts = 0;
+    let next = 1_000;
+    let finalContext = 0;
+    for (let turn = 0; turn < 30; turn++) {
+      const response = Array.from({ length: 50 }, () => next++);
+      await store.appendEvents("r", attempt.attempt_id, [{
+        type: "model_request",
+        payload: {
+          flavor: "generate",
+          prompt_token_ids: prompt,
+          response_token_ids: response,
+          response_logprobs: response.map(() => -1),
+          policy_version: 0,
+        },
+      }]);
+      sumOfPrompts += prompt.length;
+      finalContext = prompt.length + response.length;
+      prompt = [...prompt, ...response, ...Array.from({ length: 200 }, () => next++)];
+    }
+    await store.close();
+    const db = new DatabaseSync(`${dir}/t.db`);
+    const row = db.prepare(
+      `SELECT SUM(LENGTH(prompt_tail)) AS tails, SUM(LENGTH(response_ids)) AS responses,
+        COUNT(prompt_ref) AS refs FROM events WHERE type = 'model_request'`,
+    ).get() as { tails: number; responses: number; refs: number };
+    db.close();
+    assert.equal(row.refs, 29, "every call after the first references its predecessor");
+    const storedIds = (row.tails + row.responses) / 4;
+    assert.equal(storedIds, finalContext, "ids stored once each");
+    assert.ok(sumOfPrompts > 10 * finalContext);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

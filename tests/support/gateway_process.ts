@@ -1,0 +1,72 @@
+/**
+ * Runs the gateway CLI as a child process (for the durability test and the benchmark), and
+ * waits for it to print its URL.
+ *
+ * @module
+ */
+const ROOT = new URL("../..", import.meta.url).pathname;
+
+/** A gateway child process. */
+export interface GatewayProcess {
+  process: Deno.ChildProcess;
+  url: string;
+  /** Everything the child printed on stdout before it listened. */
+  banner: string;
+  /** Sends `signal` and waits for the exit. */
+  stop(signal: Deno.Signal): Promise<Deno.CommandStatus>;
+}
+
+/**
+ * Spawns `deno run -A lib/gateway/cli.ts <args>` from the repository root.
+ *
+ * @example
+ * ```ts
+ * import { spawnGatewayProcess } from "./gateway_process.ts";
+ * const gw = await spawnGatewayProcess(["--db", "/tmp/x.db", "--port", "0"]);
+ * await gw.stop("SIGTERM");
+ * ```
+ */
+export async function spawnGatewayProcess(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<GatewayProcess> {
+  const process = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "lib/gateway/cli.ts", ...args],
+    cwd: ROOT,
+    stdout: "piped",
+    stderr: "inherit",
+    env: { REINS_ADMIN_KEY: "", ...env },
+  }).spawn();
+  const stdout = process.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let banner = "";
+  while (true) {
+    const { value, done } = await stdout.read();
+    if (done) {
+      await process.status;
+      throw new Error(`gateway exited before listening: ${banner}`);
+    }
+    banner += value;
+    const match = /listening on (http:\/\/\S+)/.exec(banner);
+    if (match && banner.includes("admin key:")) {
+      // Keep draining stdout so the child never blocks on a full pipe.
+      const drained = (async () => {
+        while (!(await stdout.read()).done) { /* discard */ }
+      })();
+      return {
+        process,
+        url: match[1],
+        banner,
+        async stop(signal: Deno.Signal) {
+          try {
+            process.kill(signal);
+          } catch {
+            // Already gone.
+          }
+          const status = await process.status;
+          await drained;
+          return status;
+        },
+      };
+    }
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The UI command line: serves the UI over a SQLite file that another store writes to, sees
+ * those writes, and refuses bad flags naming them.
+ */
+import assert from "node:assert/strict";
+import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
+import { main } from "../lib/ui/cli.ts";
+
+Deno.test("ui cli serves a SQLite file another writer fills", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "reins_ui_cli_" });
+  const db = `${dir}/run.db`;
+  const writer = openSqliteStore(db);
+  const stop = new AbortController();
+  try {
+    await writer.createRollouts([{ rollout_id: "a1", input: {} }]);
+    const listening = Promise.withResolvers<string>();
+    const done = main(
+      [
+        "--db",
+        db,
+        "--port",
+        "0",
+        "--tokenizer",
+        "none",
+        "--no-monitors",
+        "--admin-key-file",
+        `${dir}/key`,
+      ],
+      { signal: stop.signal, onListen: listening.resolve },
+    );
+    const base = await listening.promise;
+    const key = (await Deno.readTextFile(`${dir}/key`)).trim();
+    const list = async () => {
+      const res = await fetch(`${base}/api/rollouts`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      assert.equal(res.status, 200);
+      return (await res.json()).items.map((r: { rollout_id: string }) => r.rollout_id);
+    };
+    assert.deepEqual(await list(), ["a1"]);
+    await writer.createRollouts([{ rollout_id: "a2", input: {} }]);
+    assert.deepEqual(await list(), ["a1", "a2"]);
+    const denied = await fetch(`${base}/api/rollouts`);
+    assert.equal(denied.status, 401);
+    await denied.body?.cancel();
+    stop.abort();
+    await done;
+  } finally {
+    stop.abort();
+    await writer.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("ui cli refuses bad flags naming them", async () => {
+  await assert.rejects(main(["--port", "99999"]), /--port: expected a port number/);
+  await assert.rejects(
+    main(["--db", ":memory:", "--port", "0", "--tokenizer", "gpt"]),
+    /--tokenizer: expected qwen3, char or none/,
+  );
+});
