@@ -94,11 +94,12 @@ try {
   let cursor: string | null = null;
   const jump = Math.floor(ROLLOUTS / 2 / 500);
   for (let i = 0; i < jump; i++) {
-    const res = await fetch(
+    const res: Response = await fetch(
       `${gw.url}/ui/api/rollouts?limit=500${cursor ? `&after=${encodeURIComponent(cursor)}` : ""}`,
       { headers },
     );
-    cursor = (await res.json()).next;
+    const page: { next: string | null } = await res.json();
+    cursor = page.next;
   }
   const deep = await measure(`/rollouts?after=${encodeURIComponent(cursor ?? "")}`);
   const byStatus = await measure("/rollouts?status=failed");

@@ -1,5 +1,8 @@
 /** The gateway CLI: the admin key's source is printed, never the key (unless asked); bad flags exit 2. */
 import assert from "node:assert/strict";
+import { GatewayClient } from "../lib/gateway/client.ts";
+import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
+import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { spawnGatewayProcess } from "./support/gateway_process.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -62,5 +65,45 @@ Deno.test("cli: bad flags exit 2 naming the flag", async () => {
     }).output();
     assert.equal(out.code, 2, args.join(" "));
     assert.match(new TextDecoder().decode(out.stderr), message);
+  }
+});
+
+Deno.test("cli: --upstream serves the proxy at /proxy, and the UI answers at /ui behind the key", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "reins-gw-cli-" });
+  const tokenizer = await loadCharTokenizer();
+  const upstream = await startScriptedUpstream({ tokenizer, turns: [{ content: "4" }] });
+  const key = "ra_cli_proxy_key_abcdef";
+  const gw = await spawnGatewayProcess([
+    "--db",
+    `${dir}/x.db`,
+    "--port",
+    "0",
+    "--upstream",
+    upstream.url,
+    "--tokenizer",
+    "char",
+  ], { REINS_ADMIN_KEY: key });
+  try {
+    const client = new GatewayClient(gw.url, { apiKey: key });
+    await client.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);
+    const [claimed] = await client.claim({ worker: "w", limit: 1, lease_ms: 60_000 });
+    const base = `${gw.url}/proxy/r1/${claimed.attempt.attempt_id}/v1`;
+    const res = await fetch(`${base}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${claimed.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "policy", messages: [{ role: "user", content: "2+2?" }] }),
+    });
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.choices[0].message.content, "4");
+    const events = await client.listEvents("r1", { type: "model_request" });
+    assert.equal(events.length, 1, "the call was captured");
+    const ui = await fetch(`${gw.url}/ui`);
+    assert.equal(ui.status, 401, "the UI needs the key");
+    await ui.body?.cancel();
+  } finally {
+    await gw.stop("SIGTERM");
+    await upstream.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });

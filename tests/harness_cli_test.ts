@@ -51,19 +51,10 @@ const SECRET = "harness-cli-secret";
 const ADMIN = "harness-cli-admin";
 const ORDER: CliName[] = ["opencode", "claude_code", "codex", "qwen_code"];
 /**
- * The real-CLI run is slow (npm installs on a cold cache), so it runs only when asked for: this
- * file named on the `deno test` command line (`deno task test:harnesses`), or
- * `REINS_HARNESS_TESTS=1`; `REINS_HARNESS_TESTS=0` turns it off even then.
+ * The real-CLI run is slow (npm installs on a cold cache), so it runs only when asked for with
+ * `REINS_HARNESS_TESTS=1`, which `deno task test:harnesses` sets; `deno task test` leaves it out.
  */
-const REQUESTED = (() => {
-  const flag = Deno.env.get("REINS_HARNESS_TESTS");
-  if (flag === "1" || flag === "0") return flag === "1";
-  try {
-    return Deno.readTextFileSync("/proc/self/cmdline").includes("harness_cli_test");
-  } catch {
-    return true;
-  }
-})();
+const REQUESTED = Deno.env.get("REINS_HARNESS_TESTS") === "1";
 /**
  * The wrong-fix run of each CLI goes through the controller's strict bubblewrap sandbox (hidden
  * `.git`, network cut except the proxy) when bubblewrap works here; `REINS_HARNESS_SANDBOX=1`

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
 import type { ChatMessage } from "../lib/schema.ts";
+import { decodeAnthropicMessages } from "../lib/proxy/codecs/anthropic_messages.ts";
 import { ADD_TOOL, assertCaptured, startProxyFixture } from "./proxy_helpers.ts";
 
 const TURNS = [
@@ -129,4 +130,18 @@ Deno.test("messages: count_tokens answers the rendered prompt length", async () 
   } finally {
     await fx.close();
   }
+});
+
+Deno.test("a mid-conversation system turn (Claude Code 2.x reminders) stays a system message in place", () => {
+  const messages = decodeAnthropicMessages("you are terse", [
+    { role: "user", content: "hi" },
+    { role: "system", content: [{ type: "text", text: "reminder: be brief" }] },
+    { role: "assistant", content: "hello" },
+  ]);
+  assert.deepEqual(messages.map((m) => [m.role, m.content]), [
+    ["system", "you are terse"],
+    ["user", "hi"],
+    ["system", "reminder: be brief"],
+    ["assistant", "hello"],
+  ]);
 });

@@ -141,12 +141,12 @@ Deno.test("bad input: Anthropic requests get Anthropic-shaped errors", async () 
     anthropicError(
       await post(
         url,
-        { max_tokens: 5, messages: [{ role: "system", content: "x" }] },
+        { max_tokens: 5, messages: [{ role: "robot", content: "x" }] },
         fx.token,
         "anthropic",
       ),
       400,
-      /^messages\[0\]\.role: must be "user" or "assistant"/,
+      /^messages\[0\]\.role: must be "user", "assistant" or "system"/,
     );
     anthropicError(
       await post(

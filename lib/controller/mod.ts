@@ -57,12 +57,14 @@ export {
   runRewardHook,
 } from "./reward_hooks.ts";
 export {
+  type HiddenPaths,
   openRelays,
   type PreparedSandbox,
   prepareSandbox,
   probeSandbox,
   type Relays,
   type RelaySpec,
+  resolveHidden,
   type SandboxRequest,
   type SandboxSupport,
   SandboxUnavailableError,

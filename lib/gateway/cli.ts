@@ -4,7 +4,13 @@
  * ```sh
  * deno task gateway --db runs/x.db --port 8420
  * deno task gateway --postgres postgres://user@host/db --port 8420
+ * deno task gateway --db runs/x.db --upstream http://127.0.0.1:8300 --tokenizer qwen3
  * ```
+ *
+ * With `--upstream` the proxy is served at `/proxy` (the policy behind it: the reins worker or
+ * SGLang, token level, or a vLLM-style server with `--upstream-kind openai_compatible`), rendering
+ * prompts with `--tokenizer` (`qwen3`, `char`, or a directory holding `tokenizer.json` and
+ * `tokenizer_config.json`). The Live UI is served at `/ui` unless `--no-ui`.
  *
  * The admin key comes from `$REINS_ADMIN_KEY`, else from `--admin-key-file` (created with a
  * fresh random key when missing), else from `<db>.key` next to the SQLite file (or
@@ -14,11 +20,20 @@
  */
 import { parseArgs } from "node:util";
 import { dirname } from "node:path";
+import { proxyMount } from "../proxy/app.ts";
+import { UpstreamKindSchema } from "../schema.ts";
+import { loadCharTokenizer } from "../tokens/char.ts";
+import { loadHfTokenizerFromDir } from "../tokens/hf.ts";
+import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import { createUi } from "../ui/app.ts";
 import { randomKey } from "./auth.ts";
-import { startGateway } from "./server.ts";
+import { type Mount, startGateway } from "./server.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
-  [--admin-key-file FILE] [--print-key] [--synchronous FULL|NORMAL] [--lease-sweep-ms N]`;
+  [--admin-key-file FILE] [--print-key] [--synchronous FULL|NORMAL] [--lease-sweep-ms N]
+  [--upstream URL ... [--upstream-kind token_level|sglang|openai_compatible]]
+  [--tokenizer qwen3|char|DIR] [--no-ui]`;
 
 /**
  * Runs the gateway until SIGINT/SIGTERM.
@@ -41,6 +56,10 @@ export async function main(args: string[]): Promise<void> {
       "print-key": { type: "boolean", default: false },
       synchronous: { type: "string", default: "FULL" },
       "lease-sweep-ms": { type: "string", default: "1000" },
+      upstream: { type: "string", multiple: true },
+      "upstream-kind": { type: "string", default: "token_level" },
+      tokenizer: { type: "string", default: "qwen3" },
+      "no-ui": { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
     strict: true,
@@ -78,6 +97,27 @@ export async function main(args: string[]): Promise<void> {
     keySource = `file ${file} (export REINS_ADMIN_KEY=$(cat ${file}))`;
   }
 
+  const upstreamKind = UpstreamKindSchema.safeParse(values["upstream-kind"]);
+  if (!upstreamKind.success) {
+    throw new Error(
+      `--upstream-kind: expected ${UpstreamKindSchema.options.join(", ")}, ` +
+        `got '${values["upstream-kind"]}'`,
+    );
+  }
+  const tokenizer = await loadTokenizer(values.tokenizer ?? "qwen3");
+  const mounts: Mount[] = [];
+  if (values.upstream?.length) {
+    for (const url of values.upstream) {
+      if (!URL.canParse(url)) throw new Error(`--upstream: expected a URL, got '${url}'`);
+    }
+    mounts.push(proxyMount({
+      tokenizer,
+      upstream: { kind: upstreamKind.data, endpoints: values.upstream },
+    }));
+  }
+  const ui = values["no-ui"] ? null : createUi({ tokenizer });
+  if (ui) mounts.push(ui.mount);
+
   const gateway = await startGateway({
     db,
     postgres: values.postgres,
@@ -86,10 +126,17 @@ export async function main(args: string[]): Promise<void> {
     adminKey,
     sqlite: { synchronous },
     leaseSweepMs,
+    mounts,
   });
   const store = values.postgres ? "postgres" : `sqlite ${db}`;
   console.log(`reins gateway listening on ${gateway.url} (store: ${store})`);
   console.log(`admin key: ${values["print-key"] ? adminKey : keySource}`);
+  console.log(
+    values.upstream?.length
+      ? `proxy: ${gateway.url}/proxy/<rollout_id>/<attempt_id>/v1 -> ${values.upstream.join(", ")}`
+      : "proxy: off (give --upstream URL to serve harnesses)",
+  );
+  if (ui) console.log(`ui: ${gateway.url}/ui`);
 
   const stopped = Promise.withResolvers<void>();
   const stop = () => stopped.resolve();
@@ -98,7 +145,21 @@ export async function main(args: string[]): Promise<void> {
   await stopped.promise;
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
+  await ui?.close();
   await gateway.close();
+}
+
+async function loadTokenizer(name: string): Promise<ChatTokenizer> {
+  if (name === "qwen3") return await loadQwen3Tokenizer();
+  if (name === "char") return await loadCharTokenizer();
+  try {
+    return await loadHfTokenizerFromDir(name);
+  } catch (err) {
+    throw new Error(
+      `--tokenizer: expected qwen3, char or a tokenizer directory, got '${name}' ` +
+        `(${err instanceof Error ? err.message : err})`,
+    );
+  }
 }
 
 async function readOrCreateKey(file: string): Promise<string> {

@@ -66,8 +66,8 @@ export const SandboxOptionsSchema = z.object({
   /**
    * Before: host paths masked inside the sandbox (absolute, or relative to the controller's
    * working directory): an empty tmpfs over a directory, `/dev/null` (unreadable there) over a
-   * file. For datasets
-   * that hold answers or hidden tests (the reward, which runs outside, still reads them).
+   * file. For datasets that hold answers or hidden tests (the reward, which runs outside, still
+   * reads them).
    */
   hide: z.array(z.string().min(1, "must not be empty")).default([]),
 });

@@ -79,8 +79,15 @@ export function decodeAnthropicMessages(system: unknown, value: unknown): ChatMe
     const f = `messages[${i}]`;
     const msg = asObject(raw, f);
     const role = msg.role;
+    // Claude Code 2.x sends mid-conversation `system` turns (reminders) for models it does not
+    // know; they are kept as system messages where they stand, as the template renders them.
+    if (role === "system") {
+      const text = textOfContent(msg.content, `${f}.content`);
+      if (text !== "") out.push({ role: "system", content: text });
+      return;
+    }
     if (role !== "user" && role !== "assistant") {
-      badRequest(`${f}.role`, `must be "user" or "assistant"`);
+      badRequest(`${f}.role`, `must be "user", "assistant" or "system"`);
     }
     if (typeof msg.content === "string") {
       out.push({ role, content: msg.content });
