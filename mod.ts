@@ -1,13 +1,30 @@
 /**
  * reins — harnessed agentic RL on Deno.
  *
- * The public API: the shared data model (`lib/schema.ts`), tokenizers and chat templates, sample
- * assembly from captured model calls, the RL math (advantages, loss weights, alignment) and
- * batching.
+ * The public API of every area: the shared data model (`lib/schema.ts`), tokenizers and chat
+ * templates, sample assembly from captured model calls, the RL math (advantages, loss weights,
+ * alignment) and batching, plots and trajectory importers, the gateway and its client, the proxy,
+ * the controller (its Kubernetes backend lives in `lib/controller/k8s_backend.ts`, so importing
+ * reins does not load the Kubernetes client), harnesses and environments, the Live UI and
+ * monitors, and the trainer client.
  *
- * @example
- * ```ts
- * import { computeAdvantages, planLossWeights } from "./mod.ts";
+ * @example Turn one rollout's captured calls into weighted training rows
+ * ```ts ignore
+ * import {
+ *   assembleRollout,
+ *   computeAdvantages,
+ *   computeLossWeights,
+ *   flattenBatch,
+ *   loadQwen3Tokenizer,
+ * } from "./mod.ts";
+ *
+ * const tokenizer = await loadQwen3Tokenizer();
+ * const samples = groupRollouts.flatMap(({ rollout, events }) =>
+ *   assembleRollout(events, { tokenizer, group_id: rollout.group_id }).samples
+ * );
+ * const advantaged = computeAdvantages(samples, { level: "rollout" }).samples;
+ * const weighted = computeLossWeights(advantaged, { mode: "rollout_token_mean" }).samples;
+ * const rows = flattenBatch(weighted); // what the worker's forward_backward takes
  * ```
  *
  * @module
