@@ -16,17 +16,7 @@ import {
   workload,
 } from "../lib/batching/mod.ts";
 import type { Sample } from "../lib/schema.ts";
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from "../tests/fixtures/algo/samples.ts";
 
 function agenticBatch(seed: number, groups: number, perGroup: number, maxLen: number): Sample[] {
   const rand = mulberry32(seed);

@@ -4,6 +4,7 @@ import type { AttemptOutcome, LogChunk } from "../lib/controller/backend.ts";
 import { SpecError } from "../lib/controller/backend.ts";
 import { jobName, K8sBackend, labelValue } from "../lib/controller/k8s_backend.ts";
 import { FakeK8s } from "./support/fake_k8s.ts";
+import { runningAttempt, runningRollout } from "./support/records.ts";
 
 const TEMPLATE: JsonObject = {
   metadata: { labels: { team: "rl" } },
@@ -21,39 +22,21 @@ const TEMPLATE: JsonObject = {
 };
 
 function rollout(id: string, template: JsonObject | undefined, timeout_s = 30): Rollout {
-  return {
+  return runningRollout({
     rollout_id: id,
     group_id: "g",
     input: { task: id },
-    mode: "train",
     config: { timeout_s, max_attempts: 1, ...(template ? { template } : {}) },
-    labels: {},
-    status: "running",
     version: 2,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: null,
-  };
+  });
 }
 
 function spec(r: Rollout, logs: LogChunk[] = [], attemptId = `${r.rollout_id}-a1`) {
-  const attempt: Attempt = {
+  const attempt: Attempt = runningAttempt({
     attempt_id: attemptId,
     rollout_id: r.rollout_id,
-    index: 1,
-    status: "running",
-    started_at: Date.now(),
-    ended_at: null,
-    exit_code: null,
-    error: null,
     worker: "ctl",
-    lease_expires_at: null,
-    log_location: null,
-    info: {},
-  };
+  });
   return {
     rollout: r,
     attempt,

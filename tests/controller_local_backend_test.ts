@@ -4,41 +4,19 @@ import type { AttemptHandle, AttemptOutcome, LogChunk } from "../lib/controller/
 import { SpecError } from "../lib/controller/backend.ts";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { parseRewardOutput } from "../lib/controller/reward_hooks.ts";
+import { runningAttempt, runningRollout } from "./support/records.ts";
 
 function rollout(id: string, config: Partial<RolloutConfig>, input: unknown = { q: 1 }): Rollout {
-  return {
+  return runningRollout({
     rollout_id: id,
-    group_id: id,
     input: input as Rollout["input"],
-    mode: "train",
     config: { timeout_s: 30, max_attempts: 1, ...config },
-    labels: {},
-    status: "running",
     version: 2,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: null,
-  };
+  });
 }
 
 function attempt(rolloutId: string, id: string): Attempt {
-  return {
-    attempt_id: id,
-    rollout_id: rolloutId,
-    index: 1,
-    status: "running",
-    started_at: Date.now(),
-    ended_at: null,
-    exit_code: null,
-    error: null,
-    worker: "test",
-    lease_expires_at: null,
-    log_location: null,
-    info: {},
-  };
+  return runningAttempt({ attempt_id: id, rollout_id: rolloutId });
 }
 
 function spec(r: Rollout, logs: LogChunk[] = []) {

@@ -6,6 +6,8 @@ import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { K8sBackend } from "../lib/controller/k8s_backend.ts";
 import { Reconciler } from "../lib/controller/reconciler.ts";
 import { FakeK8s } from "./support/fake_k8s.ts";
+import { waitFor } from "./support/wait.ts";
+import { mulberry32 } from "./fixtures/algo/samples.ts";
 
 /** Runs attempt n of a rollout according to `$PLAN` (comma-separated: ok, fail, hang, crash). */
 const PLAN_SCRIPT = `
@@ -20,29 +22,6 @@ case "$step" in
   crash) kill -9 $$ ;;
 esac
 `;
-
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-async function waitFor<T>(
-  fn: () => Promise<T | null | undefined | false>,
-  ms: number,
-  what: string,
-): Promise<T> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const value = await fn();
-    if (value) return value;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function allRollouts(client: GatewayClient): Promise<Rollout[]> {
   const out: Rollout[] = [];

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startGateway } from "../lib/gateway/server.ts";
 import type { Rollout } from "../lib/schema.ts";
+import { waitFor } from "./support/wait.ts";
 
 const CLI = new URL("../lib/controller/cli.ts", import.meta.url).pathname;
 
@@ -77,20 +78,6 @@ class ControllerProcess {
     await this.#child.status;
     return await this.#output;
   }
-}
-
-async function waitFor<T>(
-  fn: () => Promise<T | null | undefined | false>,
-  ms: number,
-  what: string,
-): Promise<T> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const value = await fn();
-    if (value) return value;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 async function rollouts(client: GatewayClient): Promise<Rollout[]> {

@@ -5,43 +5,21 @@ import type { LogChunk } from "../lib/controller/backend.ts";
 import { SpecError } from "../lib/controller/backend.ts";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { probeSandbox } from "../lib/controller/sandbox.ts";
+import { runningAttempt, runningRollout } from "./support/records.ts";
 
 const PROBE = new URL("./fixtures/controller/sandbox_probe.ts", import.meta.url).pathname;
 
 function rollout(id: string, options: JsonObject): Rollout {
-  return {
+  return runningRollout({
     rollout_id: id,
-    group_id: id,
     input: { task: "fix the bug" },
-    mode: "train",
     config: { timeout_s: 60, max_attempts: 1, harness: { name: "command", options } },
-    labels: {},
-    status: "running",
     version: 2,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: null,
-  };
+  });
 }
 
 function attempt(rolloutId: string): Attempt {
-  return {
-    attempt_id: `${rolloutId}-a1`,
-    rollout_id: rolloutId,
-    index: 1,
-    status: "running",
-    started_at: Date.now(),
-    ended_at: null,
-    exit_code: null,
-    error: null,
-    worker: "test",
-    lease_expires_at: null,
-    log_location: null,
-    info: {},
-  };
+  return runningAttempt({ attempt_id: `${rolloutId}-a1`, rollout_id: rolloutId });
 }
 
 async function git(cwd: string, ...args: string[]): Promise<void> {

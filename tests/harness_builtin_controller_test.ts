@@ -6,19 +6,18 @@
 import assert from "node:assert/strict";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { Reconciler } from "../lib/controller/reconciler.ts";
-import { GatewayClient } from "../lib/gateway/client.ts";
-import { type RunningGateway, startGateway } from "../lib/gateway/server.ts";
+import type { GatewayClient } from "../lib/gateway/client.ts";
+import type { RunningGateway } from "../lib/gateway/server.ts";
 import { builtinScriptedPolicy } from "../lib/harness/builtin/scripted.ts";
 import { calculatorTool } from "../lib/harness/envs/arithmetic.ts";
 import { arithmeticExpert, searchExpert } from "../lib/harness/envs/experts.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import type { ScriptedPolicy } from "../lib/harness/envs/experts.ts";
 import { assembleRollout } from "../lib/samples/mod.ts";
 import type { AgentStats } from "../lib/harness/builtin/agent.ts";
 import type { JsonObject, Rollout, RolloutCreate } from "../lib/schema.ts";
-import { breakCounts, qwen3 } from "./support/harness_fixture.ts";
+import { breakCounts, qwen3, startProxiedGateway } from "./support/harness_fixture.ts";
 
 async function waitDone(client: GatewayClient, ids: string[], ms: number): Promise<Rollout[]> {
   const end = Date.now() + ms;
@@ -40,14 +39,7 @@ async function withController(
   const tokenizer = await qwen3();
   const root = await Deno.makeTempDir({ prefix: "reins-harness-ctl-" });
   const upstream = await startScriptedUpstream({ tokenizer, policy });
-  const gateway = await startGateway({
-    db: ":memory:",
-    leaseSweepMs: 0,
-    mounts: [
-      proxyMount({ tokenizer, upstream: { kind: "token_level", endpoints: [upstream.url] } }),
-    ],
-  });
-  const client = new GatewayClient(gateway.url, { apiKey: gateway.adminKey });
+  const { gateway, client } = await startProxiedGateway(tokenizer, upstream.url);
   const { harnesses, rewardFunctions } = harnessRegistry();
   const loop = new Reconciler(
     client,

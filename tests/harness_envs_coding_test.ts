@@ -8,16 +8,14 @@ import assert from "node:assert/strict";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { Reconciler } from "../lib/controller/reconciler.ts";
 import { probeSandbox } from "../lib/controller/sandbox.ts";
-import { GatewayClient } from "../lib/gateway/client.ts";
-import { startGateway } from "../lib/gateway/server.ts";
 import { builtinScriptedPolicy } from "../lib/harness/builtin/scripted.ts";
 import { codingEnv, runRepoTests } from "../lib/harness/envs/coding.ts";
 import { PROJECT_ROOT } from "../lib/harness/envs/common.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
 import { type ScriptedTurn, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import type { CodingTask, JsonObject, Rollout } from "../lib/schema.ts";
-import { qwen3 } from "./support/harness_fixture.ts";
+import { qwen3, startProxiedGateway } from "./support/harness_fixture.ts";
+import { runningRollout } from "./support/records.ts";
 
 const env = codingEnv();
 const TASKS = Object.fromEntries(env.loadTasks().map((t) => [t.repo, t]));
@@ -52,22 +50,7 @@ async function applyFix(dir: string, [file, oldText, newText]: [string, string, 
 }
 
 function rollout(task: CodingTask): Rollout {
-  return {
-    rollout_id: "r",
-    group_id: "g",
-    input: env.taskInput(task),
-    mode: "train",
-    config: { timeout_s: 60, max_attempts: 1 },
-    labels: {},
-    status: "running",
-    version: 1,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: null,
-  };
+  return runningRollout({ rollout_id: "r", group_id: "g", input: env.taskInput(task) });
 }
 
 Deno.test("coding env: each planted bug fails the hidden tests, the right fix passes them", async () => {
@@ -223,14 +206,7 @@ Deno.test({
         return policies[repo](input);
       },
     });
-    const gateway = await startGateway({
-      db: ":memory:",
-      leaseSweepMs: 0,
-      mounts: [
-        proxyMount({ tokenizer, upstream: { kind: "token_level", endpoints: [upstream.url] } }),
-      ],
-    });
-    const client = new GatewayClient(gateway.url, { apiKey: gateway.adminKey });
+    const { gateway, client } = await startProxiedGateway(tokenizer, upstream.url);
     const { harnesses, rewardFunctions } = harnessRegistry();
     const loop = new Reconciler(
       client,

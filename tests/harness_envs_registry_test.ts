@@ -14,24 +14,14 @@ import {
   UnknownHarnessError,
 } from "../lib/harness/registry.ts";
 import type { JsonObject, JsonValue, Rollout } from "../lib/schema.ts";
+import { runningRollout } from "./support/records.ts";
 
 function rollout(name: string, options: JsonObject, input: JsonValue): Rollout {
-  return {
+  return runningRollout({
     rollout_id: "r1",
-    group_id: "r1",
     input,
-    mode: "train",
     config: { timeout_s: 30, max_attempts: 1, harness: { name, options } },
-    labels: {},
-    status: "running",
-    version: 1,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: null,
-  };
+  });
 }
 
 const registry = harnessRegistry();

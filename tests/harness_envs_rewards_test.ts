@@ -26,24 +26,10 @@ import {
   workspacePath,
 } from "../lib/harness/envs/mod.ts";
 import { ArithmeticTaskSchema, type JsonValue, type Rollout } from "../lib/schema.ts";
+import { runningRollout } from "./support/records.ts";
 
 function ctx(input: JsonValue, dir: string): RewardContext {
-  const rollout: Rollout = {
-    rollout_id: "r",
-    group_id: "g",
-    input,
-    mode: "train",
-    config: { timeout_s: 60, max_attempts: 1 },
-    labels: {},
-    status: "running",
-    version: 1,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: null,
-  };
+  const rollout: Rollout = runningRollout({ rollout_id: "r", group_id: "g", input });
   return { rollout, attempt_id: "a", dir, exit_code: 0, edited: [] };
 }
 

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import OpenAI from "openai";
 import { capabilityToken } from "../lib/gateway/auth.ts";
 import type { PhaseGate } from "../lib/gateway/phase.ts";
 import { type RunningGateway, startGateway } from "../lib/gateway/server.ts";
@@ -24,6 +25,7 @@ import type {
   ProxyOptionsInput,
   UpstreamConfigInput,
 } from "../lib/schema.ts";
+import { ADD_TOOL } from "./support/tools.ts";
 
 export const SECRET = "test-secret";
 export const ADMIN_KEY = "test-admin";
@@ -111,19 +113,19 @@ export async function startProxyFixture(options: FixtureOptions = {}): Promise<P
   };
 }
 
+/**
+ * An OpenAI SDK client on the fixture's attempt, with the SDK's own retries off (the tests
+ * count upstream calls); `timeout` as the SDK's when not given.
+ */
+export function openaiClient(
+  fx: Pick<ProxyFixture, "openaiBase" | "token">,
+  options: { timeout?: number } = {},
+): OpenAI {
+  return new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0, ...options });
+}
+
 /** The tools the tests offer. */
-export const ADD_TOOL = {
-  type: "function" as const,
-  function: {
-    name: "add",
-    description: "Adds two numbers.",
-    parameters: {
-      type: "object",
-      properties: { a: { type: "number" }, b: { type: "number" } },
-      required: ["a", "b"],
-    },
-  },
-};
+export { ADD_TOOL };
 
 /**
  * Asserts one captured call: prompt ids equal the template rendering of `messages` (what the

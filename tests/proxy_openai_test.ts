@@ -4,9 +4,15 @@
  * through the gateway-mounted proxy; every call is captured token-exactly.
  */
 import assert from "node:assert/strict";
-import OpenAI from "openai";
-import type { ChatMessage } from "../lib/schema.ts";
-import { ADD_TOOL, assertCaptured, startProxyFixture } from "./proxy_helpers.ts";
+import type OpenAI from "openai";
+import type { ChatMessage, ModelRequestEvent } from "../lib/schema.ts";
+import {
+  ADD_TOOL,
+  assertCaptured,
+  openaiClient,
+  type ProxyFixture,
+  startProxyFixture,
+} from "./proxy_helpers.ts";
 
 const TURNS = [
   {
@@ -17,10 +23,45 @@ const TURNS = [
   { reasoning: "The tool said 3.", content: "1 + 2 = 3." },
 ];
 
+/**
+ * The two captured calls of the calculator conversation (TURNS): the question, then the same
+ * question with the tool call `callId` (arguments `args`) and its result.
+ */
+function assertCalculatorCaptured(
+  fx: ProxyFixture,
+  events: ModelRequestEvent[],
+  callId: string,
+  args: string,
+): void {
+  assert.equal(events.length, 2);
+  const sent: ChatMessage[] = [
+    { role: "system", content: "You are a calculator." },
+    { role: "user", content: "What is 1 + 2?" },
+  ];
+  assertCaptured(fx, events[0], { messages: sent, tools: [ADD_TOOL] }, fx.upstream!.calls[0]);
+  assertCaptured(fx, events[1], {
+    messages: [
+      ...sent,
+      {
+        role: "assistant",
+        content: "Let me add.",
+        reasoning_content: "I should use the tool.",
+        tool_calls: [{
+          id: callId,
+          type: "function",
+          function: { name: "add", arguments: args },
+        }],
+      },
+      { role: "tool", content: "3", tool_call_id: callId },
+    ],
+    tools: [ADD_TOOL],
+  }, fx.upstream!.calls[1]);
+}
+
 Deno.test("chat completions: a tool-using conversation, non-streamed then streamed, is served and captured token-exactly", async () => {
   const fx = await startProxyFixture({ scripted: { turns: TURNS } });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const messages: OpenAI.ChatCompletionMessageParam[] = [
       { role: "system", content: "You are a calculator." },
       { role: "user", content: "What is 1 + 2?" },
@@ -71,29 +112,7 @@ Deno.test("chat completions: a tool-using conversation, non-streamed then stream
     assert.equal(usage?.completion_tokens, fx.upstream!.calls[1].responseIds.length);
 
     const events = await fx.modelRequests();
-    assert.equal(events.length, 2);
-    const sent: ChatMessage[] = [
-      { role: "system", content: "You are a calculator." },
-      { role: "user", content: "What is 1 + 2?" },
-    ];
-    assertCaptured(fx, events[0], { messages: sent, tools: [ADD_TOOL] }, fx.upstream!.calls[0]);
-    assertCaptured(fx, events[1], {
-      messages: [
-        ...sent,
-        {
-          role: "assistant",
-          content: "Let me add.",
-          reasoning_content: "I should use the tool.",
-          tool_calls: [{
-            id: call.id,
-            type: "function",
-            function: { name: "add", arguments: call.function.arguments },
-          }],
-        },
-        { role: "tool", content: "3", tool_call_id: call.id },
-      ],
-      tools: [ADD_TOOL],
-    }, fx.upstream!.calls[1]);
+    assertCalculatorCaptured(fx, events, call.id, call.function.arguments);
     for (const e of events) {
       assert.equal(e.payload.flavor, "openai_chat");
       assert.equal(e.payload.http_status, 200);
@@ -119,7 +138,7 @@ Deno.test("completions: text and token-id prompts, stop strings cut the text and
     scripted: { turns: [{ raw: "42\nQ: and 3+3?\nA: 6" }, { raw: "abc" }, { raw: "one two" }] },
   });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const prompt = "Q: 6*7?\nA: ";
     const first = await client.completions.create({
       model: "policy",
@@ -165,7 +184,7 @@ Deno.test("completions: text and token-id prompts, stop strings cut the text and
 Deno.test("responses: function calls, reasoning items and the streamed event sequence Codex expects", async () => {
   const fx = await startProxyFixture({ scripted: { turns: TURNS } });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const tool = {
       type: "function" as const,
       name: "add",
@@ -223,29 +242,7 @@ Deno.test("responses: function calls, reasoning items and the streamed event seq
     assert.equal(completed?.output_text ?? text, "1 + 2 = 3.");
 
     const captured = await fx.modelRequests();
-    assert.equal(captured.length, 2);
-    const sent: ChatMessage[] = [
-      { role: "system", content: "You are a calculator." },
-      { role: "user", content: "What is 1 + 2?" },
-    ];
-    assertCaptured(fx, captured[0], { messages: sent, tools: [ADD_TOOL] }, fx.upstream!.calls[0]);
-    assertCaptured(fx, captured[1], {
-      messages: [
-        ...sent,
-        {
-          role: "assistant",
-          content: "Let me add.",
-          reasoning_content: "I should use the tool.",
-          tool_calls: [{
-            id: fc.call_id,
-            type: "function",
-            function: { name: "add", arguments: fc.arguments },
-          }],
-        },
-        { role: "tool", content: "3", tool_call_id: fc.call_id },
-      ],
-      tools: [ADD_TOOL],
-    }, fx.upstream!.calls[1]);
+    assertCalculatorCaptured(fx, captured, fc.call_id, fc.arguments);
     assert.equal(captured[1].payload.flavor, "openai_responses");
   } finally {
     await fx.close();
@@ -255,7 +252,7 @@ Deno.test("responses: function calls, reasoning items and the streamed event seq
 Deno.test("models: GET /v1/models lists the registered policy", async () => {
   const fx = await startProxyFixture();
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const ids: string[] = [];
     for await (const model of client.models.list()) ids.push(model.id);
     assert.deepEqual(ids, ["policy"]);

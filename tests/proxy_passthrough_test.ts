@@ -5,10 +5,10 @@
  */
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
-import { ADD_TOOL, startProxyFixture } from "./proxy_helpers.ts";
+import { ADD_TOOL, openaiClient, startProxyFixture } from "./proxy_helpers.ts";
 
 type Json = Record<string, unknown>;
 
@@ -117,7 +117,7 @@ Deno.test("passthrough (vLLM): ids and logprobs come from the upstream; version 
     upstream: () => ({ kind: "openai_compatible", endpoints: [vllm.url], model: "served-model" }),
   });
   try {
-    const openai = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const openai = openaiClient(fx);
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "4 + 4?" }];
     const first = await openai.chat.completions.create({
       model: "policy",

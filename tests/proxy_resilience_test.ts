@@ -7,7 +7,7 @@ import OpenAI from "openai";
 import { collectCalls, selectCalls } from "../lib/samples/mod.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
-import { ADMIN_KEY, startProxyFixture } from "./proxy_helpers.ts";
+import { ADMIN_KEY, openaiClient, startProxyFixture } from "./proxy_helpers.ts";
 
 const ASK = [{ role: "user" as const, content: "Count to ten." }];
 
@@ -36,12 +36,7 @@ Deno.test("upstream 5xx, 429 and timeouts are retried with backoff; the retry co
     }),
   });
   try {
-    const client = new OpenAI({
-      baseURL: fx.openaiBase,
-      apiKey: fx.token,
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const client = openaiClient(fx, { timeout: 20_000 });
     const answer = await client.chat.completions.create({ model: "policy", messages: ASK });
     assert.equal(answer.choices[0].message.content, "one");
     assert.equal(fx.upstream!.calls.length, 4);
@@ -66,12 +61,7 @@ Deno.test("exhausted retries answer 502 in the caller's format and are recorded 
     }),
   });
   try {
-    const client = new OpenAI({
-      baseURL: fx.openaiBase,
-      apiKey: fx.token,
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const client = openaiClient(fx, { timeout: 20_000 });
     const failed = await client.chat.completions.create({ model: "policy", messages: ASK })
       .catch((e) => e);
     assert.ok(failed instanceof OpenAI.APIError);
@@ -113,7 +103,7 @@ Deno.test("a rollout sticks to one upstream endpoint and fails over to another o
     }),
   });
   try {
-    const client = new OpenAI({ baseURL: fx2.openaiBase, apiKey: fx2.token, maxRetries: 0 });
+    const client = openaiClient(fx2);
     for (let i = 0; i < 4; i++) {
       const r = await client.chat.completions.create({
         model: "policy",
@@ -194,12 +184,7 @@ Deno.test("phase: calls in flight finish during update, new calls wait and compl
     },
   });
   try {
-    const client = new OpenAI({
-      baseURL: fx.openaiBase,
-      apiKey: fx.token,
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const client = openaiClient(fx, { timeout: 20_000 });
     const ask = (i: number) =>
       client.chat.completions.create({
         model: "policy",

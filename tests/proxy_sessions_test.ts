@@ -4,11 +4,12 @@
  * multi-turn conversations through the proxy's per-session incremental encoder.
  */
 import assert from "node:assert/strict";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type { ChatMessage } from "../lib/schema.ts";
 import { SessionTracker } from "../lib/proxy/sessions.ts";
 import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
-import { ADD_TOOL, assertCaptured, startProxyFixture } from "./proxy_helpers.ts";
+import { ADD_TOOL, assertCaptured, openaiClient, startProxyFixture } from "./proxy_helpers.ts";
+import { mulberry32 } from "./fixtures/algo/samples.ts";
 
 const SYSTEM: ChatMessage = { role: "system", content: "You are an agent." };
 const TASK: ChatMessage = { role: "user", content: "Fix the bug." };
@@ -54,7 +55,7 @@ Deno.test("sessions: same leading messages = one conversation; different ones = 
 Deno.test("sessions through the proxy: a side conversation and a compaction are tagged on the captured calls", async () => {
   const fx = await startProxyFixture({ scripted: { turns: [{ content: "ok" }] } });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const ask = (messages: ChatMessage[]) =>
       client.chat.completions.create({
         model: "policy",
@@ -91,7 +92,7 @@ Deno.test("substitute mode reuses the sampled ids when the history provably exte
     },
   });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "1 + 2?" }];
     const first = await client.chat.completions.create({
       model: "policy",
@@ -140,7 +141,7 @@ Deno.test("SGLang /generate as the token-level upstream: ids, logprobs, streamin
     upstream: (url) => ({ kind: "sglang", endpoints: [url!] }),
   });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     const messages: ChatMessage[] = [{ role: "user", content: "hello" }];
     const r = await client.chat.completions.create({
       model: "policy",
@@ -166,21 +167,9 @@ Deno.test("SGLang /generate as the token-level upstream: ids, logprobs, streamin
   }
 });
 
-/** Small seeded PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 Deno.test("random multi-turn conversations: every captured prompt equals a full render + encode (incremental cache, template rewrites included)", async () => {
   const words = ["alpha", "beta", " gamma", "δέλτα", "数字", "🙂", "\n\n", "x=1;", "  spaced  "];
-  const random = rng(20261130);
+  const random = mulberry32(20261130);
   const pick = () => words[Math.floor(random() * words.length)];
   const phrase = (n: number) =>
     Array.from({ length: 1 + Math.floor(random() * n) }, pick).join(" ");
@@ -200,7 +189,7 @@ Deno.test("random multi-turn conversations: every captured prompt equals a full 
     },
   });
   try {
-    const client = new OpenAI({ baseURL: fx.openaiBase, apiKey: fx.token, maxRetries: 0 });
+    const client = openaiClient(fx);
     let checked = 0;
     for (let conversation = 0; conversation < 3; conversation++) {
       const messages: OpenAI.ChatCompletionMessageParam[] = [

@@ -11,18 +11,7 @@ import type {
   RolloutEvent,
 } from "../lib/schema.ts";
 import { callEvent } from "./fixtures/samples/events.ts";
-
-/** Small seeded PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from "./fixtures/algo/samples.ts";
 
 /**
  * A random rollout: several conversations whose calls mostly extend exactly, sometimes with a
@@ -30,7 +19,7 @@ function rng(seed: number): () => number {
  * vocabulary makes accidental partial matches common.
  */
 function randomRollout(seed: number): ModelRequestEvent[] {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   const int = (n: number) => Math.floor(r() * n);
   const ids = (n: number) => Array.from({ length: n }, () => int(6));
   const convs: { prompt: number[]; response: number[] }[] = [];

@@ -15,6 +15,7 @@ import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { createUi, type Ui, type UiOptions } from "../lib/ui/app.ts";
+import { ADD_TOOL } from "./support/tools.ts";
 
 export const ADMIN_KEY = "ui-test-admin-key";
 export const SECRET = "ui-test-secret";
@@ -99,19 +100,6 @@ export async function startUiFixture(options: UiOptions = {}): Promise<UiFixture
     },
   };
 }
-
-const ADD_TOOL = {
-  type: "function" as const,
-  function: {
-    name: "add",
-    description: "Adds two numbers.",
-    parameters: {
-      type: "object",
-      properties: { a: { type: "number" }, b: { type: "number" } },
-      required: ["a", "b"],
-    },
-  },
-};
 
 /** Options of {@link runRollout}. */
 export interface RunOptions {

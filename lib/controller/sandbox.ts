@@ -299,6 +299,22 @@ function defaultPort(url: URL): number {
 }
 
 /**
+ * The bubblewrap arguments of the filesystem every sandboxed process sees: the host's root
+ * read-only, with a fresh `/dev`, `/proc` and an empty `/tmp`.
+ */
+export const READONLY_ROOT_ARGS: readonly string[] = [
+  "--ro-bind",
+  "/",
+  "/",
+  "--dev",
+  "/dev",
+  "--proc",
+  "/proc",
+  "--tmpfs",
+  "/tmp",
+];
+
+/**
  * Wraps a harness command in bubblewrap with the requested stages. Stages that cannot be
  * applied are listed in `stages.skipped` with the reason; with `options.strict` that throws
  * {@link SandboxUnavailableError} instead.
@@ -353,15 +369,7 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
     "--unshare-pid",
     "--unshare-ipc",
     "--unshare-uts",
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "--tmpfs",
-    "/tmp",
+    ...READONLY_ROOT_ARGS,
   ];
   for (const path of req.hide) if (exists(path)) args.push("--tmpfs", path);
   // Masks go on before the agent's tree is bound (a hidden directory holding the tree gets it

@@ -33,6 +33,7 @@ import {
   type Principal,
 } from "./auth.ts";
 import { type PhaseGate, PhaseHoldTimeout } from "./phase.ts";
+import { changeFeedResponse, parseAfterSeq } from "./change_feed.ts";
 import { type Store, StoreError } from "./store.ts";
 import { eventToWire } from "./wire.ts";
 
@@ -368,56 +369,15 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
     admin(c);
     const url = new URL(c.req.url);
     const fromQuery = url.searchParams.get("after") ?? c.req.header("last-event-id") ?? "0";
-    let after = Number(fromQuery);
-    if (!Number.isInteger(after) || after < 0) {
-      throw new ValidationError("after", ["after: expected a non-negative integer seq"]);
-    }
-    const abort = new AbortController();
-    const stop = () => abort.abort();
-    c.req.raw.signal.addEventListener("abort", stop, { once: true });
-    options.signal?.addEventListener("abort", stop, { once: true });
-    abort.signal.addEventListener("abort", () => {
-      c.req.raw.signal.removeEventListener("abort", stop);
-      options.signal?.removeEventListener("abort", stop);
-    }, { once: true });
-    const encoder = new TextEncoder();
-    let idleMs = 0;
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(encoder.encode(": reins gateway change feed\n\n"));
-      },
-      async pull(controller) {
-        while (!abort.signal.aborted) {
-          const changes = await store.changesSince(after, 500);
-          if (changes.length) {
-            const text = changes.map((ch) =>
-              `id: ${ch.seq}\nevent: change\ndata: ${JSON.stringify(ch)}\n\n`
-            ).join("");
-            after = changes[changes.length - 1].seq;
-            controller.enqueue(encoder.encode(text));
-            idleMs = 0;
-            return;
-          }
-          const started = Date.now();
-          await notifier.wait(pollMs, abort.signal);
-          idleMs += Date.now() - started;
-          if (idleMs >= 15_000) {
-            idleMs = 0;
-            controller.enqueue(encoder.encode(": keep-alive\n\n"));
-            return;
-          }
-        }
-        controller.close();
-      },
-      cancel() {
-        abort.abort();
-      },
-    });
-    return new Response(body, {
-      headers: {
-        "content-type": "text/event-stream",
-        "cache-control": "no-cache",
-        "x-accel-buffering": "no",
+    return changeFeedResponse({
+      store,
+      after: parseAfterSeq(fromQuery),
+      signals: [c.req.raw.signal, options.signal],
+      preamble: ": reins gateway change feed\n\n",
+      wait: async (signal) => {
+        const started = Date.now();
+        await notifier.wait(pollMs, signal);
+        return Date.now() - started;
       },
     });
   });

@@ -7,6 +7,7 @@
  * @module
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { dirname } from "node:path";
 
 /** Prefix of capability tokens, so that logs and users can tell them from admin keys. */
 export const CAPABILITY_PREFIX = "rk_";
@@ -129,4 +130,21 @@ export function authorize(
  */
 export function randomKey(prefix = ""): string {
   return prefix + randomBytes(32).toString("base64url");
+}
+
+/**
+ * The admin key stored in `file`, or a fresh `ra_` key written there (mode 0600, creating its
+ * folder) when the file is missing or empty.
+ */
+export async function readOrCreateKey(file: string): Promise<string> {
+  try {
+    const key = (await Deno.readTextFile(file)).trim();
+    if (key) return key;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  await Deno.mkdir(dirname(file), { recursive: true });
+  const key = randomKey("ra_");
+  await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
+  return key;
 }

@@ -27,7 +27,7 @@ import { loadHfTokenizerFromDir } from "../tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { createUi } from "../ui/app.ts";
-import { randomKey } from "./auth.ts";
+import { readOrCreateKey } from "./auth.ts";
 import { type Mount, startGateway } from "./server.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
@@ -160,19 +160,6 @@ async function loadTokenizer(name: string): Promise<ChatTokenizer> {
         `(${err instanceof Error ? err.message : err})`,
     );
   }
-}
-
-async function readOrCreateKey(file: string): Promise<string> {
-  try {
-    const key = (await Deno.readTextFile(file)).trim();
-    if (key) return key;
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  await Deno.mkdir(dirname(file), { recursive: true });
-  const key = randomKey("ra_");
-  await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
-  return key;
 }
 
 if (import.meta.main) {

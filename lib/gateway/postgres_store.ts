@@ -19,35 +19,40 @@
 import postgres from "postgres";
 import type {
   Attempt,
-  AttemptStatus,
   Change,
   EventInput,
   EventType,
-  JsonObject,
   Model,
-  ModelRequest,
   Rollout,
   RolloutCreate,
   RolloutEvent,
-  RolloutMode,
   RolloutStatus,
 } from "../schema.ts";
 import { ModelSchema, parseOrThrow } from "../schema.ts";
 import {
+  type AttemptEnd,
+  attemptEndColumns,
+  attemptFromRow,
+  type AttemptRow,
+  checkLeaseHolder,
   checkTransition,
   decodeCursor,
   defaultAttemptStatus,
   encodeCursor,
-  mergeInfo,
-  type ModelRequestMeta,
+  eventFromRow,
+  modelFromRow,
   modelRequestMeta,
   modelRequestOf,
+  type ModelRowBase,
   newAttemptId,
   noAttempt,
   normalizeCreates,
   noRollout,
   type ParsedEvent,
   parseEvents,
+  type RolloutRowBase,
+  rolloutsFromRows,
+  statusAfterLostLease,
 } from "./records.ts";
 import {
   type Claimed,
@@ -61,7 +66,6 @@ import {
 } from "./store.ts";
 import {
   type CallTokens,
-  decodeF32,
   decodeU32,
   encodeF32,
   encodeU32,
@@ -156,36 +160,9 @@ type Sql = postgres.Sql;
 type Tx = postgres.TransactionSql | postgres.Sql;
 type Params = Array<string | number | boolean | null | Uint8Array>;
 
-interface RolloutRow {
+interface RolloutRow extends RolloutRowBase {
   pos: string;
-  rollout_id: string;
-  group_id: string;
-  mode: string;
-  status: string;
-  version: number;
-  input: string;
-  config: string;
   labels: Record<string, string>;
-  created_at: number;
-  updated_at: number;
-  policy_version_min: number | null;
-  policy_version_max: number | null;
-  reward: number | null;
-}
-
-interface AttemptRow {
-  rollout_id: string;
-  attempt_id: string;
-  idx: number;
-  status: string;
-  started_at: number;
-  ended_at: number | null;
-  exit_code: number | null;
-  error: string | null;
-  worker: string | null;
-  lease_expires_at: number | null;
-  log_location: string | null;
-  info: string;
 }
 
 interface EventRow {
@@ -204,12 +181,7 @@ interface EventRow {
   response_logprobs: Uint8Array | null;
 }
 
-interface ModelRow {
-  name: string;
-  endpoints: string;
-  version: number;
-  info: string;
-  updated_at: number;
+interface ModelRow extends ModelRowBase {
   seq: string;
 }
 
@@ -432,18 +404,7 @@ export class PostgresStore implements Store {
         if (!(await this.#exists(tx, rollout_id))) throw noRollout(rollout_id);
         throw noAttempt(rollout_id, attempt_id);
       }
-      if (row.status !== "running") {
-        throw new StoreError(
-          "conflict",
-          `attempt_id: attempt '${attempt_id}' is ${row.status}, not running; its lease is over`,
-        );
-      }
-      if (row.worker !== worker) {
-        throw new StoreError(
-          "conflict",
-          `worker: attempt '${attempt_id}' is leased to '${row.worker}', not '${worker}'`,
-        );
-      }
+      checkLeaseHolder(row, attempt_id, worker);
       const expires = Date.now() + lease_ms;
       await q(
         tx,
@@ -521,9 +482,7 @@ export class PostgresStore implements Store {
         });
         const current = rollout.attempts[rollout.attempts.length - 1];
         if (rollout.status !== "running" || current?.attempt_id !== row.attempt_id) continue;
-        const to: RolloutStatus = rollout.attempts.length < rollout.config.max_attempts
-          ? "requeuing"
-          : "failed";
+        const to = statusAfterLostLease(rollout);
         await q(
           tx,
           `UPDATE reins_rollouts SET status = $1, version = version + 1, updated_at = $2
@@ -1012,13 +971,7 @@ export class PostgresStore implements Store {
        WHERE rollout_id IN (SELECT jsonb_array_elements_text($1::text::jsonb)) ORDER BY rollout_id, idx`,
       [JSON.stringify(rows.map((r) => r.rollout_id))],
     );
-    const byRollout = new Map<string, Attempt[]>();
-    for (const a of attempts) {
-      const list = byRollout.get(a.rollout_id) ?? [];
-      list.push(attemptFromRow(a));
-      byRollout.set(a.rollout_id, list);
-    }
-    return rows.map((row) => rolloutFromRow(row, byRollout.get(row.rollout_id) ?? []));
+    return rolloutsFromRows(rows, attempts);
   }
 
   async #endAttempt(
@@ -1026,14 +979,9 @@ export class PostgresStore implements Store {
     rollout_id: string,
     attempt: Attempt,
     now: number,
-    end: {
-      status: Exclude<AttemptStatus, "running">;
-      exit_code?: number | null;
-      error?: string | null;
-      info?: JsonObject;
-      log_location?: string | null;
-    },
+    end: AttemptEnd,
   ): Promise<void> {
+    const columns = attemptEndColumns(attempt, end);
     await q(
       tx,
       `UPDATE reins_attempts SET status = $1, ended_at = $2, exit_code = $3, error = $4, info = $5,
@@ -1041,10 +989,10 @@ export class PostgresStore implements Store {
       [
         end.status,
         now,
-        end.exit_code ?? attempt.exit_code,
-        end.error ?? attempt.error,
-        JSON.stringify(mergeInfo(attempt.info, end.info)),
-        end.log_location ?? attempt.log_location,
+        columns.exit_code,
+        columns.error,
+        columns.info,
+        columns.log_location,
         rollout_id,
         attempt.attempt_id,
       ],
@@ -1094,26 +1042,10 @@ export class PostgresStore implements Store {
 
   async #decodeEvent(tx: Tx, row: EventRow): Promise<RolloutEvent> {
     const seq = Number(row.seq);
-    const base = {
-      seq,
-      rollout_id: row.rollout_id,
-      attempt_id: row.attempt_id,
-      event_key: row.event_key,
-      created_at: row.created_at,
-    };
-    const payload = JSON.parse(row.payload);
-    if (row.type !== "model_request") {
-      return { ...base, type: row.type, payload } as RolloutEvent;
-    }
+    if (row.type !== "model_request") return eventFromRow(row, seq, null);
     const tokens = this.#cache.get(seq) ?? await this.#decodeCall(tx, row);
     this.#cache.set(seq, tokens);
-    const request: ModelRequest = {
-      ...(payload as ModelRequestMeta),
-      prompt_token_ids: tokens.prompt.slice(),
-      response_token_ids: tokens.response.slice(),
-      response_logprobs: decodeF32(row.response_logprobs!),
-    };
-    return { ...base, type: "model_request", payload: request };
+    return eventFromRow(row, seq, tokens);
   }
 }
 
@@ -1134,50 +1066,4 @@ class KeyRace extends Error {
 
 async function lockSeq(tx: Tx): Promise<void> {
   await q(tx, `SELECT pg_advisory_xact_lock(${SEQ_LOCK})`);
-}
-
-function modelFromRow(row: ModelRow): Model {
-  return {
-    name: row.name,
-    endpoints: JSON.parse(row.endpoints),
-    version: row.version,
-    info: JSON.parse(row.info),
-    updated_at: row.updated_at,
-  };
-}
-
-function attemptFromRow(row: AttemptRow): Attempt {
-  return {
-    attempt_id: row.attempt_id,
-    rollout_id: row.rollout_id,
-    index: row.idx,
-    status: row.status as AttemptStatus,
-    started_at: row.started_at,
-    ended_at: row.ended_at,
-    exit_code: row.exit_code,
-    error: row.error,
-    worker: row.worker,
-    lease_expires_at: row.lease_expires_at,
-    log_location: row.log_location,
-    info: JSON.parse(row.info),
-  };
-}
-
-function rolloutFromRow(row: RolloutRow, attempts: Attempt[]): Rollout {
-  return {
-    rollout_id: row.rollout_id,
-    group_id: row.group_id,
-    input: JSON.parse(row.input),
-    mode: row.mode as RolloutMode,
-    config: JSON.parse(row.config),
-    labels: row.labels,
-    status: row.status as RolloutStatus,
-    version: row.version,
-    attempts,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    policy_version_min: row.policy_version_min,
-    policy_version_max: row.policy_version_max,
-    reward: row.reward,
-  };
 }

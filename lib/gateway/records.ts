@@ -6,21 +6,26 @@
  * @module
  */
 import {
+  type Attempt,
   type AttemptStatus,
   canTransition,
   type EventInput,
   EventInputSchema,
   type JsonObject,
+  type Model,
   type ModelRequest,
   modelRequestFromWire,
   parseOrThrow,
   type Rollout,
   type RolloutCreate,
   RolloutCreateSchema,
+  type RolloutEvent,
+  type RolloutMode,
   type RolloutStatus,
   ValidationError,
 } from "../schema.ts";
 import { StoreError, type TransitionOptions } from "./store.ts";
+import { type CallTokens, decodeF32 } from "./token_blob.ts";
 import type { z } from "zod";
 
 /** A validated rollout create with its id filled in. */
@@ -260,4 +265,202 @@ export function noAttempt(rolloutId: string, attemptId: string): StoreError {
     "not_found",
     `attempt_id: no attempt '${attemptId}' in rollout '${rolloutId}'`,
   );
+}
+
+/** An `attempts` row, as both backends store it. */
+export interface AttemptRow {
+  rollout_id: string;
+  attempt_id: string;
+  idx: number;
+  status: string;
+  started_at: number;
+  ended_at: number | null;
+  exit_code: number | null;
+  error: string | null;
+  worker: string | null;
+  lease_expires_at: number | null;
+  log_location: string | null;
+  info: string;
+}
+
+/**
+ * The columns of a `rollouts` row both backends share. `labels` is JSON text in SQLite and an
+ * already decoded object in PostgreSQL (`jsonb`); `pos` is typed per backend.
+ */
+export interface RolloutRowBase {
+  rollout_id: string;
+  group_id: string;
+  mode: string;
+  status: string;
+  version: number;
+  input: string;
+  config: string;
+  labels: string | Record<string, string>;
+  created_at: number;
+  updated_at: number;
+  policy_version_min: number | null;
+  policy_version_max: number | null;
+  reward: number | null;
+}
+
+/** The columns of a `models` row that make a {@link Model} (`seq` is typed per backend). */
+export interface ModelRowBase {
+  name: string;
+  endpoints: string;
+  version: number;
+  info: string;
+  updated_at: number;
+}
+
+/** A stored model row as a {@link Model}. */
+export function modelFromRow(row: ModelRowBase): Model {
+  return {
+    name: row.name,
+    endpoints: JSON.parse(row.endpoints),
+    version: row.version,
+    info: JSON.parse(row.info),
+    updated_at: row.updated_at,
+  };
+}
+
+/** A stored attempt row as an {@link Attempt}. */
+export function attemptFromRow(row: AttemptRow): Attempt {
+  return {
+    attempt_id: row.attempt_id,
+    rollout_id: row.rollout_id,
+    index: row.idx,
+    status: row.status as AttemptStatus,
+    started_at: row.started_at,
+    ended_at: row.ended_at,
+    exit_code: row.exit_code,
+    error: row.error,
+    worker: row.worker,
+    lease_expires_at: row.lease_expires_at,
+    log_location: row.log_location,
+    info: JSON.parse(row.info),
+  };
+}
+
+/** A stored rollout row with its attempts as a {@link Rollout}. */
+export function rolloutFromRow(row: RolloutRowBase, attempts: Attempt[]): Rollout {
+  return {
+    rollout_id: row.rollout_id,
+    group_id: row.group_id,
+    input: JSON.parse(row.input),
+    mode: row.mode as RolloutMode,
+    config: JSON.parse(row.config),
+    labels: typeof row.labels === "string" ? JSON.parse(row.labels) : row.labels,
+    status: row.status as RolloutStatus,
+    version: row.version,
+    attempts,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    policy_version_min: row.policy_version_min,
+    policy_version_max: row.policy_version_max,
+    reward: row.reward,
+  };
+}
+
+/**
+ * Rollout rows joined with their attempt rows (given ordered by rollout and index), in the
+ * order of `rows`.
+ */
+export function rolloutsFromRows(rows: RolloutRowBase[], attemptRows: AttemptRow[]): Rollout[] {
+  const byRollout = new Map<string, Attempt[]>();
+  for (const a of attemptRows) {
+    const list = byRollout.get(a.rollout_id) ?? [];
+    list.push(attemptFromRow(a));
+    byRollout.set(a.rollout_id, list);
+  }
+  return rows.map((row) => rolloutFromRow(row, byRollout.get(row.rollout_id) ?? []));
+}
+
+/** The lease-renewal guard: 409 unless the attempt is running and leased to `worker`. */
+export function checkLeaseHolder(row: AttemptRow, attempt_id: string, worker: string): void {
+  if (row.status !== "running") {
+    throw new StoreError(
+      "conflict",
+      `attempt_id: attempt '${attempt_id}' is ${row.status}, not running; its lease is over`,
+    );
+  }
+  if (row.worker !== worker) {
+    throw new StoreError(
+      "conflict",
+      `worker: attempt '${attempt_id}' is leased to '${row.worker}', not '${worker}'`,
+    );
+  }
+}
+
+/** Where a running rollout goes when its attempt's lease expires. */
+export function statusAfterLostLease(rollout: Rollout): RolloutStatus {
+  return rollout.attempts.length < rollout.config.max_attempts ? "requeuing" : "failed";
+}
+
+/** How an attempt ends: its final status and what to record. */
+export interface AttemptEnd {
+  status: Exclude<AttemptStatus, "running">;
+  exit_code?: number | null;
+  error?: string | null;
+  info?: JsonObject;
+  log_location?: string | null;
+}
+
+/**
+ * The columns an ending attempt gets: what `end` gives, else what the attempt already holds;
+ * `info` merged (as JSON text).
+ */
+export function attemptEndColumns(attempt: Attempt, end: AttemptEnd): {
+  exit_code: number | null;
+  error: string | null;
+  info: string;
+  log_location: string | null;
+} {
+  return {
+    exit_code: end.exit_code ?? attempt.exit_code,
+    error: end.error ?? attempt.error,
+    info: JSON.stringify(mergeInfo(attempt.info, end.info)),
+    log_location: end.log_location ?? attempt.log_location,
+  };
+}
+
+/** The columns of an `events` row that {@link eventFromRow} reads (`seq` is typed per backend). */
+export interface EventRowBase {
+  rollout_id: string;
+  attempt_id: string;
+  type: string;
+  event_key: string | null;
+  created_at: number;
+  payload: string;
+  response_logprobs: Uint8Array | null;
+}
+
+/**
+ * A stored event as a {@link RolloutEvent}. A model call's token arrays are rebuilt by the
+ * backend (its prompt may reference earlier calls) and passed as `tokens`; other events take
+ * `null`.
+ */
+export function eventFromRow(
+  row: EventRowBase,
+  seq: number,
+  tokens: CallTokens | null,
+): RolloutEvent {
+  const base = {
+    seq,
+    rollout_id: row.rollout_id,
+    attempt_id: row.attempt_id,
+    event_key: row.event_key,
+    created_at: row.created_at,
+  };
+  const payload = JSON.parse(row.payload);
+  if (row.type !== "model_request") {
+    return { ...base, type: row.type, payload } as RolloutEvent;
+  }
+  if (!tokens) throw new Error("unreachable: a model call decoded without its tokens");
+  const request: ModelRequest = {
+    ...(payload as ModelRequestMeta),
+    prompt_token_ids: tokens.prompt.slice(),
+    response_token_ids: tokens.response.slice(),
+    response_logprobs: decodeF32(row.response_logprobs!),
+  };
+  return { ...base, type: "model_request", payload: request };
 }

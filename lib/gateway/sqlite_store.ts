@@ -13,36 +13,40 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type {
   Attempt,
-  AttemptStatus,
   Change,
   EventInput,
   EventType,
-  JsonObject,
-  JsonValue,
   Model,
-  ModelRequest,
   Rollout,
   RolloutCreate,
   RolloutEvent,
-  RolloutMode,
   RolloutStatus,
 } from "../schema.ts";
 import { ModelSchema, parseOrThrow } from "../schema.ts";
 import {
+  type AttemptEnd,
+  attemptEndColumns,
+  attemptFromRow,
+  type AttemptRow,
+  checkLeaseHolder,
   checkTransition,
   decodeCursor,
   defaultAttemptStatus,
   encodeCursor,
-  mergeInfo,
-  type ModelRequestMeta,
+  eventFromRow,
+  modelFromRow,
   modelRequestMeta,
   modelRequestOf,
+  type ModelRowBase,
   newAttemptId,
   noAttempt,
   normalizeCreates,
   noRollout,
   type ParsedEvent,
   parseEvents,
+  type RolloutRowBase,
+  rolloutsFromRows,
+  statusAfterLostLease,
 } from "./records.ts";
 import {
   type Claimed,
@@ -56,7 +60,6 @@ import {
 } from "./store.ts";
 import {
   type CallTokens,
-  decodeF32,
   decodeU32,
   encodeF32,
   encodeU32,
@@ -153,36 +156,9 @@ interface Group {
   timer: ReturnType<typeof setImmediate>;
 }
 
-interface RolloutRow {
+interface RolloutRow extends RolloutRowBase {
   pos: number;
-  rollout_id: string;
-  group_id: string;
-  mode: string;
-  status: string;
-  version: number;
-  input: string;
-  config: string;
   labels: string;
-  created_at: number;
-  updated_at: number;
-  policy_version_min: number | null;
-  policy_version_max: number | null;
-  reward: number | null;
-}
-
-interface AttemptRow {
-  rollout_id: string;
-  attempt_id: string;
-  idx: number;
-  status: string;
-  started_at: number;
-  ended_at: number | null;
-  exit_code: number | null;
-  error: string | null;
-  worker: string | null;
-  lease_expires_at: number | null;
-  log_location: string | null;
-  info: string;
 }
 
 interface EventRow {
@@ -409,18 +385,7 @@ export class SqliteStore implements Store {
           if (!this.#exists(rollout_id)) throw noRollout(rollout_id);
           throw noAttempt(rollout_id, attempt_id);
         }
-        if (row.status !== "running") {
-          throw new StoreError(
-            "conflict",
-            `attempt_id: attempt '${attempt_id}' is ${row.status}, not running; its lease is over`,
-          );
-        }
-        if (row.worker !== worker) {
-          throw new StoreError(
-            "conflict",
-            `worker: attempt '${attempt_id}' is leased to '${row.worker}', not '${worker}'`,
-          );
-        }
+        checkLeaseHolder(row, attempt_id, worker);
         const expires = Date.now() + lease_ms;
         this.#stmt(
           "UPDATE attempts SET lease_expires_at = ? WHERE rollout_id = ? AND attempt_id = ?",
@@ -487,9 +452,7 @@ export class SqliteStore implements Store {
           });
           const current = rollout.attempts[rollout.attempts.length - 1];
           if (rollout.status !== "running" || current?.attempt_id !== row.attempt_id) continue;
-          const to: RolloutStatus = rollout.attempts.length < rollout.config.max_attempts
-            ? "requeuing"
-            : "failed";
+          const to = statusAfterLostLease(rollout);
           this.#stmt(
             "UPDATE rollouts SET status = ?, version = version + 1, updated_at = ? WHERE rollout_id = ?",
           ).run(to, now, row.rollout_id);
@@ -597,7 +560,7 @@ export class SqliteStore implements Store {
 
   listModels(): Promise<Model[]> {
     return this.#read(() =>
-      (this.#stmt("SELECT * FROM models ORDER BY name").all() as unknown as ModelRow[])
+      (this.#stmt("SELECT * FROM models ORDER BY name").all() as unknown as ModelRowBase[])
         .map(modelFromRow)
     );
   }
@@ -605,7 +568,7 @@ export class SqliteStore implements Store {
   getModel(name: string): Promise<Model | null> {
     return this.#read(() => {
       const row = this.#stmt("SELECT * FROM models WHERE name = ?").get(name) as
-        | ModelRow
+        | ModelRowBase
         | undefined;
       return row ? modelFromRow(row) : null;
     });
@@ -812,37 +775,26 @@ export class SqliteStore implements Store {
       `SELECT * FROM attempts WHERE rollout_id IN (SELECT value FROM json_each(?))
        ORDER BY rollout_id, idx`,
     ).all(JSON.stringify(rows.map((r) => r.rollout_id))) as unknown as AttemptRow[];
-    const byRollout = new Map<string, Attempt[]>();
-    for (const a of attempts) {
-      const list = byRollout.get(a.rollout_id) ?? [];
-      list.push(attemptFromRow(a));
-      byRollout.set(a.rollout_id, list);
-    }
-    return rows.map((row) => rolloutFromRow(row, byRollout.get(row.rollout_id) ?? []));
+    return rolloutsFromRows(rows, attempts);
   }
 
   #endAttempt(
     rollout_id: string,
     attempt: Attempt,
     now: number,
-    end: {
-      status: Exclude<AttemptStatus, "running">;
-      exit_code?: number | null;
-      error?: string | null;
-      info?: JsonObject;
-      log_location?: string | null;
-    },
+    end: AttemptEnd,
   ): void {
+    const columns = attemptEndColumns(attempt, end);
     this.#stmt(
       `UPDATE attempts SET status = ?, ended_at = ?, exit_code = ?, error = ?, info = ?,
         log_location = ?, lease_expires_at = NULL WHERE rollout_id = ? AND attempt_id = ?`,
     ).run(
       end.status,
       now,
-      end.exit_code ?? attempt.exit_code,
-      end.error ?? attempt.error,
-      JSON.stringify(mergeInfo(attempt.info, end.info)),
-      end.log_location ?? attempt.log_location,
+      columns.exit_code,
+      columns.error,
+      columns.info,
+      columns.log_location,
       rollout_id,
       attempt.attempt_id,
     );
@@ -957,79 +909,9 @@ export class SqliteStore implements Store {
   }
 
   #decodeEvent(row: EventRow): RolloutEvent {
-    const base = {
-      seq: row.seq,
-      rollout_id: row.rollout_id,
-      attempt_id: row.attempt_id,
-      event_key: row.event_key,
-      created_at: row.created_at,
-    };
-    const payload = JSON.parse(row.payload);
-    if (row.type !== "model_request") {
-      return { ...base, type: row.type, payload } as RolloutEvent;
-    }
+    if (row.type !== "model_request") return eventFromRow(row, row.seq, null);
     const tokens = this.#cacheGet(row.seq) ?? this.#decodeCall(row);
     this.#cacheSet(row.seq, tokens);
-    const request: ModelRequest = {
-      ...(payload as ModelRequestMeta),
-      prompt_token_ids: tokens.prompt.slice(),
-      response_token_ids: tokens.response.slice(),
-      response_logprobs: decodeF32(row.response_logprobs!),
-    };
-    return { ...base, type: "model_request", payload: request };
+    return eventFromRow(row, row.seq, tokens);
   }
-}
-
-interface ModelRow {
-  name: string;
-  endpoints: string;
-  version: number;
-  info: string;
-  updated_at: number;
-}
-
-function modelFromRow(row: ModelRow): Model {
-  return {
-    name: row.name,
-    endpoints: JSON.parse(row.endpoints),
-    version: row.version,
-    info: JSON.parse(row.info),
-    updated_at: row.updated_at,
-  };
-}
-
-function attemptFromRow(row: AttemptRow): Attempt {
-  return {
-    attempt_id: row.attempt_id,
-    rollout_id: row.rollout_id,
-    index: row.idx,
-    status: row.status as AttemptStatus,
-    started_at: row.started_at,
-    ended_at: row.ended_at,
-    exit_code: row.exit_code,
-    error: row.error,
-    worker: row.worker,
-    lease_expires_at: row.lease_expires_at,
-    log_location: row.log_location,
-    info: JSON.parse(row.info),
-  };
-}
-
-function rolloutFromRow(row: RolloutRow, attempts: Attempt[]): Rollout {
-  return {
-    rollout_id: row.rollout_id,
-    group_id: row.group_id,
-    input: JSON.parse(row.input) as JsonValue,
-    mode: row.mode as RolloutMode,
-    config: JSON.parse(row.config),
-    labels: JSON.parse(row.labels),
-    status: row.status as RolloutStatus,
-    version: row.version,
-    attempts,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    policy_version_min: row.policy_version_min,
-    policy_version_max: row.policy_version_max,
-    reward: row.reward,
-  };
 }

@@ -454,6 +454,30 @@ export function createProxyApp(deps: ProxyDeps): Hono {
       clientSignal.removeEventListener("abort", abortFromClient);
       release();
     };
+    // What `capture` records for a served call, and for a failed one (the client may be gone).
+    const served = (outcome: GenerationOutcome) => ({
+      outcome,
+      partial,
+      httpStatus: 200,
+      error: null,
+      retries: outcome.retries,
+      endpoint: outcome.endpoint,
+      clientDisconnected: false,
+    });
+    const failed = (err: unknown) => {
+      const disconnected = controller.signal.aborted;
+      const f = failure(err);
+      const record = {
+        outcome: null,
+        partial,
+        httpStatus: disconnected ? 499 : f.status,
+        error: disconnected ? "client disconnected" : f.message,
+        retries: f.retries,
+        endpoint: f.endpoint,
+        clientDisconnected: disconnected,
+      };
+      return { disconnected, f, record };
+    };
     const onParts = (parts: OutputPart[]) => {
       for (const p of parts) if (p.type !== "tool_call") partial.text += p.text;
     };
@@ -474,29 +498,12 @@ export function createProxyApp(deps: ProxyDeps): Hono {
         try {
           outcome = await run();
         } catch (err) {
-          const disconnected = controller.signal.aborted;
-          const f = failure(err);
-          await capture(call, {
-            outcome: null,
-            partial,
-            httpStatus: disconnected ? 499 : f.status,
-            error: disconnected ? "client disconnected" : f.message,
-            retries: f.retries,
-            endpoint: f.endpoint,
-            clientDisconnected: disconnected,
-          });
+          const { disconnected, f, record } = failed(err);
+          await capture(call, record);
           if (disconnected || isAbort(err)) return new Response(null, { status: 499 });
           return errorResponse(codec, new ProxyHttpError(f.status, f.message));
         }
-        await capture(call, {
-          outcome,
-          partial,
-          httpStatus: 200,
-          error: null,
-          retries: outcome.retries,
-          endpoint: outcome.endpoint,
-          clientDisconnected: false,
-        });
+        await capture(call, served(outcome));
         return c.json(codec.respond(finished(call, outcome), call.request));
       } catch (err) {
         if (err instanceof ProxyHttpError) return errorResponse(codec, err);
@@ -537,29 +544,12 @@ export function createProxyApp(deps: ProxyDeps): Hono {
               onParts: streamParts,
               progress: partial,
             });
-            await capture(call, {
-              outcome,
-              partial,
-              httpStatus: 200,
-              error: null,
-              retries: outcome.retries,
-              endpoint: outcome.endpoint,
-              clientDisconnected: false,
-            });
+            await capture(call, served(outcome));
             write(encoder.finish(finished(call, outcome)));
           } catch (err) {
-            const disconnected = controller.signal.aborted;
-            const f = failure(err);
+            const { disconnected, f, record } = failed(err);
             try {
-              await capture(call, {
-                outcome: null,
-                partial,
-                httpStatus: disconnected ? 499 : f.status,
-                error: disconnected ? "client disconnected" : f.message,
-                retries: f.retries,
-                endpoint: f.endpoint,
-                clientDisconnected: disconnected,
-              });
+              await capture(call, record);
             } catch (captureErr) {
               console.error(
                 `proxy: cannot record call ${callId}: ${(captureErr as Error).message}`,

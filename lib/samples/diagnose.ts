@@ -322,6 +322,21 @@ function concatFrom(a: Uint32Array, b: Uint32Array, start: number): Uint32Array 
 // byte-level tokens whole on both sides.
 const BACKOFF = 4;
 
+/**
+ * The earlier call's text (prompt ∥ response) decoded from `start` (a few ids before the common
+ * prefix `lcp`) on, and the earlier call's length in ids.
+ */
+function previousTail(
+  prev: ModelRequest,
+  lcp: number,
+  decode: DecodeFn,
+): { start: number; prevTail: string; prevLen: number } {
+  const start = Math.max(0, lcp - BACKOFF);
+  const prevTail = decode(concatFrom(prev.prompt_token_ids, prev.response_token_ids, start));
+  const prevLen = prev.prompt_token_ids.length + prev.response_token_ids.length;
+  return { start, prevTail, prevLen };
+}
+
 /** True when decode(cur prompt) starts with decode(prev prompt ∥ prev response). */
 function textPrefixHolds(
   prev: ModelRequest,
@@ -329,9 +344,7 @@ function textPrefixHolds(
   lcp: number,
   decode: DecodeFn,
 ): boolean {
-  const start = Math.max(0, lcp - BACKOFF);
-  const prevTail = decode(concatFrom(prev.prompt_token_ids, prev.response_token_ids, start));
-  const prevLen = prev.prompt_token_ids.length + prev.response_token_ids.length;
+  const { start, prevTail, prevLen } = previousTail(prev, lcp, decode);
   const curTail = decodeAtLeast(curPrompt, start, prevTail.length, prevLen - start + 4, decode);
   return curTail.startsWith(prevTail);
 }
@@ -345,11 +358,9 @@ function reasoningRemovalExplains(
   lcp: number,
   decode: DecodeFn,
 ): boolean {
-  const start = Math.max(0, lcp - BACKOFF);
-  const prevTail = decode(concatFrom(prev.prompt_token_ids, prev.response_token_ids, start));
+  const { start, prevTail, prevLen } = previousTail(prev, lcp, decode);
   const stripped = prevTail.replace(REASONING_BLOCKS, "");
   if (stripped === prevTail) return false;
-  const prevLen = prev.prompt_token_ids.length + prev.response_token_ids.length;
   const curTail = decodeAtLeast(curPrompt, start, stripped.length, prevLen - start, decode);
   return curTail.startsWith(stripped);
 }

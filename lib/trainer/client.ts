@@ -8,6 +8,7 @@
  * @module
  */
 import type { z } from "zod";
+import { LineSplitter } from "./lines.ts";
 import {
   type CheckpointResponse,
   CheckpointResponseSchema,
@@ -195,17 +196,13 @@ export class TrainerClient {
     const body = { ...parseOrThrow(GenerateRequestSchema, request), stream: true };
     const response = await this.#fetch("POST", "/generate", body, signal, false);
     const reader = response.body!.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
+    const lines = new LineSplitter();
     try {
       while (true) {
         const { value, done } = await reader.read();
         if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let nl: number;
-        while ((nl = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, nl).trim();
-          buffer = buffer.slice(nl + 1);
+        for (const raw of lines.push(value)) {
+          const line = raw.trim();
           if (!line) continue;
           const parsed = parseOrThrow(GenerateStreamLineSchema, JSON.parse(line), "stream");
           if ("error" in parsed) {

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { LineSplitter } from "./lines.ts";
 
 /** Marker line the worker prints once it listens. */
 export const READY_MARKER = "REINS_WORKER_READY ";
@@ -90,23 +91,17 @@ export function spawnWorkerProcess(
   const drain = async (stream: ReadableStream<Uint8Array>) => {
     const reader = stream.getReader();
     readers.push(reader);
-    const decoder = new TextDecoder();
-    let buffer = "";
+    const lines = new LineSplitter();
     try {
       while (true) {
         const { value, done } = await reader.read();
         if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let nl: number;
-        while ((nl = buffer.indexOf("\n")) >= 0) {
-          handleLine(buffer.slice(0, nl));
-          buffer = buffer.slice(nl + 1);
-        }
+        for (const line of lines.push(value)) handleLine(line);
       }
     } catch {
       // cancelled by stop(): a grandchild still holds the pipe
     }
-    if (buffer) handleLine(buffer);
+    if (lines.rest) handleLine(lines.rest);
   };
   const drained = Promise.all([drain(child.stdout), drain(child.stderr)]);
   // A grandchild that outlives the command can keep the pipes open: stop reading after a

@@ -9,6 +9,7 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
+import { changeFeedResponse, parseAfterSeq } from "../gateway/change_feed.ts";
 import type { Mount, MountContext } from "../gateway/server.ts";
 import { type Store, StoreError } from "../gateway/store.ts";
 import type { Auditor } from "../monitors/auditor.ts";
@@ -458,55 +459,14 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   // ---- live change feed -------------------------------------------------------------------
   app.get("/api/stream", (c) => {
     const raw = c.req.query("after") ?? c.req.header("last-event-id") ?? "0";
-    let after = Number(raw);
-    if (!Number.isInteger(after) || after < 0) {
-      throw new ValidationError("after", ["after: expected a non-negative integer seq"]);
-    }
-    const abort = new AbortController();
-    const stop = () => abort.abort();
-    c.req.raw.signal.addEventListener("abort", stop, { once: true });
-    closing.signal.addEventListener("abort", stop, { once: true });
-    abort.signal.addEventListener("abort", () => {
-      c.req.raw.signal.removeEventListener("abort", stop);
-      closing.signal.removeEventListener("abort", stop);
-    }, { once: true });
-    const encoder = new TextEncoder();
-    let idle = 0;
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(encoder.encode("retry: 1000\n: reins ui change feed\n\n"));
-      },
-      async pull(controller) {
-        while (!abort.signal.aborted) {
-          const changes = await store.changesSince(after, 500);
-          if (changes.length) {
-            after = changes[changes.length - 1].seq;
-            controller.enqueue(encoder.encode(
-              changes.map((ch) => `id: ${ch.seq}\nevent: change\ndata: ${JSON.stringify(ch)}\n\n`)
-                .join(""),
-            ));
-            idle = 0;
-            return;
-          }
-          await sleep(streamPollMs, abort.signal);
-          idle += streamPollMs;
-          if (idle >= 15_000) {
-            idle = 0;
-            controller.enqueue(encoder.encode(": keep-alive\n\n"));
-            return;
-          }
-        }
-        controller.close();
-      },
-      cancel() {
-        abort.abort();
-      },
-    });
-    return new Response(body, {
-      headers: {
-        "content-type": "text/event-stream",
-        "cache-control": "no-cache",
-        "x-accel-buffering": "no",
+    return changeFeedResponse({
+      store,
+      after: parseAfterSeq(raw),
+      signals: [c.req.raw.signal, closing.signal],
+      preamble: "retry: 1000\n: reins ui change feed\n\n",
+      wait: async (signal) => {
+        await sleep(streamPollMs, signal);
+        return streamPollMs;
       },
     });
   });

@@ -14,7 +14,7 @@
  */
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
-import { randomKey } from "../gateway/auth.ts";
+import { readOrCreateKey } from "../gateway/auth.ts";
 import { startGateway } from "../gateway/server.ts";
 import { loadCharTokenizer } from "../tokens/char.ts";
 import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
@@ -118,19 +118,6 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
   }
   await ui.close();
   await gateway.close();
-}
-
-async function readOrCreateKey(file: string): Promise<string> {
-  try {
-    const key = (await Deno.readTextFile(file)).trim();
-    if (key) return key;
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  await Deno.mkdir(dirname(file), { recursive: true });
-  const key = randomKey("ra_");
-  await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
-  return key;
 }
 
 if (import.meta.main) {

@@ -6,6 +6,7 @@
  */
 import OpenAI from "openai";
 import { capabilityToken } from "../../lib/gateway/auth.ts";
+import { GatewayClient } from "../../lib/gateway/client.ts";
 import { type RunningGateway, startGateway } from "../../lib/gateway/server.ts";
 import { proxyMount } from "../../lib/proxy/app.ts";
 import {
@@ -23,6 +24,24 @@ let qwen: Promise<ChatTokenizer> | null = null;
 export function qwen3(): Promise<ChatTokenizer> {
   qwen ??= loadQwen3Tokenizer();
   return qwen;
+}
+
+/**
+ * A gateway (in-memory SQLite, no lease sweep) with the proxy mounted over the token-level
+ * upstream at `upstreamUrl`, and an admin client of it (what a controller test drives).
+ */
+export async function startProxiedGateway(
+  tokenizer: ChatTokenizer,
+  upstreamUrl: string,
+): Promise<{ gateway: RunningGateway; client: GatewayClient }> {
+  const gateway = await startGateway({
+    db: ":memory:",
+    leaseSweepMs: 0,
+    mounts: [
+      proxyMount({ tokenizer, upstream: { kind: "token_level", endpoints: [upstreamUrl] } }),
+    ],
+  });
+  return { gateway, client: new GatewayClient(gateway.url, { apiKey: gateway.adminKey }) };
 }
 
 /** A running gateway + proxy + scripted upstream. */

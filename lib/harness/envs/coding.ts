@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { probeSandbox } from "../../controller/sandbox.ts";
+import { probeSandbox, READONLY_ROOT_ARGS } from "../../controller/sandbox.ts";
 import { type CodingTask, CodingTaskSchema } from "../../schema.ts";
 import { builtinResolver } from "../builtin/resolver.ts";
 import {
@@ -70,15 +70,7 @@ export async function runRepoTests(
       "--die-with-parent",
       "--unshare-pid",
       "--unshare-net",
-      "--ro-bind",
-      "/",
-      "/",
-      "--dev",
-      "/dev",
-      "--proc",
-      "/proc",
-      "--tmpfs",
-      "/tmp",
+      ...READONLY_ROOT_ARGS,
       "--bind",
       dir,
       dir,

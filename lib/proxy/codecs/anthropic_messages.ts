@@ -23,6 +23,7 @@ import {
   badRequest,
   type Codec,
   type DecodeOptions,
+  decodeToolList,
   type FinishedCall,
   type NormalizedRequest,
   normalizeFunctionTool,
@@ -38,18 +39,11 @@ import {
 } from "./types.ts";
 
 function decodeTools(value: unknown): ToolDefinition[] {
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value)) badRequest("tools", "must be an array");
-  const tools: ToolDefinition[] = [];
-  value.forEach((raw, i) => {
-    const tool = asObject(raw, `tools[${i}]`);
+  return decodeToolList(value, "tools", (tool, field) =>
     // Server tools (web_search_…, bash_…) carry a type and no schema; only custom tools apply.
-    if (tool.type !== undefined && tool.type !== "custom") return;
-    tools.push(
-      normalizeFunctionTool(tool.name, tool.description, tool.input_schema, `tools[${i}]`),
-    );
-  });
-  return tools;
+    tool.type !== undefined && tool.type !== "custom"
+      ? null
+      : normalizeFunctionTool(tool.name, tool.description, tool.input_schema, field));
 }
 
 function toolResultText(value: unknown, field: string): string {

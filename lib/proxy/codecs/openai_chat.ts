@@ -21,6 +21,7 @@ import {
   badRequest,
   type Codec,
   type DecodeOptions,
+  decodeToolList,
   type FinishedCall,
   type NormalizedRequest,
   normalizeFunctionTool,
@@ -40,15 +41,12 @@ import type { ToolDefinition } from "../../tokens/types.ts";
 
 /** Reads OpenAI `tools` (function tools only). */
 export function decodeOpenAITools(value: unknown, field = "tools"): ToolDefinition[] {
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value)) badRequest(field, "must be an array");
-  return value.map((raw, i) => {
-    const tool = asObject(raw, `${field}[${i}]`);
+  return decodeToolList(value, field, (tool, toolField) => {
     if (tool.type !== "function") {
-      badRequest(`${field}[${i}].type`, `unsupported tool type ${JSON.stringify(tool.type)}`);
+      badRequest(`${toolField}.type`, `unsupported tool type ${JSON.stringify(tool.type)}`);
     }
-    const fn = asObject(tool.function, `${field}[${i}].function`);
-    return normalizeFunctionTool(fn.name, fn.description, fn.parameters, `${field}[${i}].function`);
+    const fn = asObject(tool.function, `${toolField}.function`);
+    return normalizeFunctionTool(fn.name, fn.description, fn.parameters, `${toolField}.function`);
   });
 }
 
@@ -136,7 +134,10 @@ function finishReason(call: FinishedCall): string {
   return call.output.tool_calls.length > 0 ? "tool_calls" : "stop";
 }
 
-function usage(call: { prompt_tokens: number; completion_tokens: number }): JsonObject {
+/** The OpenAI `usage` object (Chat Completions and Completions). */
+export function openaiUsage(
+  call: { prompt_tokens: number; completion_tokens: number },
+): JsonObject {
   return {
     prompt_tokens: call.prompt_tokens,
     completion_tokens: call.completion_tokens,
@@ -165,7 +166,7 @@ function respond(call: FinishedCall): JsonObject {
     created: call.created,
     model: call.model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(call) }],
-    usage: usage(call),
+    usage: openaiUsage(call),
   };
 }
 
@@ -202,7 +203,7 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
           created: start.created,
           model: start.model,
           choices: [],
-          usage: usage(call),
+          usage: openaiUsage(call),
         });
       }
       return out + sse("[DONE]");

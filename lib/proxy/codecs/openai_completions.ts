@@ -16,7 +16,7 @@
  */
 import type { JsonObject } from "../../schema.ts";
 import type { OutputPart } from "../parse_output.ts";
-import { openaiErrorBody } from "./openai_chat.ts";
+import { openaiErrorBody, openaiUsage } from "./openai_chat.ts";
 import {
   asObject,
   badRequest,
@@ -86,11 +86,7 @@ function respond(call: FinishedCall): JsonObject {
     created: call.created,
     model: call.model,
     choices: [{ index: 0, text: call.text, logprobs: null, finish_reason: call.finish_reason }],
-    usage: {
-      prompt_tokens: call.prompt_tokens,
-      completion_tokens: call.completion_tokens,
-      total_tokens: call.prompt_tokens + call.completion_tokens,
-    },
+    usage: openaiUsage(call),
   };
 }
 

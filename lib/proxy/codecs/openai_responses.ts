@@ -24,6 +24,7 @@ import {
   badRequest,
   type Codec,
   type DecodeOptions,
+  decodeToolList,
   type FinishedCall,
   type NormalizedRequest,
   normalizeFunctionTool,
@@ -39,16 +40,11 @@ import {
 } from "./types.ts";
 
 function decodeTools(value: unknown): ToolDefinition[] {
-  if (value === undefined || value === null) return [];
-  if (!Array.isArray(value)) badRequest("tools", "must be an array");
-  const tools: ToolDefinition[] = [];
-  value.forEach((raw, i) => {
-    const tool = asObject(raw, `tools[${i}]`);
+  return decodeToolList(value, "tools", (tool, field) =>
     // Hosted tools (web_search, local_shell, …) have no meaning for a self-hosted policy.
-    if (tool.type !== "function") return;
-    tools.push(normalizeFunctionTool(tool.name, tool.description, tool.parameters, `tools[${i}]`));
-  });
-  return tools;
+    tool.type !== "function"
+      ? null
+      : normalizeFunctionTool(tool.name, tool.description, tool.parameters, field));
 }
 
 function reasoningText(item: Record<string, unknown>, field: string): string {

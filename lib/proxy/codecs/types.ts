@@ -247,6 +247,27 @@ export function normalizeFunctionTool(
   return { type: "function", function: fn };
 }
 
+/**
+ * Reads a request's `tools` array: absent or null is no tools, anything else must be an array
+ * of objects, each passed to `pick` with its field name; a `null` from `pick` skips the tool
+ * (a hosted or server tool the policy cannot call).
+ */
+export function decodeToolList(
+  value: unknown,
+  field: string,
+  pick: (tool: Record<string, unknown>, field: string) => ToolDefinition | null,
+): ToolDefinition[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) badRequest(field, "must be an array");
+  const tools: ToolDefinition[] = [];
+  value.forEach((raw, i) => {
+    const toolField = `${field}[${i}]`;
+    const tool = pick(asObject(raw, toolField), toolField);
+    if (tool) tools.push(tool);
+  });
+  return tools;
+}
+
 /** Unix seconds now. */
 export function nowSeconds(): number {
   return Math.floor(Date.now() / 1000);

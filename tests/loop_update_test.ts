@@ -1,0 +1,222 @@
+/**
+ * The update step and the config, without processes: filters with counted reasons, the
+ * staleness bound (drop, or TIS in a call of its own), rollout-whole batches, alignment on
+ * same-version samples only, and config errors that name the field.
+ */
+import assert from "node:assert/strict";
+import {
+  type ForwardBackwardRequest,
+  type ModelRequestEvent,
+  parseOrThrow,
+  type Rollout,
+  type RolloutEvent,
+  ValidationError,
+} from "../lib/schema.ts";
+import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import type { TrainerClient } from "../lib/trainer/client.ts";
+import { type RolloutData, updatePolicy } from "../lib/trainer/loop/mod.ts";
+
+let seq = 0;
+function call(rolloutId: string, prompt: number[], response: number[], version: number) {
+  const event: ModelRequestEvent = {
+    type: "model_request",
+    seq: ++seq,
+    rollout_id: rolloutId,
+    attempt_id: `${rolloutId}-a1`,
+    event_key: `k${seq}`,
+    created_at: Date.now(),
+    payload: {
+      flavor: "openai_chat",
+      request: {},
+      prompt_token_ids: Uint32Array.from(prompt),
+      response_token_ids: Uint32Array.from(response),
+      response_logprobs: Float32Array.from(response.map((t) => -0.1 * (t % 7) - 0.05)),
+      policy_version: version,
+      finish_reason: "stop",
+      upstream: null,
+      latency_ms: 1,
+      retry_count: 0,
+      http_status: 200,
+      error: null,
+      segment: null,
+      mode: "faithful",
+      client_disconnected: false,
+    },
+  };
+  return event;
+}
+
+function rollout(
+  id: string,
+  group: string,
+  reward: number,
+  status: Rollout["status"] = "succeeded",
+): Rollout {
+  return {
+    rollout_id: id,
+    group_id: group,
+    input: {},
+    mode: "train",
+    config: { timeout_s: 60, max_attempts: 1 },
+    labels: {},
+    status,
+    version: 3,
+    attempts: [],
+    created_at: 0,
+    updated_at: 0,
+    policy_version_min: null,
+    policy_version_max: null,
+    reward,
+  };
+}
+
+/** Two calls that prefix-merge into one sample; a third on another conversation (2 samples). */
+function data(
+  id: string,
+  group: string,
+  reward: number,
+  version: number,
+  opts: { split?: boolean; status?: Rollout["status"] } = {},
+): RolloutData {
+  const events: RolloutEvent[] = [
+    call(id, [1, 2, 3], [4, 5, 6], version),
+    call(id, [1, 2, 3, 4, 5, 6, 7], [8, 9], version),
+  ];
+  if (opts.split) events.push(call(id, [1, 11, 12], [13, 14], version));
+  return { rollout: rollout(id, group, reward, opts.status), events };
+}
+
+/** A fake worker: records requests, echoes behaviour logprobs as its own. */
+function fakeClient(version: number) {
+  const requests: ForwardBackwardRequest[] = [];
+  let v = version;
+  const client = {
+    forwardBackward: (req: ForwardBackwardRequest) => {
+      requests.push(req);
+      const row = req.rows[0];
+      return Promise.resolve({
+        loss: 0.5,
+        metrics: {
+          tokens: row.loss_mask.filter((m) => m === 1).length,
+          clip_fraction: 0,
+          entropy: 1,
+          ratio_mean: 1,
+          ratio_max: 1,
+          ratio_min: 1,
+          kl: 0,
+        },
+        policy_version: v,
+        logprobs: [row.rollout_logprobs.slice()],
+      });
+    },
+    optimStep: () => Promise.resolve({ grad_norm: 0.25, policy_version: ++v }),
+  };
+  return { client: client as unknown as TrainerClient, requests };
+}
+
+const baseConfig = parseOrThrow(LoopConfigSchema, {
+  name: "unit",
+  tasks: [{ id: "t", input: {} }],
+  harness: { name: "command", options: { command: ["true"] } },
+  schedule: { mode: "collocated_async", max_staleness: 1 },
+});
+
+Deno.test("update: filters are counted by reason and batches keep rollouts whole", async () => {
+  const { client, requests } = fakeClient(5);
+  const result = await updatePolicy([
+    // g1: signal (1 vs 0), r1 has two samples (a branch).
+    [data("r1", "g1", 1, 5, { split: true }), data("r2", "g1", 0, 5)],
+    // g2: zero variance → dropped.
+    [data("r3", "g2", 1, 5), data("r4", "g2", 1, 5)],
+    // g3: r6 failed → error; r5 alone is a zero-variance singleton.
+    [data("r5", "g3", 1, 5), data("r6", "g3", 0, 5, { status: "failed" })],
+  ], { client, config: baseConfig, version: 5 });
+
+  assert.equal(result.updated, true);
+  assert.equal(result.policy_version, 6);
+  assert.deepEqual(result.filtered, { error: 1, no_samples: 0, zero_variance: 3, stale: 0 });
+  assert.equal(result.rollouts, 6);
+  // One break (r1's second conversation); without segments or a decoder its reason is unknown.
+  assert.equal(Object.values(result.break_reasons).reduce((a, b) => a + b, 0), 1);
+  assert.deepEqual(
+    result.trained.map((t) => [t.rollout_id, t.samples, t.assembled]),
+    [["r1", 2, 2], ["r2", 1, 1]],
+  );
+  // rollout_token_mean over the whole batch: the weights of the packed rows sum to 1.
+  const rows = requests.flatMap((r) => r.rows);
+  const total = rows.reduce((acc, row) => acc + row.loss_weights.reduce((a, w) => a + w, 0), 0);
+  assert.ok(Math.abs(total - 1) < 1e-6, `total weight ${total}`);
+  assert.equal(result.alignment?.pearson_prob, 1);
+  assert.equal(result.trained_tokens, 5 + 5 + 2);
+});
+
+Deno.test("update: stale samples are dropped, or trained with TIS in a call of their own", async () => {
+  const groups = () => [
+    [data("s1", "g1", 1, 7), data("s2", "g1", 0, 7)],
+    [data("s3", "g2", 1, 5), data("s4", "g2", 0, 5)], // 2 versions behind 7
+    [data("s5", "g3", 1, 8), data("s6", "g3", 0, 8)], // from a future a crash lost
+  ];
+  const drop = fakeClient(7);
+  const dropped = await updatePolicy(groups(), {
+    client: drop.client,
+    config: baseConfig,
+    version: 7,
+  });
+  assert.equal(dropped.filtered.stale, 4);
+  assert.deepEqual(dropped.trained.map((t) => t.rollout_id), ["s1", "s2"]);
+  assert.equal(drop.requests.length, 1);
+
+  const tisConfig = {
+    ...baseConfig,
+    schedule: { ...baseConfig.schedule, stale_policy: "tis" as const },
+  };
+  const tis = fakeClient(7);
+  const reweighted = await updatePolicy(groups(), {
+    client: tis.client,
+    config: tisConfig,
+    version: 7,
+  });
+  assert.equal(reweighted.filtered.stale, 2); // only the lost-future ones
+  assert.equal(reweighted.tis_samples, 2);
+  assert.deepEqual(reweighted.staleness.sort(), [0, 0, 2, 2]);
+  assert.equal(tis.requests.length, 2);
+  const stale = tis.requests.find((r) => r.loss.tis_cap !== undefined)!;
+  assert.equal(stale.loss.old_logprobs, "recompute");
+  assert.deepEqual(stale.rows[0].rollout_id, "s3");
+  // Alignment counts only same-version samples (s1, s2): 2 × 5 trained tokens.
+  assert.equal(reweighted.alignment?.tokens, 10);
+});
+
+Deno.test("update: nothing to train leaves the policy version alone", async () => {
+  const { client, requests } = fakeClient(2);
+  const result = await updatePolicy([[data("z1", "g", 1, 2), data("z2", "g", 1, 2)]], {
+    client,
+    config: baseConfig,
+    version: 2,
+  });
+  assert.equal(result.updated, false);
+  assert.equal(result.policy_version, 2);
+  assert.equal(result.filtered.zero_variance, 2);
+  assert.equal(requests.length, 0);
+});
+
+Deno.test("config: bad values are refused naming the field", () => {
+  const bad = (value: unknown, field: string) => {
+    assert.throws(
+      () => parseOrThrow(LoopConfigSchema, value, "config"),
+      (e: unknown) => e instanceof ValidationError && e.field === field,
+    );
+  };
+  const ok = { name: "x", tasks: [{ id: "t", input: 1 }], harness: { name: "builtin" } };
+  bad({ ...ok, tasks: [] }, "config.tasks");
+  bad({ ...ok, group_size: 0 }, "config.group_size");
+  bad({ ...ok, schedule: { mode: "later" } }, "config.schedule.mode");
+  bad({ ...ok, schedule: { stale_policy: "keep" } }, "config.schedule.stale_policy");
+  bad({ ...ok, loss: { kind: "reinforce" } }, "config.loss.kind");
+  bad({ ...ok, name: "has space" }, "config.name");
+  bad({ ...ok, harness: {} }, "config.harness.name");
+  const parsed = parseOrThrow(LoopConfigSchema, ok, "config");
+  assert.equal(parsed.schedule.mode, "collocated_async");
+  assert.equal(parsed.normalization.mode, "rollout_token_mean");
+  assert.equal(parsed.advantage.level, "rollout");
+});
