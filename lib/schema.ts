@@ -25,3 +25,4 @@ export * from "./schema/harness.ts";
 export * from "./schema/trajectories.ts";
 export * from "./schema/harness_cli.ts";
 export * from "./schema/ui.ts";
+export * from "./schema/loop.ts";

@@ -1,0 +1,208 @@
+/**
+ * Schemas of the training loop (`lib/trainer/loop`): the one typed config of an RL run, the
+ * per-step metrics it writes (a superset of the UI's `TrainStepMetrics`), and the checkpoint
+ * state a resumed run continues from.
+ *
+ * @example
+ * ```ts
+ * import { parseOrThrow } from "./core.ts";
+ * import { LoopConfigSchema } from "./loop.ts";
+ * const config = parseOrThrow(LoopConfigSchema, {
+ *   name: "toy",
+ *   tasks: [{ id: "t1", input: { prompt: "2+2?" } }],
+ *   harness: { name: "builtin" },
+ * });
+ * config.schedule.mode; // "collocated_async"
+ * config.group_size; // 4
+ * ```
+ *
+ * @module
+ */
+import { z } from "zod";
+import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "./algo.ts";
+import { HarnessSpecSchema, IdSchema, JsonValueSchema, MergeStrategySchema } from "./core.ts";
+import { LossConfigSchema, OptimizerConfigSchema, WorkerModelSpecSchema } from "./trainer.ts";
+
+const finite = z.number().refine(Number.isFinite, "must be a finite number");
+
+/** One task of the run's dataset: a GRPO group runs `group_size` rollouts on its `input`. */
+export const LoopTaskSchema = z.object({
+  id: IdSchema,
+  input: JsonValueSchema,
+});
+/** One task of the run's dataset. */
+export type LoopTask = z.infer<typeof LoopTaskSchema>;
+
+/** `sync` waits for the whole batch; `collocated_async` trains while other rollouts run. */
+export const ScheduleModeSchema = z.enum(["sync", "collocated_async"]);
+/** Schedule mode. */
+export type ScheduleMode = z.infer<typeof ScheduleModeSchema>;
+
+/** What happens to samples older than the staleness bound. */
+export const StalePolicySchema = z.enum(["drop", "tis"]);
+/** Stale-sample policy. */
+export type StalePolicy = z.infer<typeof StalePolicySchema>;
+
+/** Scheduling of rollouts and updates. */
+export const ScheduleConfigSchema = z.object({
+  mode: ScheduleModeSchema.default("collocated_async"),
+  /**
+   * Async: groups kept in flight beyond the ones the next update needs (more overlap, more
+   * staleness). 0 = as many again as one step uses.
+   */
+  extra_groups_in_flight: z.number().int().min(0).default(0),
+  /**
+   * Samples whose policy version is more than this many updates behind the policy being
+   * trained are dropped (`drop`) or kept with truncated importance sampling (`tis`).
+   */
+  max_staleness: z.number().int().min(0).default(1),
+  stale_policy: StalePolicySchema.default("drop"),
+  /** Cap of the TIS weight π_current / π_behaviour (stale samples, `tis`). */
+  tis_cap: z.number().positive().default(2),
+  /** How long an update waits for in-flight LLM calls to finish (ms). */
+  drain_timeout_ms: z.number().int().positive().default(120_000),
+  /** How often rollout status is polled (ms). */
+  poll_ms: z.number().int().min(10).default(200),
+});
+/** Scheduling of rollouts and updates (input form). */
+export type ScheduleConfigInput = z.input<typeof ScheduleConfigSchema>;
+
+/** Which rollouts never reach training, and what happens to groups that give no signal. */
+export const FilterConfigSchema = z.object({
+  /** Drop rollouts that did not succeed (failed, cancelled, harness error). */
+  drop_errors: z.boolean().default(true),
+  /** Drop groups whose rewards are all equal (no learning signal). */
+  drop_zero_variance: z.boolean().default(true),
+});
+
+/**
+ * SFT warm start on scripted trajectories before RL (the toy task's). Without `lr` (or with the
+ * RL optimizer's), RL continues with the same AdamW state: a fresh AdamW's first steps move every
+ * weight by about `lr` whatever its gradient, which can wreck a freshly warm-started tiny policy.
+ */
+export const SftConfigSchema = z.object({
+  steps: z.number().int().min(0).default(0),
+  batch_size: z.number().int().min(1).default(8),
+  /** SFT learning rate (default: the RL optimizer's; a different one means a fresh optimizer). */
+  lr: z.number().positive().optional(),
+});
+/** SFT warm start settings (input form). */
+export type SftConfigInput = z.input<typeof SftConfigSchema>;
+
+/** The one config of an RL run. */
+export const LoopConfigSchema = z.object({
+  /** Run name: `runs/<name>/` holds metrics, checkpoints and figures. */
+  name: IdSchema,
+  /** Output directory (default `runs/<name>`). */
+  out_dir: z.string().min(1).optional(),
+  tasks: z.array(LoopTaskSchema).min(1),
+  harness: HarnessSpecSchema,
+  /** Per-rollout timeout and attempts. */
+  rollout_timeout_s: z.number().positive().default(300),
+  max_attempts: z.number().int().min(1).max(10).default(2),
+  /** Rollouts per group (same task input). */
+  group_size: z.number().int().min(1).max(256).default(4),
+  /** Groups per training step. */
+  groups_per_step: z.number().int().min(1).max(1024).default(4),
+  /** RL steps (policy updates). */
+  steps: z.number().int().min(1).max(1_000_000).default(10),
+  merge_strategy: MergeStrategySchema.default("prefix_merge"),
+  advantage: AdvantageOptionsSchema.prefault({ level: "rollout" }),
+  normalization: NormalizationOptionsSchema.prefault({ mode: "rollout_token_mean" }),
+  loss: LossConfigSchema.prefault({ kind: "ppo" }),
+  optimizer: OptimizerConfigSchema.prefault({ lr: 1e-3 }),
+  /** Token budget of one packed micro-batch row. */
+  micro_token_budget: z.number().int().min(1).default(4096),
+  schedule: ScheduleConfigSchema.prefault({ mode: "collocated_async" }),
+  filters: FilterConfigSchema.prefault({ drop_errors: true, drop_zero_variance: true }),
+  /** Save a checkpoint every N steps (0 = never). */
+  checkpoint_every: z.number().int().min(0).default(1),
+  /** Policy initialisation when the run starts fresh (the worker is initialised with it). */
+  model: WorkerModelSpecSchema.optional(),
+  sft: SftConfigSchema.prefault({ steps: 0 }),
+  /** Name of the policy in the gateway's model registry. */
+  policy_name: IdSchema.default("policy"),
+  /** Reward above which a rollout counts as passed. */
+  pass_threshold: finite.default(0.5),
+  seed: z.number().int().default(0),
+});
+/** The config of an RL run (parsed). */
+export type LoopConfig = z.infer<typeof LoopConfigSchema>;
+/** The config of an RL run as a caller writes it. */
+export type LoopConfigInput = z.input<typeof LoopConfigSchema>;
+
+/** Why rollouts or samples did not reach training (counted per step). */
+export const LoopFilterReasonSchema = z.enum([
+  "error",
+  "no_samples",
+  "zero_variance",
+  "stale",
+]);
+/** A filter reason. */
+export type LoopFilterReason = z.infer<typeof LoopFilterReasonSchema>;
+
+/**
+ * Metrics of one RL step: one JSONL line and one `train_step` custom event (the UI's
+ * `TrainStepMetrics` fields plus the loop's own).
+ */
+export const LoopStepMetricsSchema = z.object({
+  step: z.number().int().min(0),
+  policy_version: z.number().int().min(0),
+  time: z.number(),
+  mode: ScheduleModeSchema,
+  rollouts: z.number().int().min(0),
+  reward_mean: finite,
+  reward_std: finite,
+  pass_rate: z.number().min(0).max(1),
+  samples: z.number().int().min(0),
+  samples_per_rollout: finite,
+  trained_rollouts: z.number().int().min(0),
+  trained_samples: z.number().int().min(0),
+  trained_tokens: z.number().int().min(0),
+  advantage_mean: finite,
+  advantage_std: finite,
+  advantage_abs_max: finite,
+  break_reasons: z.record(z.string(), z.number().min(0)),
+  /** Rollouts (error, no_samples, zero_variance) or samples (stale) left out, per reason. */
+  filtered: z.record(LoopFilterReasonSchema, z.number().int().min(0)),
+  /** Samples trained with TIS because they were older than the bound. */
+  tis_samples: z.number().int().min(0),
+  /** Policy versions of the trained samples: how far behind the updated policy they were. */
+  staleness_max: z.number().int().min(0),
+  staleness_mean: finite,
+  /** Alignment on trained tokens of samples sampled at the version being trained (null: none). */
+  alignment_corr: z.number().min(-1).max(1).nullable(),
+  alignment_logprob_corr: z.number().min(-1).max(1).nullable(),
+  alignment_tokens: z.number().int().min(0),
+  alignment_max_abs_dp: finite,
+  loss: finite,
+  entropy: finite,
+  clip_fraction: finite,
+  grad_norm: finite,
+  /** LLM calls held by the phase gate when the update began. */
+  held_calls: z.number().int().min(0),
+  in_flight_at_update: z.number().int().min(0),
+  timings_ms: z.record(z.string(), z.number().min(0)),
+});
+/** Metrics of one RL step. */
+export type LoopStepMetrics = z.infer<typeof LoopStepMetricsSchema>;
+
+/** What a checkpoint records besides the worker's weights and optimizer. */
+export const LoopStateSchema = z.object({
+  name: IdSchema,
+  /** Steps completed (the next step to run). */
+  next_step: z.number().int().min(0),
+  policy_version: z.number().int().min(0),
+  /** Worker-side path of the weights + optimizer file. */
+  worker_checkpoint: z.string().min(1),
+  /** Groups created so far (the next group index). */
+  next_group: z.number().int().min(0),
+  /** Groups already trained on (never used twice). */
+  consumed_groups: z.array(z.string()),
+  /** The policy version before the first RL step (after SFT). */
+  base_version: z.number().int().min(0),
+  reward_before: finite.nullable(),
+  saved_at: z.number(),
+});
+/** Checkpoint state of a run. */
+export type LoopState = z.infer<typeof LoopStateSchema>;

@@ -1,0 +1,119 @@
+/**
+ * The `collocated_async` schedule (Agent Lightning's): more groups than one step needs are
+ * kept running; as soon as `groups_per_step` groups are complete, the gateway switches to
+ * `update` (new LLM calls are held, in-flight ones finish), the same worker trains on those
+ * groups, the new version is registered and the phase returns to `rollout`. Unfinished
+ * rollouts just continue — their later calls are served by the new policy — and join a later
+ * batch; the staleness bound of `updatePolicy` drops or reweights samples that fell too far
+ * behind.
+ *
+ * @module
+ */
+import {
+  createGroup,
+  fetchGroup,
+  finishStep,
+  groupId,
+  isFinal,
+  loadGroupData,
+  type LoopContext,
+  pause,
+} from "./context.ts";
+import { updatePolicy } from "./train.ts";
+
+/**
+ * Runs the remaining steps with collocated asynchronous updates.
+ *
+ * @example
+ * ```ts ignore
+ * await runAsync(ctx);
+ * ```
+ */
+export async function runAsync(ctx: LoopContext): Promise<void> {
+  const { config, state } = ctx;
+  const G = config.groups_per_step;
+  const target = G + (config.schedule.extra_groups_in_flight || G);
+  // Groups keep being declared up to the end, so the last updates do not wait for a tail of
+  // stragglers; whatever is still unfinished when the last step is done gets cancelled.
+  const total = config.steps * G + (target - G);
+  // A resumed run picks up the groups it had declared but not trained on.
+  const pending: number[] = [];
+  for (let k = 0; k < state.nextGroup; k++) {
+    if (!state.consumed.has(groupId(config, k))) pending.push(k);
+  }
+  let stepStart = performance.now();
+  while (state.nextStep < config.steps) {
+    const step = state.nextStep;
+    while (pending.length < target && state.nextGroup < total) {
+      await createGroup(ctx, state.nextGroup);
+      pending.push(state.nextGroup);
+      state.nextGroup++;
+    }
+    const groups = await Promise.all(pending.map((k) => fetchGroup(ctx, groupId(config, k))));
+    const complete = pending.filter((_, i) =>
+      groups[i].length === config.group_size && groups[i].every(isFinal)
+    );
+    if (complete.length < G) {
+      ctx.progress.status(
+        `step ${step + 1}: ${complete.length}/${G} groups complete, ${pending.length} in flight`,
+      );
+      await pause(config.schedule.poll_ms, ctx.signal);
+      continue;
+    }
+    const chosen = complete.slice(0, G);
+    const tWait = performance.now() - stepStart;
+    const tUpdate = performance.now();
+    const snapshot = await ctx.gateway.setPhase("update", {
+      drain: true,
+      drain_timeout_ms: config.schedule.drain_timeout_ms,
+    });
+    const drainMs = performance.now() - tUpdate;
+    let update;
+    try {
+      await ctx.hooks.beforeTrain?.(step);
+      const data = await Promise.all(chosen.map((k) => {
+        const rollouts = groups[pending.indexOf(k)];
+        return loadGroupData(ctx, rollouts);
+      }));
+      update = await updatePolicy(data, {
+        client: ctx.client,
+        config,
+        version: state.version,
+        ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
+      });
+    } finally {
+      await ctx.gateway.setPhase("rollout");
+    }
+    for (const k of chosen) {
+      state.consumed.add(groupId(config, k));
+      pending.splice(pending.indexOf(k), 1);
+    }
+    const now = performance.now();
+    await finishStep(ctx, update, {
+      step,
+      held_calls: snapshot.held,
+      in_flight_at_update: snapshot.in_flight,
+      timings_ms: {
+        rollout: tWait,
+        drain: drainMs,
+        update: now - tUpdate,
+        step: now - stepStart,
+      },
+    });
+    stepStart = performance.now();
+  }
+  await cancelPending(ctx, pending);
+}
+
+/** Cancels the unfinished rollouts of groups the run will not train on (cancelled is final). */
+async function cancelPending(ctx: LoopContext, pending: number[]): Promise<void> {
+  for (const k of pending) {
+    for (const rollout of await fetchGroup(ctx, groupId(ctx.config, k))) {
+      if (isFinal(rollout)) continue;
+      await ctx.gateway.transition(rollout.rollout_id, {
+        to: "cancelled",
+        reason: "the run finished its last step",
+      }).catch(() => undefined); // it finished meanwhile
+    }
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * What both schedules share: the run's services and mutable state, group creation (ids are a
+ * pure function of the run name and group index, so a resumed run re-creating a group gets
+ * the existing one back), group polling, and closing a step (metrics, model registry,
+ * checkpoint).
+ *
+ * @module
+ */
+import type { GatewayClient } from "../../gateway/client.ts";
+import type { Rollout } from "../../schema.ts";
+import { TERMINAL_ROLLOUT_STATUSES } from "../../schema.ts";
+import type { LoopConfig, LoopStepMetrics } from "../../schema/loop.ts";
+import type { ChatTokenizer } from "../../tokens/types.ts";
+import type { TrainerClient } from "../client.ts";
+import { saveCheckpoint } from "./checkpoint.ts";
+import type { MetricsWriter } from "./metrics.ts";
+import type { ProgressSink } from "./progress.ts";
+import { taskIndexOf } from "./random.ts";
+import type { RolloutData, UpdateResult } from "./train.ts";
+
+/** Mutable progress of a run (what a checkpoint records). */
+export interface LoopProgressState {
+  nextStep: number;
+  version: number;
+  nextGroup: number;
+  consumed: Set<string>;
+  baseVersion: number;
+  rewardBefore: number | null;
+}
+
+/** Hooks for tests and tools (called by the schedules; errors propagate). */
+export interface LoopHooks {
+  /** After a step's metrics were written (and its checkpoint saved). */
+  afterStep?: (metrics: LoopStepMetrics, update: UpdateResult) => void | Promise<void>;
+  /** Right before an update trains (the phase is `update` and calls have drained). */
+  beforeTrain?: (step: number) => void | Promise<void>;
+}
+
+/** Everything a schedule needs. */
+export interface LoopContext {
+  config: LoopConfig;
+  outDir: string;
+  gateway: GatewayClient;
+  client: TrainerClient;
+  /** Endpoint registered for the policy in the model registry. */
+  workerUrl: string;
+  tokenizer?: ChatTokenizer;
+  progress: ProgressSink;
+  metrics: MetricsWriter;
+  state: LoopProgressState;
+  hooks: LoopHooks;
+  signal?: AbortSignal;
+  /** Epoch ms when the run (this process) started its schedule. */
+  startedAt: number;
+}
+
+/** Group id of group `k`. */
+export function groupId(config: LoopConfig, k: number): string {
+  return `${config.name}-g${k}`;
+}
+
+/** Rollout ids of group `k`. */
+export function rolloutIds(config: LoopConfig, k: number): string[] {
+  return Array.from({ length: config.group_size }, (_, j) => `${groupId(config, k)}-r${j}`);
+}
+
+/**
+ * Declares group `k` (idempotent: an existing group comes back unchanged).
+ *
+ * @example
+ * ```ts ignore
+ * await createGroup(ctx, 0); // rollouts toy-g0-r0 … toy-g0-r3
+ * ```
+ */
+export async function createGroup(ctx: LoopContext, k: number): Promise<void> {
+  const { config } = ctx;
+  const task = config.tasks[taskIndexOf(config.seed, k, config.tasks.length)];
+  await ctx.gateway.createRollouts(
+    rolloutIds(config, k).map((rollout_id) => ({
+      rollout_id,
+      group_id: groupId(config, k),
+      input: task.input,
+      mode: "train" as const,
+      config: {
+        timeout_s: config.rollout_timeout_s,
+        max_attempts: config.max_attempts,
+        harness: config.harness,
+      },
+      labels: { run: config.name, group: String(k), task: task.id },
+    })),
+  );
+}
+
+/** True when a rollout reached a final status. */
+export function isFinal(rollout: Rollout): boolean {
+  return TERMINAL_ROLLOUT_STATUSES.includes(rollout.status);
+}
+
+/** The rollouts of a group (all of them, in creation order). */
+export async function fetchGroup(ctx: LoopContext, group: string): Promise<Rollout[]> {
+  const page = await ctx.gateway.listRollouts({ group_id: group, limit: 1000 });
+  return page.items;
+}
+
+/** Loads every event of each rollout (the assembler picks the model calls and rewards). */
+export async function loadGroupData(ctx: LoopContext, rollouts: Rollout[]): Promise<RolloutData[]> {
+  return await Promise.all(rollouts.map(async (rollout) => ({
+    rollout: await ctx.gateway.getRollout(rollout.rollout_id),
+    events: await ctx.gateway.listEvents(rollout.rollout_id),
+  })));
+}
+
+/** Sleeps `ms` unless the run is aborted. */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+const std = (xs: number[]) => {
+  if (xs.length < 2) return 0;
+  const m = mean(xs);
+  return Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / xs.length);
+};
+
+/** Extra per-step facts the schedule measured. */
+export interface StepExtras {
+  step: number;
+  held_calls: number;
+  in_flight_at_update: number;
+  timings_ms: Record<string, number>;
+}
+
+/**
+ * Builds, writes and reports the step's metrics, registers the new policy version, saves a
+ * checkpoint when due, and advances the state.
+ *
+ * @example
+ * ```ts ignore
+ * await finishStep(ctx, update, { step: 0, held_calls: 0, in_flight_at_update: 0, timings_ms });
+ * ```
+ */
+export async function finishStep(
+  ctx: LoopContext,
+  update: UpdateResult,
+  extras: StepExtras,
+): Promise<LoopStepMetrics> {
+  const { config, state } = ctx;
+  const trainedRollouts = update.trained.length;
+  const adv = update.advantages;
+  const metrics: LoopStepMetrics = {
+    step: extras.step,
+    policy_version: update.policy_version,
+    time: Date.now(),
+    mode: config.schedule.mode,
+    rollouts: update.rollouts,
+    reward_mean: mean(update.rewards),
+    reward_std: std(update.rewards),
+    pass_rate: update.rewards.length
+      ? update.rewards.filter((r) => r > config.pass_threshold).length / update.rewards.length
+      : 0,
+    samples: update.samples,
+    samples_per_rollout: update.rollouts - update.filtered.error > 0
+      ? update.samples / (update.rollouts - update.filtered.error)
+      : 0,
+    trained_rollouts: trainedRollouts,
+    trained_samples: update.trained_samples,
+    trained_tokens: update.trained_tokens,
+    advantage_mean: mean(adv),
+    advantage_std: std(adv),
+    advantage_abs_max: adv.reduce((a, x) => Math.max(a, Math.abs(x)), 0),
+    break_reasons: update.break_reasons,
+    filtered: update.filtered,
+    tis_samples: update.tis_samples,
+    staleness_max: update.staleness.reduce((a, x) => Math.max(a, x), 0),
+    staleness_mean: mean(update.staleness),
+    alignment_corr: clampCorr(update.alignment?.pearson_prob ?? null),
+    alignment_logprob_corr: clampCorr(update.alignment?.pearson_logprob ?? null),
+    alignment_tokens: update.alignment?.tokens ?? 0,
+    alignment_max_abs_dp: update.alignment?.max_abs_dp ?? 0,
+    loss: update.loss,
+    entropy: update.entropy,
+    clip_fraction: update.clip_fraction,
+    grad_norm: update.grad_norm,
+    held_calls: extras.held_calls,
+    in_flight_at_update: extras.in_flight_at_update,
+    timings_ms: {
+      ...extras.timings_ms,
+      assemble: update.timings_ms.assemble,
+      train: update.timings_ms.train,
+    },
+  };
+  state.version = update.policy_version;
+  state.nextStep = extras.step + 1;
+  await ctx.gateway.registerModel({
+    name: config.policy_name,
+    endpoints: [ctx.workerUrl],
+    version: state.version,
+    info: { run: config.name, step: extras.step },
+  });
+  // Metrics first: a run killed before the checkpoint repeats this step and rewrites its line.
+  await ctx.metrics.write(metrics);
+  if (config.checkpoint_every > 0 && state.nextStep % config.checkpoint_every === 0) {
+    await saveCheckpoint(ctx.client, ctx.outDir, {
+      name: config.name,
+      next_step: state.nextStep,
+      policy_version: state.version,
+      next_group: state.nextGroup,
+      consumed_groups: [...state.consumed],
+      base_version: state.baseVersion,
+      reward_before: state.rewardBefore,
+    });
+  }
+  ctx.progress.step(metrics, config.steps);
+  await ctx.hooks.afterStep?.(metrics, update);
+  return metrics;
+}
+
+function clampCorr(x: number | null): number | null {
+  if (x === null || !Number.isFinite(x)) return null;
+  return Math.max(-1, Math.min(1, x));
+}

@@ -1,0 +1,126 @@
+/**
+ * The embedded stack of a local run: a SQLite gateway (in `<outDir>/gateway.db`, so a resumed
+ * run finds its rollouts again) with the proxy mounted and a token-level upstream pointing at a
+ * local CPU worker, and a local controller running the harness registry's harnesses. The
+ * controller starts only when the loop asks (after its bookkeeping rollout exists).
+ *
+ * @module
+ */
+import { GatewayClient } from "../../gateway/client.ts";
+import { type RunningGateway, startGateway } from "../../gateway/server.ts";
+import { LocalBackend } from "../../controller/local_backend.ts";
+import { Reconciler } from "../../controller/reconciler.ts";
+import { harnessRegistry, type HarnessRegistryOptions } from "../../harness/registry.ts";
+import { proxyMount } from "../../proxy/app.ts";
+import type { ProxyOptionsInput } from "../../schema.ts";
+import type { ChatTokenizer } from "../../tokens/types.ts";
+import { type LocalWorker, startLocalWorker } from "../local_worker.ts";
+import type { LoopServices } from "./run.ts";
+
+/** Options of {@link startEmbedded}. */
+export interface EmbeddedOptions {
+  outDir: string;
+  tokenizer: ChatTokenizer;
+  /** Harness processes run at once. */
+  concurrency?: number;
+  /** Harness registry settings (dataset directory, extra harnesses and rewards). */
+  registry?: HarnessRegistryOptions;
+  /** Python interpreter of the worker and torch threads. */
+  python?: string;
+  threads?: number;
+  /** Controller id (a resumed run must reuse it to re-adopt its attempts). */
+  controllerId?: string;
+  proxy?: ProxyOptionsInput;
+  /** Receives controller log lines. */
+  logger?: (line: string) => void;
+}
+
+/** A running embedded stack. */
+export interface EmbeddedStack extends AsyncDisposable {
+  gateway: RunningGateway;
+  client: GatewayClient;
+  worker: LocalWorker;
+  reconciler: Reconciler;
+  services: LoopServices;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts worker, gateway (+ proxy) and controller (not yet started) for a run in `outDir`.
+ *
+ * @example
+ * ```ts ignore
+ * await using stack = await startEmbedded({ outDir: "runs/toy", tokenizer });
+ * await runLoop(config, stack.services);
+ * ```
+ */
+export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedStack> {
+  await Deno.mkdir(options.outDir, { recursive: true });
+  // The controller's attempt wrappers run in other directories: every path must be absolute.
+  const outDir = await Deno.realPath(options.outDir);
+  const worker = await startLocalWorker({
+    ...(options.python ? { python: options.python } : {}),
+    ...(options.threads ? { threads: options.threads } : {}),
+  });
+  let gateway: RunningGateway | undefined;
+  try {
+    gateway = await startGateway({
+      db: `${outDir}/gateway.db`,
+      port: 0,
+      mounts: [proxyMount({
+        tokenizer: options.tokenizer,
+        upstream: { kind: "token_level", endpoints: [worker.url], max_retries: 2 },
+        options: { max_hold_ms: 600_000, ...options.proxy },
+      })],
+    });
+  } catch (error) {
+    await worker.close();
+    throw error;
+  }
+  const client = new GatewayClient(gateway.url, { apiKey: gateway.adminKey });
+  const registry = harnessRegistry(options.registry ?? {});
+  const reconciler = new Reconciler(
+    client,
+    new LocalBackend({
+      root: `${outDir}/controller`,
+      harnesses: registry.harnesses,
+      rewardFunctions: registry.rewardFunctions,
+      pollMs: 50,
+    }),
+    {
+      worker: options.controllerId ?? "loop-controller",
+      concurrency: options.concurrency ?? 8,
+      gatewayUrl: gateway.url,
+      poll_ms: 50,
+      lease_ms: 60_000,
+      sweep_ms: 5_000,
+      ...(options.logger ? { logger: options.logger } : {}),
+    },
+  );
+  let started = false;
+  const gw = gateway;
+  const close = async () => {
+    if (started) await reconciler.stop("kill").catch(() => undefined);
+    await gw.close().catch(() => undefined);
+    await worker.close().catch(() => undefined);
+  };
+  return {
+    gateway: gw,
+    client,
+    worker,
+    reconciler,
+    services: {
+      gateway: client,
+      worker: worker.client,
+      workerUrl: worker.url,
+      tokenizer: options.tokenizer,
+      startController: async () => {
+        if (started) return;
+        started = true;
+        await reconciler.start();
+      },
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

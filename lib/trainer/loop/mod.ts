@@ -1,0 +1,68 @@
+/**
+ * The reins training loop (SPEC §8): rollouts are declared in the gateway, the controller runs
+ * harnesses, the proxy captures every LLM call, samples are assembled, filtered, weighted and
+ * batched rollout-whole, the worker trains, and the next calls use the new policy version —
+ * synchronously (`sync`) or with collocated asynchronous updates (`collocated_async`).
+ *
+ * @example
+ * ```ts ignore
+ * import { loadCharTokenizer } from "../../tokens/mod.ts";
+ * import {
+ *   runLoop, startEmbedded, toyArithmeticTasks, toyHarness, toyLoopTasks, toyModel,
+ *   toySftRows, writeToyDataset,
+ * } from "./mod.ts";
+ * const tokenizer = await loadCharTokenizer();
+ * const tasks = toyArithmeticTasks();
+ * const dataDir = await writeToyDataset("runs/toy/data", tasks);
+ * await using stack = await startEmbedded({
+ *   outDir: "runs/toy", tokenizer, registry: { dataDir },
+ * });
+ * const result = await runLoop({
+ *   name: "toy",
+ *   tasks: toyLoopTasks(tasks),
+ *   harness: toyHarness(dataDir),
+ *   model: toyModel(tokenizer),
+ *   sft: { steps: 150 },
+ *   steps: 10,
+ * }, stack.services, { sftRows: toySftRows(tokenizer, tasks) });
+ * result.metrics.at(-1)?.reward_mean;
+ * ```
+ *
+ * @module
+ */
+export {
+  type LoopResult,
+  type LoopServices,
+  outDirOf,
+  runLoop,
+  type RunLoopOptions,
+} from "./run.ts";
+export { runSync } from "./sync.ts";
+export { runAsync } from "./async.ts";
+export {
+  createGroup,
+  groupId,
+  type LoopContext,
+  type LoopHooks,
+  type LoopProgressState,
+  rolloutIds,
+} from "./context.ts";
+export { type RolloutData, type UpdateOptions, updatePolicy, type UpdateResult } from "./train.ts";
+export { MetricsWriter, openRunRecord, readMetrics, type RunRecord } from "./metrics.ts";
+export { type ProgressSink, silentProgress, stepLine, terminalProgress } from "./progress.ts";
+export { loadState, restoreWorker, saveCheckpoint, statePath } from "./checkpoint.ts";
+export { runSft, scriptedArithmetic, type SftOptions, sftRow, TOY_SYSTEM_PROMPT } from "./sft.ts";
+export { type EmbeddedOptions, type EmbeddedStack, startEmbedded } from "./embedded.ts";
+export { type EvalResult, evaluatePolicy } from "./eval.ts";
+export {
+  toyArithmeticTasks,
+  toyHarness,
+  toyLoopTasks,
+  toyModel,
+  type ToyModelSize,
+  toySftRows,
+  toyTools,
+  writeToyDataset,
+} from "./toy.ts";
+export { mulberry32, taskIndexOf } from "./random.ts";
+export * from "../../schema/loop.ts";
