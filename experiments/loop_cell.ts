@@ -1,0 +1,309 @@
+/**
+ * The default cell runner: one training-loop run per cell on the split-arithmetic environment
+ * (`split_env.ts`), on an embedded CPU stack shared by the grid's cells. The policy of every
+ * cell starts from the same SFT warm-start checkpoint (trained once, cached by its settings),
+ * so cells differ only in advantage level, normalization, merge strategy and seed.
+ *
+ * Reward: 1 for the exact answer, otherwise partial credit for a numeric answer close to it
+ * (`0.5 · max(0, 1 − |answer − expected| / 10)`), 0 without a number. A tiny char-level
+ * policy warm-started for a few CPU minutes rarely gets the exact answer; the partial credit
+ * gives its groups a learning signal.
+ *
+ * @module
+ */
+import { parseEnvInput, readAnswerFile } from "../lib/harness/envs/common.ts";
+import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
+import type { RewardContext } from "../lib/controller/reward_hooks.ts";
+import { type ArithmeticTask, type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import {
+  type LoopConfigInput,
+  LoopConfigSchema,
+  type LoopStepMetrics,
+} from "../lib/schema/loop.ts";
+import { loadCharTokenizer } from "../lib/tokens/mod.ts";
+import {
+  type EmbeddedStack,
+  evaluatePolicy,
+  type LoopResult,
+  mulberry32,
+  runLoop,
+  runSft,
+  silentProgress,
+  startEmbedded,
+  toyArithmeticTasks,
+  toyLoopTasks,
+  toyModel,
+  writeToyDataset,
+} from "../lib/trainer/loop/mod.ts";
+import type { Cell } from "./grid.ts";
+import type { CellRunner } from "./runner.ts";
+import { splitHarness, splitSftRows } from "./split_env.ts";
+
+/** Default SFT checkpoint cache (`runs/experiments`, git-ignored). */
+export const DEFAULT_CACHE_DIR: string = decodeURIComponent(
+  new URL("../runs/experiments", import.meta.url).pathname,
+);
+
+/** Settings of the loop cells (the grid's `base`). */
+export interface LoopCellSettings {
+  steps: number;
+  group_size: number;
+  groups_per_step: number;
+  sft_steps: number;
+  d_model: number;
+  n_layers: number;
+  lr: number;
+  /** Held-out tasks scored after the last step (0: none). */
+  val_tasks: number;
+  /** Also score them every `val_every` steps (0: only at the end). */
+  val_every: number;
+  max_tokens: number;
+  temperature: number;
+}
+
+/** The quick (CI-sized) settings. */
+export const QUICK_SETTINGS: LoopCellSettings = {
+  steps: 6,
+  group_size: 4,
+  groups_per_step: 4,
+  sft_steps: 300,
+  d_model: 64,
+  n_layers: 2,
+  lr: 1e-3,
+  val_tasks: 24,
+  val_every: 0,
+  max_tokens: 80,
+  temperature: 1,
+};
+
+/** The full grid's settings. */
+export const FULL_SETTINGS: LoopCellSettings = {
+  ...QUICK_SETTINGS,
+  steps: 20,
+  groups_per_step: 8,
+  sft_steps: 600,
+  // The quick grid's 1e-3 collapsed the warm-started policy within a few steps (it stops
+  // calling the tool); a smaller step for the longer run.
+  lr: 3e-4,
+  val_tasks: 48,
+  val_every: 5,
+};
+
+/** Reward of the split-arithmetic environment (see the module doc). */
+export function closenessReward(answer: string | null, expected: string): number {
+  if (answer === null) return 0;
+  const clean = answer.trim().replace(/[,\s]/g, "").replace(/\.$/, "");
+  if (!/^-?\d+(\.\d+)?$/.test(clean)) return 0;
+  const diff = Math.abs(Number(clean) - Number(expected));
+  if (diff < 1e-6) return 1;
+  return 0.5 * Math.max(0, 1 - diff / 10);
+}
+
+/** Train/validation split of the toy tasks, fixed (seed 7) for every cell. */
+export function splitTasks(valCount: number): { train: ArithmeticTask[]; val: ArithmeticTask[] } {
+  const all = toyArithmeticTasks();
+  const rand = mulberry32(7);
+  const order = all.map((t) => ({ t, k: rand() })).sort((a, b) => a.k - b.k).map((x) => x.t);
+  return { train: order.slice(valCount), val: order.slice(0, valCount) };
+}
+
+/** Options of {@link startLoopCells}. */
+export interface LoopCellOptions {
+  /** Scratch directory (gateway DB, cell runs, the SFT checkpoint); removed by `close`. */
+  workDir?: string;
+  /**
+   * Where SFT warm-start checkpoints are cached across sessions (default `runs/experiments`,
+   * git-ignored), so a resumed grid does not warm-start again.
+   */
+  cacheDir?: string;
+  /** Harness processes at once. */
+  concurrency?: number;
+  /** Torch threads of the worker. */
+  threads?: number;
+  log?: (line: string) => void;
+}
+
+/** A started loop cell runner. */
+export interface LoopCells extends AsyncDisposable {
+  runner: CellRunner;
+  close(): Promise<void>;
+}
+
+function settingsOf(base: JsonObject): LoopCellSettings {
+  const out = { ...QUICK_SETTINGS };
+  for (const key of Object.keys(out) as (keyof LoopCellSettings)[]) {
+    const value = base[key];
+    if (value === undefined) continue;
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      throw new Error(`grid.base.${key}: expected a number, got ${JSON.stringify(value)}`);
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+/**
+ * Starts the embedded stack and returns a cell runner for `runGrid`.
+ *
+ * @example
+ * ```ts ignore
+ * await using cells = await startLoopCells();
+ * await runGrid(grid, cells.runner);
+ * ```
+ */
+export async function startLoopCells(options: LoopCellOptions = {}): Promise<LoopCells> {
+  const log = options.log ?? (() => {});
+  const workDir = options.workDir ?? await Deno.makeTempDir({ prefix: "reins_experiments_" });
+  const tokenizer = await loadCharTokenizer();
+  const all = toyArithmeticTasks();
+  const dataDir = await writeToyDataset(`${workDir}/data`, all);
+  const byId = new Map(all.map((t) => [t.id, t]));
+  const reward = (ctx: RewardContext) => {
+    const input = parseEnvInput(ctx.rollout.input, "arithmetic");
+    const task = byId.get(input.id);
+    if (!task) throw new Error(`rollout.input.id: unknown task ${input.id}`);
+    return closenessReward(readAnswerFile(ctx.dir), task.answer);
+  };
+  const stack: EmbeddedStack = await startEmbedded({
+    outDir: workDir,
+    tokenizer,
+    concurrency: options.concurrency ?? 16,
+    threads: options.threads ?? 2,
+    registry: {
+      dataDir,
+      extra: {
+        "split-arithmetic": builtinResolver({ env: "arithmetic", rewardFunction: "closeness" }),
+      },
+      extraRewards: { closeness: reward },
+    },
+  });
+  const sftCache = new Map<string, string>();
+  const cacheDir = options.cacheDir ?? DEFAULT_CACHE_DIR;
+
+  const warmStart = async (s: LoopCellSettings, train: ArithmeticTask[]): Promise<string> => {
+    const key = `sft-d${s.d_model}-l${s.n_layers}-n${s.sft_steps}-v${s.val_tasks}`;
+    const cached = sftCache.get(key);
+    if (cached) return cached;
+    await Deno.mkdir(cacheDir, { recursive: true });
+    const path = `${await Deno.realPath(cacheDir)}/${key}.pt`;
+    try {
+      await Deno.stat(path);
+      log(`[cells] SFT warm start ${key}: cached (${path})`);
+      sftCache.set(key, path);
+      return path;
+    } catch {
+      // not cached yet
+    }
+    const t0 = performance.now();
+    await stack.worker.client.init({
+      model: toyModel(tokenizer, { d_model: s.d_model, n_layers: s.n_layers, max_seq_len: 1024 }),
+      optimizer: { lr: 3e-3 },
+    });
+    const loss = await runSft(stack.worker.client, splitSftRows(tokenizer, train), {
+      steps: s.sft_steps,
+      batchSize: 8,
+      seed: 0,
+    });
+    await stack.worker.client.save(path);
+    log(
+      `[cells] SFT warm start ${key}: loss ${loss.toFixed(3)} in ${
+        ((performance.now() - t0) / 1000).toFixed(1)
+      }s`,
+    );
+    sftCache.set(key, path);
+    return path;
+  };
+
+  let runs = 0;
+  const runner: CellRunner = async (cell: Cell, { grid }) => {
+    if (cell.env !== "split-arithmetic") {
+      throw new Error(`cell.env: the loop cell runner knows "split-arithmetic", not "${cell.env}"`);
+    }
+    const s = settingsOf(grid.base);
+    const { train, val } = splitTasks(s.val_tasks);
+    const checkpoint = await warmStart(s, train);
+    const harness = splitHarness(dataDir, s.max_tokens);
+    harness.name = "split-arithmetic";
+    (harness.options as JsonObject).temperature = s.temperature;
+    const configOf = (name: string): LoopConfigInput => ({
+      name,
+      out_dir: `${workDir}/runs/${name}`,
+      tasks: toyLoopTasks(train),
+      harness,
+      model: { kind: "checkpoint", path: checkpoint },
+      group_size: s.group_size,
+      groups_per_step: s.groups_per_step,
+      steps: s.steps,
+      merge_strategy: cell.merge,
+      advantage: { level: cell.advantage },
+      normalization: { mode: cell.normalization },
+      optimizer: { lr: s.lr },
+      schedule: { mode: "sync", poll_ms: 50 },
+      checkpoint_every: 0,
+      seed: cell.seed,
+    });
+    const valRewards = new Map<number, number>();
+    let result: LoopResult | undefined;
+    let name = "";
+    for (let attempt = 1; result === undefined; attempt++) {
+      name = `${grid.name}-${cell.id}-${runs++}`.replace(/[^A-Za-z0-9_.-]/g, "_");
+      const config = configOf(name);
+      try {
+        result = await runLoop(config, stack.services, {
+          progress: silentProgress(),
+          hooks: {
+            afterStep: async (m) => {
+              log(
+                `[cells] ${cell.id} step ${m.step + 1}/${s.steps} reward ${
+                  m.reward_mean.toFixed(3)
+                }`,
+              );
+              const last = m.step + 1 === s.steps;
+              const every = s.val_every > 0 && (m.step + 1) % s.val_every === 0;
+              if (s.val_tasks > 0 && (last || every)) {
+                valRewards.set(m.step, await runLoopEval(stack, config, `s${m.step}`, val));
+              }
+            },
+          },
+        });
+      } catch (error) {
+        // A run's bookkeeping rollout can be claimed by the already-running controller before
+        // the loop closes it (a race of a shared stack); nothing has trained yet, so retry.
+        const message = error instanceof Error ? error.message : String(error);
+        if (attempt >= 3 || !/-run' cannot go from/.test(message)) throw error;
+        log(`[cells] ${cell.id}: run record race (${message}); retrying`);
+        valRewards.clear();
+      }
+    }
+    const metrics = result.metrics.map((m: LoopStepMetrics) => ({
+      ...m,
+      val_reward: valRewards.get(m.step) ?? null,
+    }));
+    await Deno.remove(`${workDir}/runs/${name}`, { recursive: true }).catch(() => undefined);
+    // The task list is deterministic (splitTasks); record its size and split, not 200 inputs.
+    const recorded = JSON.parse(JSON.stringify(result.config)) as JsonObject;
+    recorded.tasks = `${train.length} train tasks: splitTasks(${s.val_tasks}).train`;
+    return {
+      config: { ...recorded, settings: { ...s } } as JsonObject,
+      metrics,
+      final_val_reward: valRewards.get(s.steps - 1) ?? null,
+    };
+  };
+
+  const close = async () => {
+    await stack.close();
+    if (!options.workDir) await Deno.remove(workDir, { recursive: true }).catch(() => undefined);
+  };
+  return { runner, close, [Symbol.asyncDispose]: close };
+}
+
+async function runLoopEval(
+  stack: EmbeddedStack,
+  config: LoopConfigInput,
+  label: string,
+  val: ArithmeticTask[],
+): Promise<number> {
+  const parsed = parseOrThrow(LoopConfigSchema, config, "config");
+  const result = await evaluatePolicy(stack.client, parsed, label, toyLoopTasks(val));
+  return result.reward_mean;
+}
