@@ -12,6 +12,7 @@
  */
 import { parseArgs } from "node:util";
 import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
+import { paretoDelayS, unionSpans } from "../experiments/async_timeline.ts";
 import type { HarnessResolver } from "../lib/controller/local_backend.ts";
 import type { RewardContext } from "../lib/controller/reward_hooks.ts";
 import type { LocalHarness } from "../lib/schema.ts";
@@ -37,40 +38,16 @@ const { values: args } = parseArgs({
 });
 const STEPS = args.quick ? 3 : Number(args.steps);
 
-/** Pareto(x_m = 1 s, α = 1.1), capped at 20 s, from a hash of the rollout id. */
-export function harnessDelayS(rolloutId: string): number {
-  let h = 2166136261;
-  for (let i = 0; i < rolloutId.length; i++) h = Math.imul(h ^ rolloutId.charCodeAt(i), 16777619);
-  const u = ((h >>> 0) + 0.5) / 4294967296;
-  return Math.min(20, 1 / Math.pow(u, 1 / 1.1));
-}
-
 const builtin = builtinResolver({ env: "arithmetic", rewardFunction: "bench_split" });
 const slowHarness: HarnessResolver = (options, rollout) => {
   const spec = builtin(options, rollout) as LocalHarness;
-  const delay = harnessDelayS(rollout.rollout_id).toFixed(2);
+  // Pareto(x_m = 1 s, α = 1.1), capped at 20 s, from a hash of the rollout id.
+  const delay = paretoDelayS(rollout.rollout_id, 1, 1.1, 20).toFixed(2);
   return { ...spec, command: ["sh", "-c", `sleep ${delay}; exec "$@"`, "sh", ...spec.command] };
 };
 // Every group gets a signal whatever the untrained policy says: the bench measures time.
 const splitReward = (ctx: RewardContext) =>
   Number(/-r(\d+)$/.exec(ctx.rollout.rollout_id)?.[1] ?? 0) < 2 ? 1 : 0;
-
-/** Total length of the union of intervals. */
-function unionLength(intervals: [number, number][]): number {
-  const sorted = intervals.filter(([a, b]) => b > a).sort((x, y) => x[0] - y[0]);
-  let total = 0;
-  let end = -Infinity;
-  let start = -Infinity;
-  for (const [a, b] of sorted) {
-    if (a > end) {
-      if (end > start) total += end - start;
-      start = a;
-      end = b;
-    } else end = Math.max(end, b);
-  }
-  if (end > start) total += end - start;
-  return total;
-}
 
 const dir = await Deno.makeTempDir({ prefix: "reins_bench_async_" });
 const tokenizer = await loadCharTokenizer();
@@ -152,12 +129,13 @@ async function runMode(mode: ScheduleMode): Promise<ModeResult> {
     if (!page.next_cursor) break;
     cursor = page.next_cursor;
   }
-  const clipped = busy.map(([a, b]): [number, number] => [Math.max(a, t0), Math.min(b, t1)]);
+  const clipped = busy.map(([a, b]) => ({ start: Math.max(a, t0), end: Math.min(b, t1) }));
+  const busyMs = unionSpans(clipped).reduce((sum, s) => sum + s.end - s.start, 0);
   const wall = t1 - t0;
   return {
     mode,
     wall_s: wall / 1000,
-    idle_share: 1 - unionLength(clipped) / wall,
+    idle_share: 1 - busyMs / wall,
     metrics: result.metrics,
   };
 }
