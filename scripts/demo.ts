@@ -1,12 +1,13 @@
 /**
  * `deno task demo` — the main job of reins on embedded defaults: a SQLite gateway with the
  * proxy, a local controller running the built-in harness on the toy arithmetic environment
- * (calculator tool), a local CPU PyTorch worker with a tiny char-level model, an SFT warm start,
- * then collocated-async RL. Ends with a summary table, the lines `reward_before: <n>` and
+ * (calculator tool), a local CPU PyTorch worker with a tiny char-level model, an SFT warm start
+ * on mixed demonstrations (half call the calculator, half guess a wrong number without it), then
+ * collocated-async RL, which has to discover from reward alone that the calculator pays. Ends with a summary table, the lines `reward_before: <n>` and
  * `reward_after: <n>`, and figures under `runs/<name>/`.
  *
  * Flags: `--name <run>` (default `demo`), `--resume` (continue a killed run), `--steps <n>`
- * (16), `--sft-steps <n>` (80), `--tasks <k>` (1: how many arithmetic questions), `--mode
+ * (20), `--sft-steps <n>` (400), `--tasks <k>` (1: how many arithmetic questions), `--mode
  * sync|collocated_async`, `--concurrency <n>` (8), `--eval-rollouts <n>` (32), `--no-png`.
  *
  * @module
@@ -36,8 +37,8 @@ const { values: args } = parseArgs({
   options: {
     name: { type: "string", default: "demo" },
     resume: { type: "boolean", default: false },
-    steps: { type: "string", default: "16" },
-    "sft-steps": { type: "string", default: "80" },
+    steps: { type: "string", default: "20" },
+    "sft-steps": { type: "string", default: "400" },
     tasks: { type: "string", default: "1" },
     mode: { type: "string", default: "collocated_async" },
     concurrency: { type: "string", default: "8" },
@@ -88,11 +89,15 @@ const config: LoopConfigInput = {
   tasks: toyLoopTasks(trainTasks),
   harness: toyHarness(dataDir),
   model: toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }),
-  // One row per task per step: with few tasks, a larger batch only repeats identical rows.
-  sft: { steps: Number(args["sft-steps"]), batch_size: Number(args.tasks), lr: 3e-3 },
-  // lr 1e-3 often wrecks the warm-started policy in one update; see docs/loop.md.
-  optimizer: { lr: 2e-4, grad_clip: 1 },
+  // One batch = each demonstration once (a larger one only repeats identical rows).
+  sft: { steps: Number(args["sft-steps"]), batch_size: 2 * Number(args.tasks), lr: 3e-3 },
+  // Small steps, four PPO epochs per batch inside the clip's trust region, and a warmup for the
+  // fresh AdamW: larger single steps wreck this tiny policy (docs/loop.md has the sweep).
+  optimizer: { lr: 3e-4, grad_clip: 1, warmup_steps: 12 },
+  ppo_epochs: 4,
   loss: { kind: "ppo", clip_low: 0.2, clip_high: 0.28 },
+  // One sample per packed row: CPU attention cost grows with the row length squared.
+  micro_token_budget: 1024,
   group_size: 8,
   groups_per_step: 3,
   steps: Number(args.steps),
@@ -127,7 +132,9 @@ try {
   );
   result = await runLoop(config, stack.services, {
     resume: args.resume,
-    sftRows: toySftRows(tokenizer, trainTasks),
+    // Half the demonstrations guess without the calculator (and are wrong): RL has to learn
+    // from reward alone that the tool pays.
+    sftRows: toySftRows(tokenizer, trainTasks, { guesses: 1 }),
     beforeSteps: async (ctx: LoopContext) => {
       if (ctx.state.rewardBefore !== null) return;
       before = await evaluatePolicy(ctx.gateway, ctx.config, "before", toyLoopTasks(evalTasks), {

@@ -220,3 +220,23 @@ Deno.test("config: bad values are refused naming the field", () => {
   assert.equal(parsed.normalization.mode, "rollout_token_mean");
   assert.equal(parsed.advantage.level, "rollout");
 });
+
+Deno.test("update: ppo_epochs repeats the batch, advances the version per epoch, counts staleness in updates", async () => {
+  const config = { ...baseConfig, ppo_epochs: 3 };
+  const { client, requests } = fakeClient(9);
+  const result = await updatePolicy([
+    [data("e1", "g1", 1, 9), data("e2", "g1", 0, 9)],
+    // Sampled one update (three versions) ago: within max_staleness 1, so trained.
+    [data("e3", "g2", 1, 6), data("e4", "g2", 0, 6)],
+    // Two updates ago: dropped.
+    [data("e5", "g3", 1, 3), data("e6", "g3", 0, 3)],
+  ], { client, config, version: 9 });
+  assert.equal(result.policy_version, 12);
+  assert.equal(result.filtered.stale, 2);
+  assert.deepEqual(result.staleness.sort(), [0, 0, 1, 1]);
+  // The same rows in every epoch; logprobs (for alignment) only in the first.
+  assert.equal(requests.length, 3);
+  assert.deepEqual(requests[1].rows, requests[0].rows);
+  assert.deepEqual(requests.map((r) => r.return_logprobs), [true, false, false]);
+  assert.equal(result.alignment?.tokens, 10);
+});

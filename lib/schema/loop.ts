@@ -111,6 +111,13 @@ export const LoopConfigSchema = z.object({
   normalization: NormalizationOptionsSchema.prefault({ mode: "rollout_token_mean" }),
   loss: LossConfigSchema.prefault({ kind: "ppo" }),
   optimizer: OptimizerConfigSchema.prefault({ lr: 1e-3 }),
+  /**
+   * Optimizer steps per batch (PPO epochs): each a `forward_backward` over the whole batch and
+   * an `optim_step`. Later epochs take the ratio against the behaviour logprobs, so the clip
+   * keeps them inside a trust region; the policy version advances by this much per update,
+   * and staleness is counted in updates.
+   */
+  ppo_epochs: z.number().int().min(1).max(64).default(1),
   /** Token budget of one packed micro-batch row. */
   micro_token_budget: z.number().int().min(1).default(4096),
   schedule: ScheduleConfigSchema.prefault({ mode: "collocated_async" }),

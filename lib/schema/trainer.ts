@@ -89,6 +89,10 @@ export const OptimizerConfigSchema = z.object({
   eps: z.number().positive().default(1e-8),
   /** Max global gradient norm; 0 disables clipping. */
   grad_clip: z.number().min(0).default(1),
+  /** Linear learning-rate warmup over the first optimizer steps after `/init` (0 = none).
+   * A fresh AdamW moves every weight by about `lr` in its first steps, whatever the gradient's
+   * size; on a small warm-started policy that alone can undo the warm start. */
+  warmup_steps: z.number().int().min(0).default(0),
 });
 /** AdamW settings. */
 export type OptimizerConfig = z.infer<typeof OptimizerConfigSchema>;
@@ -102,6 +106,7 @@ export const WorkerInitRequestSchema = z.object({
     weight_decay: 0,
     eps: 1e-8,
     grad_clip: 1,
+    warmup_steps: 0,
   }),
   /** Compute dtype (autocast); parameters and optimizer state stay float32. Default: bfloat16
    * on CUDA, float32 on CPU. */

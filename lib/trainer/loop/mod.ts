@@ -51,7 +51,14 @@ export { type RolloutData, type UpdateOptions, updatePolicy, type UpdateResult }
 export { MetricsWriter, openRunRecord, readMetrics, type RunRecord } from "./metrics.ts";
 export { type ProgressSink, silentProgress, stepLine, terminalProgress } from "./progress.ts";
 export { loadState, restoreWorker, saveCheckpoint, statePath } from "./checkpoint.ts";
-export { runSft, scriptedArithmetic, type SftOptions, sftRow, TOY_SYSTEM_PROMPT } from "./sft.ts";
+export {
+  runSft,
+  scriptedArithmetic,
+  scriptedGuess,
+  type SftOptions,
+  sftRow,
+  TOY_SYSTEM_PROMPT,
+} from "./sft.ts";
 export { type EmbeddedOptions, type EmbeddedStack, startEmbedded } from "./embedded.ts";
 export { type EvalResult, evaluatePolicy } from "./eval.ts";
 export {
@@ -60,6 +67,7 @@ export {
   toyLoopTasks,
   toyModel,
   type ToyModelSize,
+  type ToySftOptions,
   toySftRows,
   toyTools,
   writeToyDataset,

@@ -51,6 +51,35 @@ export function scriptedArithmetic(
   ];
 }
 
+/**
+ * A scripted *wrong* trajectory of one arithmetic task: no calculator, a guessed number in a
+ * sentence ("I think it is 57."), which the environment scores 0. Mixed into the toy's SFT
+ * demonstrations, it leaves the warm-started policy choosing between guessing and calling the
+ * tool at its first token: the choice RL then has to learn from reward alone.
+ *
+ * @example
+ * ```ts
+ * import { scriptedGuess } from "./sft.ts";
+ * const msgs = scriptedGuess({
+ *   id: "a", question: "What is 1 + 2?", expression: "1 + 2", answer: "3", steps: 1,
+ * });
+ * msgs.at(-1)?.content; // "I think it is 5."
+ * ```
+ */
+export function scriptedGuess(
+  task: ArithmeticTask,
+  systemPrompt: string = TOY_SYSTEM_PROMPT,
+): ChatMessage[] {
+  let h = 0;
+  for (const c of task.id) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  const wrong = Number(task.answer) + 1 + (h % 3);
+  return [
+    { role: "system", content: systemPrompt },
+    { role: "user", content: task.question },
+    { role: "assistant", content: `I think it is ${wrong}.` },
+  ];
+}
+
 /** Index of the first `id` in `ids` at or after `from` (or `ids.length`). */
 function indexOfId(ids: Uint32Array, id: number, from: number): number {
   for (let i = from; i < ids.length; i++) if (ids[i] === id) return i;

@@ -14,7 +14,7 @@ import { calculatorTool } from "../../harness/envs/arithmetic.ts";
 import type { ArithmeticTask, HarnessSpec, TrainingRow, WorkerModelSpec } from "../../schema.ts";
 import type { LoopTask } from "../../schema/loop.ts";
 import type { ChatTokenizer, ToolDefinition } from "../../tokens/types.ts";
-import { scriptedArithmetic, sftRow, TOY_SYSTEM_PROMPT } from "./sft.ts";
+import { scriptedArithmetic, scriptedGuess, sftRow, TOY_SYSTEM_PROMPT } from "./sft.ts";
 
 /**
  * Every "a op b" question with one-digit operands and `+`, `-`, `*` (243 tasks).
@@ -111,10 +111,41 @@ export function toyHarness(
   };
 }
 
-/** SFT rows: the scripted correct trajectory of each task. */
-export function toySftRows(tokenizer: ChatTokenizer, tasks: ArithmeticTask[]): TrainingRow[] {
+/** Options of {@link toySftRows}. */
+export interface ToySftOptions {
+  /**
+   * Guessing demonstrations per task ({@link scriptedGuess}: no tool, a wrong number) next to
+   * its one correct tool-using trajectory. 0 (default): correct demonstrations only.
+   */
+  guesses?: number;
+}
+
+/**
+ * SFT rows: the scripted correct trajectory of each task, plus `guesses` wrong guessing ones.
+ *
+ * Why mix in wrong demonstrations: on a policy warm-started on correct ones only, RL can only
+ * sharpen an already-learned copy, which is slow and noisy at this scale (see docs/loop.md);
+ * with guesses mixed in, reward hinges on one early choice, and RL visibly learns to use
+ * the calculator, as tool-use RL does on real models.
+ *
+ * @example
+ * ```ts ignore
+ * const rows = toySftRows(tokenizer, tasks, { guesses: 1 }); // 2 rows per task
+ * ```
+ */
+export function toySftRows(
+  tokenizer: ChatTokenizer,
+  tasks: ArithmeticTask[],
+  options: ToySftOptions = {},
+): TrainingRow[] {
   const tools = toyTools();
-  return tasks.map((t) => sftRow(tokenizer, scriptedArithmetic(t), tools, t.id));
+  const rows = tasks.map((t) => sftRow(tokenizer, scriptedArithmetic(t), tools, t.id));
+  for (let k = 0; k < (options.guesses ?? 0); k++) {
+    for (const t of tasks) {
+      rows.push(sftRow(tokenizer, scriptedGuess(t), tools, `${t.id}-guess${k}`));
+    }
+  }
+  return rows;
 }
 
 /** Size of the toy policy. */

@@ -3,7 +3,8 @@
  * empty rollouts, stale samples, zero-variance groups; every drop counted by reason) →
  * advantages → loss weights over the whole batch → rollout-whole packed micro-batches →
  * `forward_backward` (fresh samples with the configured loss; stale ones, under `tis`, with
- * truncated importance sampling against their behaviour logprobs) → `optim_step`.
+ * truncated importance sampling against their behaviour logprobs) → `optim_step`, repeated
+ * `ppo_epochs` times over the same batch.
  *
  * Alignment is measured inside the same forward passes, on the trained tokens of samples that
  * were sampled at exactly the version being trained (for older samples the policy moved in
@@ -52,6 +53,7 @@ export interface UpdateResult {
   loss: number;
   entropy: number;
   clip_fraction: number;
+  /** Mean over the update's optimizer steps. */
   grad_norm: number;
   timings_ms: { assemble: number; train: number };
 }
@@ -97,6 +99,9 @@ export async function updatePolicy(
   let rollouts = 0;
   // Copies made downstream keep the same token arrays, which identify the stale samples.
   const staleTokens = new Set<Uint32Array>();
+  // Each update advances the version by `ppo_epochs`; the staleness bound counts updates.
+  const updatesBehind = (versions: number) =>
+    versions < 0 ? versions : Math.ceil(versions / config.ppo_epochs);
 
   for (const group of groups) {
     for (const { rollout, events } of group) {
@@ -123,7 +128,7 @@ export async function updatePolicy(
         continue;
       }
       for (const sample of assembled.samples) {
-        const lag = version - sample.policy_version;
+        const lag = updatesBehind(version - sample.policy_version);
         // lag < 0: sampled by a policy a killed run produced after its last checkpoint.
         if (lag < 0 || lag > config.schedule.max_staleness) {
           if (lag >= 0 && config.schedule.stale_policy === "tis") {
@@ -189,42 +194,57 @@ export async function updatePolicy(
   }
 
   const t1 = performance.now();
+  const packed = parts.map((part) => ({
+    ...part,
+    mbs: packMicroBatches(part.samples.map(sampleRowView), {
+      token_budget: config.micro_token_budget,
+    }),
+  }));
   const alignInputs: { rollout_logprobs: number[]; trainer_logprobs: number[] }[] = [];
   let lossSum = 0;
   let entropySum = 0;
+  let firstTokens = 0;
   let clipSum = 0;
   let tokenSum = 0;
-  for (const part of parts) {
-    const views = part.samples.map(sampleRowView);
-    const mbs = packMicroBatches(views, { token_budget: config.micro_token_budget });
-    for (const mb of mbs) {
-      const out = await client.forwardBackward({
-        rows: [mb.row],
-        loss: part.loss,
-        return_logprobs: true,
-      });
-      const n = out.metrics.tokens;
-      lossSum += out.loss;
-      entropySum += out.metrics.entropy * n;
-      clipSum += out.metrics.clip_fraction * n;
-      tokenSum += n;
-      const lp = out.logprobs?.[0];
-      if (!lp) continue;
-      for (const seg of mb.segments) {
-        const sample = part.samples[seg.source];
-        if (sample.policy_version !== version) continue;
-        const rolloutLp: number[] = [];
-        const trainerLp: number[] = [];
-        for (let t = 0; t < seg.length; t++) {
-          if (!sample.loss_mask[t]) continue;
-          rolloutLp.push(sample.rollout_logprobs[t]);
-          trainerLp.push(lp[seg.start + t]);
+  let gradNormSum = 0;
+  let policyVersion = version;
+  for (let epoch = 0; epoch < config.ppo_epochs; epoch++) {
+    // Loss, entropy and alignment come from the first epoch: the pass at the behaviour policy.
+    const first = epoch === 0;
+    for (const part of packed) {
+      for (const mb of part.mbs) {
+        const out = await client.forwardBackward({
+          rows: [mb.row],
+          loss: part.loss,
+          return_logprobs: first,
+        });
+        const n = out.metrics.tokens;
+        clipSum += out.metrics.clip_fraction * n;
+        tokenSum += n;
+        if (!first) continue;
+        lossSum += out.loss;
+        entropySum += out.metrics.entropy * n;
+        firstTokens += n;
+        const lp = out.logprobs?.[0];
+        if (!lp) continue;
+        for (const seg of mb.segments) {
+          const sample = part.samples[seg.source];
+          if (sample.policy_version !== version) continue;
+          const rolloutLp: number[] = [];
+          const trainerLp: number[] = [];
+          for (let t = 0; t < seg.length; t++) {
+            if (!sample.loss_mask[t]) continue;
+            rolloutLp.push(sample.rollout_logprobs[t]);
+            trainerLp.push(lp[seg.start + t]);
+          }
+          alignInputs.push({ rollout_logprobs: rolloutLp, trainer_logprobs: trainerLp });
         }
-        alignInputs.push({ rollout_logprobs: rolloutLp, trainer_logprobs: trainerLp });
       }
     }
+    const step = await client.optimStep();
+    gradNormSum += step.grad_norm;
+    policyVersion = step.policy_version;
   }
-  const step = await client.optimStep();
   const trainMs = performance.now() - t1;
 
   const perRollout = new Map<string, { group_id: string; samples: number }>();
@@ -237,7 +257,7 @@ export async function updatePolicy(
   }
   return {
     ...base,
-    policy_version: step.policy_version,
+    policy_version: policyVersion,
     updated: true,
     trained: [...perRollout].map(([rollout_id, e]) => ({
       rollout_id,
@@ -248,12 +268,12 @@ export async function updatePolicy(
     trained_samples: weighted.length,
     trained_tokens: trainedTokens,
     tis_samples: tisPart.length,
-    staleness: weighted.map((s) => version - s.policy_version),
+    staleness: weighted.map((s) => updatesBehind(version - s.policy_version)),
     alignment: alignInputs.length > 0 ? alignmentMetrics(alignInputs) : null,
     loss: lossSum,
-    entropy: tokenSum > 0 ? entropySum / tokenSum : 0,
+    entropy: firstTokens > 0 ? entropySum / firstTokens : 0,
     clip_fraction: tokenSum > 0 ? clipSum / tokenSum : 0,
-    grad_norm: step.grad_norm,
+    grad_norm: gradNormSum / config.ppo_epochs,
     timings_ms: { assemble: assembleMs, train: trainMs },
   };
 }

@@ -386,6 +386,11 @@ class Engine:
                     raise RequestError(
                         422, "non_finite_grad", f"gradient norm is {grad_norm}; step skipped"
                     )
+            # Adam's first steps move every weight by about lr whatever the gradient's size
+            # (its moment estimates are still empty): the warmup keeps them small.
+            lr = self.optimizer_spec.lr_at(self.optimizer_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
             self.optimizer.step()
             model.zero_grad(set_to_none=True)
             self.policy_version += 1

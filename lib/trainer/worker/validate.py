@@ -123,10 +123,18 @@ class OptimizerSpec:
     weight_decay: float = 0.0
     eps: float = 1e-8
     grad_clip: float = 1.0
+    warmup_steps: int = 0
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of optimizer step `step` (0-based): linear warmup, then constant."""
+        if self.warmup_steps <= 0:
+            return self.lr
+        return self.lr * min(1.0, (step + 1) / self.warmup_steps)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "lr": self.lr,
+            "warmup_steps": self.warmup_steps,
             "betas": list(self.betas),
             "weight_decay": self.weight_decay,
             "eps": self.eps,
@@ -169,6 +177,8 @@ def parse_optimizer(value: Any, name: str = "optimizer") -> OptimizerSpec:
         spec.eps = num(o["eps"], f"{name}.eps", lo=0, lo_open=True)
     if "grad_clip" in o:
         spec.grad_clip = num(o["grad_clip"], f"{name}.grad_clip", lo=0)
+    if "warmup_steps" in o:
+        spec.warmup_steps = integer(o["warmup_steps"], f"{name}.warmup_steps", lo=0, hi=10_000_000)
     return spec
 
 

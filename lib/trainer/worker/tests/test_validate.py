@@ -4,7 +4,7 @@ import unittest
 
 import _path  # noqa: F401
 
-from validate import RequestError, parse_row
+from validate import RequestError, parse_optimizer, parse_row
 
 
 def raw(tokens, **extra):
@@ -57,3 +57,18 @@ class ValidateTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OptimizerSpecTest(unittest.TestCase):
+    def test_warmup_is_linear_then_constant(self) -> None:
+        spec = parse_optimizer({"lr": 1e-3, "warmup_steps": 4})
+        self.assertEqual(
+            [round(spec.lr_at(k), 12) for k in range(6)],
+            [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3],
+        )
+        self.assertEqual(parse_optimizer({"lr": 1e-3}).lr_at(0), 1e-3)
+
+    def test_warmup_errors_name_the_field(self) -> None:
+        with self.assertRaises(RequestError) as ctx:
+            parse_optimizer({"warmup_steps": -1})
+        self.assertIn("optimizer.warmup_steps", str(ctx.exception.field) + ctx.exception.message)
