@@ -53,6 +53,9 @@ export interface LoopCellSettings {
   d_model: number;
   n_layers: number;
   lr: number;
+  /** Linear AdamW warmup (optimizer steps) and optimizer steps per batch: see docs/loop.md. */
+  warmup_steps: number;
+  ppo_epochs: number;
   /** Held-out tasks scored after the last step (0: none). */
   val_tasks: number;
   /** Also score them every `val_every` steps (0: only at the end). */
@@ -69,7 +72,11 @@ export const QUICK_SETTINGS: LoopCellSettings = {
   sft_steps: 300,
   d_model: 64,
   n_layers: 2,
-  lr: 1e-3,
+  // The demo's recipe: small steps after a warmup, 4 PPO epochs per batch (one AdamW step at
+  // lr 1e-3 per batch degraded the policy in every cell).
+  lr: 3e-4,
+  warmup_steps: 12,
+  ppo_epochs: 4,
   val_tasks: 24,
   val_every: 0,
   max_tokens: 80,
@@ -82,9 +89,6 @@ export const FULL_SETTINGS: LoopCellSettings = {
   steps: 20,
   groups_per_step: 8,
   sft_steps: 600,
-  // The quick grid's 1e-3 collapsed the warm-started policy within a few steps (it stops
-  // calling the tool); a smaller step for the longer run.
-  lr: 3e-4,
   val_tasks: 48,
   val_every: 5,
 };
@@ -237,7 +241,10 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       merge_strategy: cell.merge,
       advantage: { level: cell.advantage },
       normalization: { mode: cell.normalization },
-      optimizer: { lr: s.lr },
+      optimizer: { lr: s.lr, warmup_steps: s.warmup_steps },
+      ppo_epochs: s.ppo_epochs,
+      // One sample per packed row: CPU attention cost grows with the row length squared.
+      micro_token_budget: 1024,
       schedule: { mode: "sync", poll_ms: 50 },
       checkpoint_every: 0,
       seed: cell.seed,
