@@ -87,6 +87,9 @@ Deno.test("UI pages over a real run", async (t) => {
     });
 
     await t.step("the export holds every event and the samples, and parses", async () => {
+      // The UI's monitor runner appends its flag event after the rollout ends; wait for it so
+      // the export and the store are read at the same point of the run.
+      await fx.ui.monitors?.drain();
       const doc = RolloutExportSchema.parse(
         await api(fx, "/api/rollouts/r1/export?strategy=per_call"),
       );
