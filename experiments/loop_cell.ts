@@ -2,12 +2,14 @@
  * The default cell runner: one training-loop run per cell on the split-arithmetic environment
  * (`split_env.ts`), on an embedded CPU stack shared by the grid's cells. The policy of every
  * cell starts from the same SFT warm-start checkpoint (trained once, cached by its settings),
- * so cells differ only in advantage level, normalization, merge strategy and seed.
+ * so cells differ only in advantage level, normalization, merge strategy and seed. The quick
+ * and full grids train on two questions whose rollouts split, with a wrong guess mixed into the
+ * demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate fresh rollouts of them
+ * before the first RL step and after the last.
  *
  * Reward: 1 for the exact answer, otherwise partial credit for a numeric answer close to it
- * (`0.5 · max(0, 1 − |answer − expected| / 10)`), 0 without a number. A tiny char-level
- * policy warm-started for a few CPU minutes rarely gets the exact answer; the partial credit
- * gives its groups a learning signal.
+ * (`0.5 · max(0, 1 − |answer − expected| / 10)`), 0 without a bare number (a guess in a
+ * sentence scores 0).
  *
  * @module
  */
@@ -37,7 +39,7 @@ import {
 } from "../lib/trainer/loop/mod.ts";
 import type { Cell } from "./grid.ts";
 import type { CellRunner } from "./runner.ts";
-import { splitHarness, splitSftRows } from "./split_env.ts";
+import { splitHarness, splitSftRows, splitsOnScript } from "./split_env.ts";
 
 /** Default SFT checkpoint cache (`runs/experiments`, git-ignored). */
 export const DEFAULT_CACHE_DIR: string = decodeURIComponent(
@@ -56,7 +58,14 @@ export interface LoopCellSettings {
   /** Linear AdamW warmup (optimizer steps) and optimizer steps per batch: see docs/loop.md. */
   warmup_steps: number;
   ppo_epochs: number;
-  /** Held-out tasks scored after the last step (0: none). */
+  /**
+   * Training questions (0: every task not held out). With a few, the policy can learn them in
+   * CPU minutes; the evaluation then scores fresh rollouts of those questions ({@link cellTasks}).
+   */
+  train_tasks: number;
+  /** Wrong guessing demonstrations per task in the SFT warm start (see `split_env.ts`). */
+  guesses: number;
+  /** Evaluation rollouts scored after the last step (0: none). */
   val_tasks: number;
   /** Also score them every `val_every` steps (0: only at the end). */
   val_every: number;
@@ -66,9 +75,9 @@ export interface LoopCellSettings {
 
 /** The quick (CI-sized) settings. */
 export const QUICK_SETTINGS: LoopCellSettings = {
-  steps: 6,
-  group_size: 4,
-  groups_per_step: 4,
+  steps: 12,
+  group_size: 8,
+  groups_per_step: 2,
   sft_steps: 300,
   d_model: 64,
   n_layers: 2,
@@ -77,6 +86,8 @@ export const QUICK_SETTINGS: LoopCellSettings = {
   lr: 3e-4,
   warmup_steps: 12,
   ppo_epochs: 4,
+  train_tasks: 2,
+  guesses: 1,
   val_tasks: 24,
   val_every: 0,
   max_tokens: 80,
@@ -86,9 +97,8 @@ export const QUICK_SETTINGS: LoopCellSettings = {
 /** The full grid's settings. */
 export const FULL_SETTINGS: LoopCellSettings = {
   ...QUICK_SETTINGS,
-  steps: 20,
-  groups_per_step: 8,
-  sft_steps: 600,
+  steps: 30,
+  groups_per_step: 4,
   val_tasks: 48,
   val_every: 5,
 };
@@ -103,12 +113,50 @@ export function closenessReward(answer: string | null, expected: string): number
   return 0.5 * Math.max(0, 1 - diff / 10);
 }
 
+function seededOrder(): ArithmeticTask[] {
+  const rand = mulberry32(7);
+  return toyArithmeticTasks().map((t) => ({ t, k: rand() })).sort((a, b) => a.k - b.k).map((x) =>
+    x.t
+  );
+}
+
 /** Train/validation split of the toy tasks, fixed (seed 7) for every cell. */
 export function splitTasks(valCount: number): { train: ArithmeticTask[]; val: ArithmeticTask[] } {
-  const all = toyArithmeticTasks();
-  const rand = mulberry32(7);
-  const order = all.map((t) => ({ t, k: rand() })).sort((a, b) => a.k - b.k).map((x) => x.t);
+  const order = seededOrder();
   return { train: order.slice(valCount), val: order.slice(0, valCount) };
+}
+
+/** The tasks of a cell and what its evaluation measures. */
+export interface CellTasks {
+  train: ArithmeticTask[];
+  /** Evaluation rollouts, one per entry. */
+  val: ArithmeticTask[];
+  /** `heldout`: questions never trained on; `train`: fresh rollouts of the training questions. */
+  val_kind: "heldout" | "train";
+}
+
+/**
+ * The questions of a cell, fixed for every cell of a grid. With `train_tasks` = 0 the policy
+ * trains on every task but `val_tasks` held-out ones and is scored on those. With
+ * `train_tasks` = k it trains on the first k questions of a fixed order whose rollouts split on
+ * the script (so every tool-using rollout yields two samples) and is scored on `val_tasks`
+ * fresh rollouts of them: a tiny CPU policy does not generalise to unseen arithmetic in
+ * minutes, so this measures what RL learned, not transfer.
+ *
+ * @example
+ * ```ts
+ * import { cellTasks } from "./loop_cell.ts";
+ * const t = cellTasks({ train_tasks: 2, val_tasks: 6 });
+ * [t.train.length, t.val.length, t.val_kind]; // [2, 6, "train"]
+ * ```
+ */
+export function cellTasks(
+  s: Pick<LoopCellSettings, "train_tasks" | "val_tasks">,
+): CellTasks {
+  if (s.train_tasks <= 0) return { ...splitTasks(s.val_tasks), val_kind: "heldout" };
+  const train = seededOrder().filter(splitsOnScript).slice(0, s.train_tasks);
+  const val = Array.from({ length: s.val_tasks }, (_, i) => train[i % train.length]);
+  return { train, val, val_kind: "train" };
 }
 
 /** Options of {@link startLoopCells}. */
@@ -185,7 +233,8 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
   const cacheDir = options.cacheDir ?? DEFAULT_CACHE_DIR;
 
   const warmStart = async (s: LoopCellSettings, train: ArithmeticTask[]): Promise<string> => {
-    const key = `sft-d${s.d_model}-l${s.n_layers}-n${s.sft_steps}-v${s.val_tasks}`;
+    const tasks = s.train_tasks > 0 ? `t${s.train_tasks}` : `v${s.val_tasks}`;
+    const key = `sft-d${s.d_model}-l${s.n_layers}-n${s.sft_steps}-${tasks}-g${s.guesses}`;
     const cached = sftCache.get(key);
     if (cached) return cached;
     await Deno.mkdir(cacheDir, { recursive: true });
@@ -203,7 +252,8 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       model: toyModel(tokenizer, { d_model: s.d_model, n_layers: s.n_layers, max_seq_len: 1024 }),
       optimizer: { lr: 3e-3 },
     });
-    const loss = await runSft(stack.worker.client, splitSftRows(tokenizer, train), {
+    const rows = splitSftRows(tokenizer, train, { guesses: s.guesses });
+    const loss = await runSft(stack.worker.client, rows, {
       steps: s.sft_steps,
       batchSize: 8,
       seed: 0,
@@ -224,7 +274,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       throw new Error(`cell.env: the loop cell runner knows "split-arithmetic", not "${cell.env}"`);
     }
     const s = settingsOf(grid.base);
-    const { train, val } = splitTasks(s.val_tasks);
+    const { train, val, val_kind } = cellTasks(s);
     const checkpoint = await warmStart(s, train);
     const harness = splitHarness(dataDir, s.max_tokens);
     harness.name = "split-arithmetic";
@@ -250,6 +300,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       seed: cell.seed,
     });
     const valRewards = new Map<number, number>();
+    let startVal: number | null = null;
     let result: LoopResult | undefined;
     let name = "";
     for (let attempt = 1; result === undefined; attempt++) {
@@ -258,6 +309,12 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       try {
         result = await runLoop(config, stack.services, {
           progress: silentProgress(),
+          beforeSteps: async (ctx) => {
+            if (s.val_tasks > 0) {
+              startVal = (await evaluatePolicy(ctx.gateway, ctx.config, "start", toyLoopTasks(val)))
+                .reward_mean;
+            }
+          },
           hooks: {
             afterStep: async (m) => {
               log(
@@ -280,6 +337,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
         if (attempt >= 3 || !/-run' cannot go from/.test(message)) throw error;
         log(`[cells] ${cell.id}: run record race (${message}); retrying`);
         valRewards.clear();
+        startVal = null;
       }
     }
     const metrics = result.metrics.map((m: LoopStepMetrics) => ({
@@ -289,11 +347,14 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     await Deno.remove(`${workDir}/runs/${name}`, { recursive: true }).catch(() => undefined);
     // The task list is deterministic (splitTasks); record its size and split, not 200 inputs.
     const recorded = JSON.parse(JSON.stringify(result.config)) as JsonObject;
-    recorded.tasks = `${train.length} train tasks: splitTasks(${s.val_tasks}).train`;
+    recorded.tasks = `${train.length} train tasks (${train.map((t) => t.id).join(", ")}): ` +
+      `cellTasks(train_tasks ${s.train_tasks}, val_tasks ${s.val_tasks}).train; ` +
+      `evaluation on ${val_kind === "train" ? "the training questions" : "held-out questions"}`;
     return {
       config: { ...recorded, settings: { ...s } } as JsonObject,
       metrics,
       final_val_reward: valRewards.get(s.steps - 1) ?? null,
+      start_val_reward: startVal,
     };
   };
 

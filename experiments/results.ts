@@ -33,8 +33,10 @@ export interface CellSummary {
   steps: number;
   /** The last step's training reward. */
   final_reward: number;
-  /** Reward on held-out tasks after the last step (null: not measured). */
+  /** Evaluation reward after the last step (null: not measured). */
   final_val_reward: number | null;
+  /** The same evaluation before the first RL step (null or absent: not measured). */
+  start_val_reward?: number | null;
   wall_s: number;
   finished_at: string;
 }

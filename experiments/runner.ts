@@ -43,8 +43,10 @@ export interface CellOutput {
   config: JsonObject;
   /** One row per RL step; `reward_mean` is the training reward of the step. */
   metrics: MetricsRow[];
-  /** Reward on held-out tasks after the last step, when the runner measured it. */
+  /** Evaluation reward after the last step, when the runner measured it. */
   final_val_reward?: number | null;
+  /** The same evaluation of the starting policy (before any RL step), when measured. */
+  start_val_reward?: number | null;
 }
 
 /** Runs one cell; `dir` is the cell's results folder (scratch files may go elsewhere). */
@@ -131,6 +133,7 @@ export async function runGrid(
           steps: out.metrics.length,
           final_reward: typeof last?.reward_mean === "number" ? last.reward_mean : Number.NaN,
           final_val_reward: out.final_val_reward ?? null,
+          start_val_reward: out.start_val_reward ?? null,
           wall_s,
           finished_at: new Date().toISOString(),
         };

@@ -9,15 +9,24 @@
  * with a one-digit result stays one sample. A policy that strays from the format (no tool
  * call, a longer call) changes its own split, as real agents do.
  *
- * The SFT warm start teaches both paths (summary = the tool's result, answer = the summary's
- * number), so a small char-level policy starts from a partly competent state that RL sharpens.
+ * The SFT warm start teaches both compaction paths (summary = the tool's result, answer = the
+ * summary's number) and, with `guesses`, a wrong answer without the tool next to them: the
+ * warm-started policy then chooses at its first token between guessing (one short sample,
+ * reward 0) and the tool (two samples of different lengths, reward 1 when it copies well), so
+ * how many samples a rollout yields depends on what RL is learning, as in real agent runs.
  *
  * @module
  */
 import { SUMMARY_REQUEST } from "../lib/harness/builtin/agent.ts";
 import type { ArithmeticTask, ChatMessage, HarnessSpec, TrainingRow } from "../lib/schema.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
-import { scriptedArithmetic, sftRow, toyHarness, toyTools } from "../lib/trainer/loop/mod.ts";
+import {
+  scriptedArithmetic,
+  scriptedGuess,
+  sftRow,
+  toyHarness,
+  toyTools,
+} from "../lib/trainer/loop/mod.ts";
 
 /**
  * Compaction budget (characters after the task message): the tool-call name and arguments of
@@ -60,20 +69,33 @@ export function splitsOnScript(task: ArithmeticTask): boolean {
   return task.answer.length >= 2;
 }
 
+/** Options of {@link splitSftRows}. */
+export interface SplitSftOptions {
+  /** Wrong guessing demonstrations ({@link scriptedGuess}) per task (default 0). */
+  guesses?: number;
+}
+
 /**
  * SFT rows of the split environment: for a task whose rollouts compact, the two conversations
  * the harness sends (tool call + summary; answer after the compacted history), otherwise the
- * plain toy trajectory.
+ * plain toy trajectory; plus `guesses` wrong answers without the tool per task.
  *
  * @example
  * ```ts ignore
- * const rows = splitSftRows(tokenizer, toyArithmeticTasks());
+ * const rows = splitSftRows(tokenizer, toyArithmeticTasks(), { guesses: 1 });
  * ```
  */
-export function splitSftRows(tokenizer: ChatTokenizer, tasks: ArithmeticTask[]): TrainingRow[] {
+export function splitSftRows(
+  tokenizer: ChatTokenizer,
+  tasks: ArithmeticTask[],
+  options: SplitSftOptions = {},
+): TrainingRow[] {
   const tools = toyTools();
   const rows: TrainingRow[] = [];
   for (const task of tasks) {
+    for (let k = 0; k < (options.guesses ?? 0); k++) {
+      rows.push(sftRow(tokenizer, scriptedGuess(task), tools, `${task.id}-guess${k}`));
+    }
     const plain = scriptedArithmetic(task);
     if (!splitsOnScript(task)) {
       rows.push(sftRow(tokenizer, plain, tools, task.id));

@@ -77,6 +77,10 @@ export interface SettingSummary {
   /** The final score of each seed (validation reward when measured, else training reward). */
   scores: number[];
   score: MeanCi;
+  /** Evaluation reward of the starting policy (before RL), over the seeds that measured it. */
+  start: MeanCi;
+  /** Paired gain `final − start` of the evaluation reward, over the seeds that measured both. */
+  gain: MeanCi;
   /** Mean over seeds of the last few steps' training reward (less noisy than the last one). */
   tail_reward: MeanCi;
   /** Std over steps of the entropy, mean over seeds (how steady the entropy curve is). */
@@ -117,11 +121,20 @@ export function summarise(results: CellResult[], tail = 3): SettingSummary[] {
       const e = c.metrics.map((m) => num(m.entropy)).filter(Number.isFinite);
       return meanCi(e).std;
     }).filter(Number.isFinite);
+    const measured = cells.filter((c) =>
+      typeof c.summary.start_val_reward === "number" && c.summary.final_val_reward !== null
+    );
     return {
       setting,
       seeds: cells.map((c) => c.cell.seed),
       scores,
       score: meanCi(scores),
+      start: meanCi(measured.map((c) => c.summary.start_val_reward as number)),
+      gain: meanCi(
+        measured.map((c) =>
+          (c.summary.final_val_reward as number) - (c.summary.start_val_reward as number)
+        ),
+      ),
       tail_reward: meanCi(tails),
       entropy_wobble: wobbles.length ? wobbles.reduce((a, b) => a + b, 0) / wobbles.length : NaN,
       score_kind: useVal ? "val_reward" : "final_reward",

@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import pl from "nodejs-polars";
 import { ablationGrid, cellLine } from "../experiments/ablation.ts";
 import { gpuCellConfig, gpuTargetFromEnv } from "../experiments/gpu_cell.ts";
-import { closenessReward, splitTasks } from "../experiments/loop_cell.ts";
+import { cellTasks, closenessReward, splitTasks } from "../experiments/loop_cell.ts";
+import { splitSftRows, splitsOnScript } from "../experiments/split_env.ts";
+import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { parseOrThrow } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
 import { progressLine } from "../experiments/progress.ts";
@@ -35,6 +37,7 @@ function fakeRunner(slopes: Record<string, number>, calls: string[]): CellRunner
       config: { seed: cell.seed, advantage: cell.advantage },
       metrics,
       final_val_reward: metrics[3].reward_mean,
+      start_val_reward: cell.seed * 0.01,
     });
   };
 }
@@ -212,6 +215,11 @@ Deno.test("stats: mean ± 95% CI, ordering verdict computed from the data", asyn
     assert.ok(verdict.separated);
     assert.match(verdict.sentence, /reproduces/);
     const best = summaries.find((s) => s.setting === "rollout/rollout_token_mean")!;
+    // start = seed·0.01, final = 4·0.2 + seed·0.01: the paired gain is 0.8 for every seed.
+    assert.ok(Math.abs(best.start.mean - 0.01) < 1e-9);
+    assert.ok(Math.abs(best.gain.mean - 0.8) < 1e-9);
+    assert.ok(best.gain.ci95 < 1e-9);
+    assert.equal(report.results[0].summary.start_val_reward, 0);
     const line = cellLine(best.setting, best.score.mean, best.score.ci95);
     assert.match(line, /^cell rollout\/rollout_token_mean: final_reward=0\.810 ± \d+\.\d{3}$/);
 
@@ -243,6 +251,35 @@ Deno.test("split env: closeness reward and a fixed train/val split", () => {
   assert.deepEqual(a.val.map((t) => t.id), b.val.map((t) => t.id));
   const train = new Set(a.train.map((t) => t.id));
   assert.ok(a.val.every((t) => !train.has(t.id)));
+
+  // A few training questions: all split on the script, evaluated on fresh rollouts of them.
+  const few = cellTasks({ train_tasks: 2, val_tasks: 5 });
+  assert.equal(few.val_kind, "train");
+  assert.equal(few.train.length, 2);
+  assert.ok(few.train.every(splitsOnScript));
+  assert.deepEqual(few.val.map((t) => t.id), [0, 1, 0, 1, 0].map((i) => few.train[i].id));
+  assert.deepEqual(cellTasks({ train_tasks: 2, val_tasks: 5 }).train, few.train);
+  const all = cellTasks({ train_tasks: 0, val_tasks: 24 });
+  assert.equal(all.val_kind, "heldout");
+  assert.deepEqual(all.val.map((t) => t.id), a.val.map((t) => t.id));
+});
+
+Deno.test("split env: SFT rows teach both compaction calls, and guesses beside them", async () => {
+  const tokenizer = await loadCharTokenizer();
+  const [task] = cellTasks({ train_tasks: 1, val_tasks: 0 }).train;
+  const plain = splitSftRows(tokenizer, [task]);
+  assert.deepEqual(plain.map((r) => r.rollout_id), [`${task.id}-a`, `${task.id}-b`]);
+  const mixed = splitSftRows(tokenizer, [task], { guesses: 1 });
+  assert.deepEqual(mixed.map((r) => r.rollout_id), [
+    `${task.id}-guess0`,
+    `${task.id}-a`,
+    `${task.id}-b`,
+  ]);
+  const guess = tokenizer.decode(
+    mixed[0].tokens.filter((_, i) => mixed[0].loss_mask[i] === 1),
+  );
+  assert.match(guess, /I think it is -?\d+\./);
+  assert.doesNotMatch(guess, new RegExp(`\\b${task.answer}\\.`));
 });
 
 Deno.test("progress: the line shows done, running, queued and the ETA", () => {
