@@ -150,6 +150,38 @@ Deno.test("update: filters are counted by reason and batches keep rollouts whole
   assert.equal(result.trained_tokens, 5 + 5 + 2);
 });
 
+Deno.test("update: shared-prefix packing (default) sends tree rows and reads alignment back exactly", async () => {
+  const groups = () => [
+    [data("p1", "g1", 1, 5, { split: true }), data("p2", "g1", 0, 5)],
+    [data("p3", "g2", 1, 5), data("p4", "g2", 0, 5)],
+  ];
+  assert.equal(baseConfig.share_prefix, true);
+  const shared = fakeClient(5);
+  const a = await updatePolicy(groups(), { client: shared.client, config: baseConfig, version: 5 });
+  const plain = fakeClient(5);
+  const b = await updatePolicy(groups(), {
+    client: plain.client,
+    config: { ...baseConfig, share_prefix: false },
+    version: 5,
+  });
+  // Four samples [1, 2, 3 | 4 … 9] (the prompt untrained) and p1's branch [1, 11, 12 | 13, 14]:
+  // stored once, the prompt saves 3 tokens in three samples and the branch shares token 1.
+  const count = (reqs: ForwardBackwardRequest[]) =>
+    reqs.reduce((n, r) => n + r.rows.reduce((m, row) => m + row.tokens.length, 0), 0);
+  assert.equal(count(plain.requests), 41);
+  assert.equal(count(shared.requests), 41 - 3 * 3 - 1);
+  const row = shared.requests[0].rows[0];
+  assert.ok(row.parent && row.sequence_ids && row.segment_starts === undefined);
+  assert.equal(new Set(row.sequence_ids).size, 5);
+  // The fake worker echoes each node's behaviour logprob: read back through the tree, every
+  // trained token of every sample gets exactly its own.
+  for (const result of [a, b]) {
+    assert.equal(result.alignment?.tokens, 4 * 5 + 2);
+    assert.equal(result.alignment?.max_abs_dp, 0);
+    assert.equal(result.trained_tokens, 4 * 5 + 2);
+  }
+});
+
 Deno.test("update: stale samples are dropped, or trained with TIS in a call of their own", async () => {
   const groups = () => [
     [data("s1", "g1", 1, 7), data("s2", "g1", 0, 7)],

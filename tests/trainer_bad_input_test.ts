@@ -95,6 +95,14 @@ Deno.test("trainer bad input: 4xx naming the field, state untouched", async (t) 
         rows: [{ ...GOOD, segment_starts: [0, 2, 2] }],
         loss: LOSS,
       }, "rows[0].segment_starts[2]"],
+      ["sequence_ids of the wrong length", "/forward_backward", {
+        rows: [{ ...GOOD, sequence_ids: [0, 0, 1] }],
+        loss: LOSS,
+      }, "rows[0].sequence_ids"],
+      ["negative sequence id", "/forward_backward", {
+        rows: [{ ...GOOD, sequence_ids: [0, 0, -1, 1] }],
+        loss: LOSS,
+      }, "rows[0].sequence_ids[2]"],
       ["unknown loss kind", "/forward_backward", {
         rows: [GOOD],
         loss: { kind: "dpo" },

@@ -1,7 +1,8 @@
 /**
  * Batching of reins (SPEC §7): B_train rows that keep `(rollout_id, group_id)`, optimizer steps
  * that never split a rollout, data-parallel balancing by workload (Karmarkar–Karp or LPT on
- * a·L + L²), and micro-batch packing under a token budget with position resets.
+ * a·L + L²), and micro-batch packing under a token budget with position resets, or with a
+ * shared prompt stored once per micro-batch (`packSharedPrefix`).
  *
  * @example
  * ```ts
@@ -25,5 +26,6 @@ export * from "./flatten.ts";
 export * from "./balance.ts";
 export * from "./steps.ts";
 export * from "./packing.ts";
+export * from "./shared_prefix.ts";
 export * from "./plan.ts";
 export * from "../schema/batching.ts";

@@ -92,29 +92,7 @@ export function packMicroBatches(
   options: PackOptions,
 ): MicroBatch[] {
   const opts = parseOrThrow(PackOptionsSchema, options, "options");
-  rows.forEach((row, i) => {
-    if (row.segment_starts !== undefined) {
-      throw new ValidationError(`rows[${i}].segment_starts`, [
-        `rows[${i}].segment_starts: row is already packed; pack unpacked rows`,
-      ]);
-    }
-    const n = row.tokens.length;
-    if (n === 0) {
-      throw new ValidationError(`rows[${i}].tokens`, [`rows[${i}].tokens: row has no tokens`]);
-    }
-    for (const key of ["loss_mask", "advantages", "loss_weights", "rollout_logprobs"] as const) {
-      if (row[key].length !== n) {
-        throw new ValidationError(`rows[${i}].${key}`, [
-          `rows[${i}].${key}: expected ${n} values (one per token), got ${row[key].length}`,
-        ]);
-      }
-    }
-    if (row.parent !== undefined && row.parent.length !== n) {
-      throw new ValidationError(`rows[${i}].parent`, [
-        `rows[${i}].parent: expected ${n} values (one per token), got ${row.parent.length}`,
-      ]);
-    }
-  });
+  checkPackableRows(rows);
   const budget = opts.token_budget;
   const bins: { members: number[]; used: number; oversized: boolean }[] = [];
   if (opts.order === "sequential") {
@@ -154,6 +132,46 @@ export function packMicroBatches(
     bins.sort((x, y) => x.members[0] - y.members[0]);
   }
   return bins.map((b) => packRows(rows, b.members, b.oversized));
+}
+
+/**
+ * Checks rows before packing: unpacked (no `segment_starts`), non-empty, and one value per
+ * token in every per-token array. Throws a {@link ValidationError} naming the field
+ * (`rows[2].loss_mask`).
+ *
+ * @example
+ * ```ts
+ * import { checkPackableRows } from "./packing.ts";
+ * checkPackableRows([{
+ *   rollout_id: "r", group_id: "g", tokens: [1, 2], loss_mask: [0, 1], advantages: [1, 1],
+ *   loss_weights: [0, 1], rollout_logprobs: [0, -1],
+ * }]); // passes; a 1-value loss_mask would throw "rows[0].loss_mask: expected 2 values …"
+ * ```
+ */
+export function checkPackableRows(rows: readonly PackableRow[]): void {
+  rows.forEach((row, i) => {
+    if (row.segment_starts !== undefined) {
+      throw new ValidationError(`rows[${i}].segment_starts`, [
+        `rows[${i}].segment_starts: row is already packed; pack unpacked rows`,
+      ]);
+    }
+    const n = row.tokens.length;
+    if (n === 0) {
+      throw new ValidationError(`rows[${i}].tokens`, [`rows[${i}].tokens: row has no tokens`]);
+    }
+    for (const key of ["loss_mask", "advantages", "loss_weights", "rollout_logprobs"] as const) {
+      if (row[key].length !== n) {
+        throw new ValidationError(`rows[${i}].${key}`, [
+          `rows[${i}].${key}: expected ${n} values (one per token), got ${row[key].length}`,
+        ]);
+      }
+    }
+    if (row.parent !== undefined && row.parent.length !== n) {
+      throw new ValidationError(`rows[${i}].parent`, [
+        `rows[${i}].parent: expected ${n} values (one per token), got ${row.parent.length}`,
+      ]);
+    }
+  });
 }
 
 function packRows(
@@ -219,8 +237,53 @@ function packRows(
 }
 
 /**
+ * The packed-row index of every token of one segment's source row: `start + t` for a plainly
+ * packed segment; for a shared-prefix segment (`PackedSegment.shared`) its leading shared
+ * tokens are the ancestors of its first own token, found by walking `row.parent` up.
+ *
+ * @example
+ * ```ts
+ * import { packMicroBatches, segmentTokenIndex } from "./packing.ts";
+ * const row = {
+ *   rollout_id: "r", group_id: "g", tokens: [1, 2], loss_mask: [0, 1] as (0 | 1)[],
+ *   advantages: [1, 1], loss_weights: [0, 1], rollout_logprobs: [0, -1],
+ * };
+ * const [mb] = packMicroBatches([row, row], { token_budget: 8 });
+ * segmentTokenIndex(mb, mb.segments[1]); // Int32Array [2, 3]
+ * ```
+ */
+export function segmentTokenIndex(mb: MicroBatch, segment: PackedSegment): Int32Array {
+  const shared = segment.shared ?? 0;
+  const out = new Int32Array(shared + segment.length);
+  for (let t = 0; t < segment.length; t++) out[shared + t] = segment.start + t;
+  if (shared > 0) {
+    const parent = mb.row.parent;
+    if (!parent) {
+      throw new ValidationError("row.parent", [
+        "row.parent: a segment with shared tokens needs the packed row's parents",
+      ]);
+    }
+    let p = parent[segment.start];
+    for (let t = shared - 1; t >= 0; t--) {
+      if (p < 0) {
+        throw new ValidationError("row.parent", [
+          `row.parent: segment of source ${segment.source} has fewer than ${shared} ancestors`,
+        ]);
+      }
+      out[t] = p;
+      p = parent[p];
+    }
+  }
+  return out;
+}
+
+/**
  * Splits a micro-batch back into its source rows (the inverse of packing), e.g. to check a
  * worker's per-row results or to run a worker without packing support.
+ *
+ * Shared-prefix micro-batches (`packSharedPrefix`) unpack to the same tokens and loss
+ * masks; a shared token's advantage, weight and behaviour logprob are those of the segment that
+ * placed it (they are never read: shared tokens are untrained).
  *
  * @example
  * ```ts
@@ -236,6 +299,20 @@ function packRows(
 export function unpackMicroBatch(mb: MicroBatch): TrainingRow[] {
   const { row } = mb;
   return mb.segments.map((seg) => {
+    if (seg.shared) {
+      // Shared-prefix segments are always linear samples (tree rows are never shared).
+      const index = segmentTokenIndex(mb, seg);
+      const pick = <T>(values: readonly T[]) => Array.from(index, (i) => values[i]);
+      return {
+        rollout_id: seg.rollout_id,
+        group_id: seg.group_id,
+        tokens: pick(row.tokens),
+        loss_mask: pick(row.loss_mask),
+        advantages: pick(row.advantages),
+        loss_weights: pick(row.loss_weights),
+        rollout_logprobs: pick(row.rollout_logprobs),
+      };
+    }
     const end = seg.start + seg.length;
     const out: TrainingRow = {
       rollout_id: seg.rollout_id,

@@ -79,17 +79,28 @@ export interface PackedSegment {
   source: number;
   rollout_id: string;
   group_id: string;
-  /** Offset of the segment in the packed row, and its length. */
+  /**
+   * Offset of the segment's own tokens in the packed row, and their number. Without sharing
+   * these are all of the source row's tokens: token t sits at `start + t`.
+   */
   start: number;
   length: number;
   /** Whether the source row carried tree `parent`s (false: a linear chain was written). */
   had_parent: boolean;
+  /**
+   * Shared-prefix packing (`packSharedPrefix`): how many leading tokens of the source row
+   * are stored in nodes the segment shares with earlier ones (absent or 0: none). Those tokens
+   * are the ancestors of `row.parent[start]`; token t ≥ `shared` sits at `start + t − shared`.
+   * The source row has `shared + length` tokens; `segmentTokenIndex` maps them all.
+   */
+  shared?: number;
 }
 
 /**
- * One micro-batch: a single packed row (its `segment_starts` mark where positions reset) and
- * where each of its segments came from. The packed row's `rollout_id`/`group_id` are those of
- * its first segment; `segments` holds every member's.
+ * One micro-batch: a single packed row (its `segment_starts` mark where positions reset; a
+ * shared-prefix row is a tree instead, with `parent` and `sequence_ids`) and where each of its
+ * segments came from. The packed row's `rollout_id`/`group_id` are those of its first segment;
+ * `segments` holds every member's.
  */
 export interface MicroBatch {
   row: TrainingRow;

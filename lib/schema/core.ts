@@ -488,6 +488,12 @@ export const TrainingRowSchema = z.object({
   parent: z.array(z.number().int().min(-1)).optional(),
   /** Packed rows: start offsets of each packed sequence (positions reset there). */
   segment_starts: z.array(z.number().int().min(0)).optional(),
+  /**
+   * Sequence id per token for sequence-level losses (GSPO): trained tokens with the same id form
+   * one sequence. Absent: each packed segment (or the whole row) is one sequence. Shared-prefix
+   * rows set it so that samples hanging off one shared prompt stay separate sequences.
+   */
+  sequence_ids: z.array(z.number().int().min(0)).optional(),
 }).superRefine((row, ctx) => {
   const n = row.tokens.length;
   for (const key of ["loss_mask", "advantages", "loss_weights", "rollout_logprobs"] as const) {
@@ -499,12 +505,15 @@ export const TrainingRowSchema = z.object({
       });
     }
   }
-  if (row.parent && row.parent.length !== n) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["parent"],
-      message: `expected ${n} values (one per token), got ${row.parent.length}`,
-    });
+  for (const key of ["parent", "sequence_ids"] as const) {
+    const values = row[key];
+    if (values && values.length !== n) {
+      ctx.addIssue({
+        code: "custom",
+        path: [key],
+        message: `expected ${n} values (one per token), got ${values.length}`,
+      });
+    }
   }
 });
 /** A row of B_train. */

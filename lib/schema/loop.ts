@@ -120,6 +120,13 @@ export const LoopConfigSchema = z.object({
   ppo_epochs: z.number().int().min(1).max(64).default(1),
   /** Token budget of one packed micro-batch row. */
   micro_token_budget: z.number().int().min(1).default(4096),
+  /**
+   * Shared-prefix packing (`packSharedPrefix`): a micro-batch stores the untrained prompt its
+   * samples share once and hangs each sample's rest off it as a tree branch (same logprobs,
+   * loss and gradient as plain packing; the budget counts the shared row). Tree samples are
+   * packed as they are. `false`: plain packing, every sample whole.
+   */
+  share_prefix: z.boolean().default(true),
   schedule: ScheduleConfigSchema.prefault({ mode: "collocated_async" }),
   filters: FilterConfigSchema.prefault({ drop_errors: true, drop_zero_variance: true }),
   /** Save a checkpoint every N steps (0 = never). */

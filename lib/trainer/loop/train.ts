@@ -1,7 +1,8 @@
 /**
  * One policy update from a set of finished GRPO groups: assemble samples → filter (errors,
  * empty rollouts, stale samples, zero-variance groups; every drop counted by reason) →
- * advantages → loss weights over the whole batch → rollout-whole packed micro-batches →
+ * advantages → loss weights over the whole batch → rollout-whole packed micro-batches (a shared
+ * prompt stored once per micro-batch under `share_prefix`) →
  * `forward_backward` (fresh samples with the configured loss; stale ones, under `tis`, with
  * truncated importance sampling against their behaviour logprobs) → `optim_step`, repeated
  * `ppo_epochs` times over the same batch.
@@ -13,7 +14,12 @@
  * @module
  */
 import { alignmentMetrics, computeAdvantages, computeLossWeights } from "../../algo/mod.ts";
-import { packMicroBatches, sampleRowView } from "../../batching/mod.ts";
+import {
+  packMicroBatches,
+  packSharedPrefix,
+  sampleRowView,
+  segmentTokenIndex,
+} from "../../batching/mod.ts";
 import { assembleRollout } from "../../samples/mod.ts";
 import type {
   AlignmentMetrics,
@@ -194,11 +200,12 @@ export async function updatePolicy(
   }
 
   const t1 = performance.now();
+  // Shared-prefix packing stores a prompt shared by several samples once per micro-batch; the
+  // worker computes the same logprobs and gradient either way (tests/trainer_shared_prefix_test).
+  const pack = config.share_prefix ? packSharedPrefix : packMicroBatches;
   const packed = parts.map((part) => ({
     ...part,
-    mbs: packMicroBatches(part.samples.map(sampleRowView), {
-      token_budget: config.micro_token_budget,
-    }),
+    mbs: pack(part.samples.map(sampleRowView), { token_budget: config.micro_token_budget }),
   }));
   const alignInputs: { rollout_logprobs: number[]; trainer_logprobs: number[] }[] = [];
   let lossSum = 0;
@@ -230,12 +237,14 @@ export async function updatePolicy(
         for (const seg of mb.segments) {
           const sample = part.samples[seg.source];
           if (sample.policy_version !== version) continue;
+          // Where each of the sample's tokens sits in the packed row (shared prompts included).
+          const at = segmentTokenIndex(mb, seg);
           const rolloutLp: number[] = [];
           const trainerLp: number[] = [];
-          for (let t = 0; t < seg.length; t++) {
+          for (let t = 0; t < at.length; t++) {
             if (!sample.loss_mask[t]) continue;
             rolloutLp.push(sample.rollout_logprobs[t]);
-            trainerLp.push(lp[seg.start + t]);
+            trainerLp.push(lp[at[t]]);
           }
           alignInputs.push({ rollout_logprobs: rolloutLp, trainer_logprobs: trainerLp });
         }

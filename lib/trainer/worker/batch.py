@@ -21,7 +21,7 @@ class Batch:
     advantages: torch.Tensor  # [B, T] float32
     weights: torch.Tensor  # [B, T] float32
     behaviour: torch.Tensor  # [B, T] float32
-    sequence: torch.Tensor  # [B, T] long: global sequence id (row, packed segment)
+    sequence: torch.Tensor  # [B, T] long: global sequence id (row, segment or sequence_ids)
 
 
 def _row_mask(row: Row, width: int) -> torch.Tensor:
@@ -60,7 +60,7 @@ def build_batch(rows: List[Row], device: torch.device) -> Batch:
     advantages = pad([r.advantages for r in rows], 0.0, torch.float32)
     weights = pad([r.loss_weights for r in rows], 0.0, torch.float32)
     behaviour = pad([r.rollout_logprobs for r in rows], 0.0, torch.float32)
-    seg = pad([r.segment for r in rows], 0, torch.long)
+    seg = pad([r.sequence for r in rows], 0, torch.long)
     n_seg = int(seg.max().item()) + 1
     sequence = torch.arange(b, dtype=torch.long)[:, None] * n_seg + seg
     mask: Optional[torch.Tensor] = None

@@ -248,6 +248,13 @@ class Row:
     pred: List[int] = field(default_factory=list)
     positions: List[int] = field(default_factory=list)
     segment: List[int] = field(default_factory=list)
+    # Optional: sequence id per token for sequence-level losses (default: the segment).
+    sequence_ids: Optional[List[int]] = None
+
+    @property
+    def sequence(self) -> List[int]:
+        """Which sequence each token belongs to (GSPO's sequence ratio is taken per id)."""
+        return self.sequence_ids if self.sequence_ids is not None else self.segment
 
     @property
     def linear(self) -> bool:
@@ -364,6 +371,22 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
                 f"{name}.loss_mask[{i}]",
                 "a trained token needs a preceding token (first token of a sequence/root)",
             )
+    sequence_ids: Optional[List[int]] = None
+    seq_raw = r.get("sequence_ids")
+    if seq_raw is not None:
+        if not isinstance(seq_raw, list):
+            raise bad(f"{name}.sequence_ids", "expected an array of sequence ids")
+        if len(seq_raw) != n:
+            raise bad(
+                f"{name}.sequence_ids", f"expected {n} values (one per token), got {len(seq_raw)}"
+            )
+        if all(type(v) is int for v in seq_raw) and min(seq_raw) >= 0 and max(seq_raw) < n:
+            sequence_ids = list(seq_raw)
+        else:
+            sequence_ids = [
+                integer(v, f"{name}.sequence_ids[{i}]", lo=0, hi=n - 1)
+                for i, v in enumerate(seq_raw)
+            ]
     if n and max(positions) >= max_seq_len:
         raise bad(
             f"{name}.tokens",
@@ -380,6 +403,7 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
         pred,
         positions,
         segment,
+        sequence_ids,
     )
 
 

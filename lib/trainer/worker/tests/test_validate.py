@@ -39,6 +39,16 @@ class ValidateTest(unittest.TestCase):
         self.assertEqual(r.pred, [-1, 0, 1, 1, 3])
         self.assertEqual(r.positions, [0, 1, 2, 2, 3])
 
+    def test_sequence_ids_set_the_sequences(self) -> None:
+        # A shared-prefix tree row: prompt [0, 1] shared, two samples branch off token 1.
+        body = raw([1, 2, 3, 4, 5], parent=[-1, 0, 1, 2, 1], sequence_ids=[0, 0, 0, 0, 1])
+        r = parse_row(body, "rows[0]", 10, 10)
+        self.assertEqual(r.sequence, [0, 0, 0, 0, 1])
+        self.assertEqual(r.positions, [0, 1, 2, 3, 2])
+        # Without sequence_ids a row's sequences are its packed segments.
+        packed = parse_row(raw([1, 2, 3, 4], segment_starts=[0, 2]), "rows[0]", 10, 10)
+        self.assertEqual(packed.sequence, [0, 0, 1, 1])
+
     def test_errors_name_the_field(self) -> None:
         cases = [
             (raw([1, 2], parent=[-1, 1]), "rows[3].parent[1]"),
@@ -47,6 +57,10 @@ class ValidateTest(unittest.TestCase):
             (raw([1, 12]), "rows[3].tokens[1]"),
             (raw([1, 2], advantages=[0, float("nan")]), "rows[3].advantages[1]"),
             (raw(list(range(1, 11)) + [1]), "rows[3].tokens"),
+            (raw([1, 2], sequence_ids=[0]), "rows[3].sequence_ids"),
+            (raw([1, 2], sequence_ids=[0, -1]), "rows[3].sequence_ids[1]"),
+            (raw([1, 2], sequence_ids=[0, 2]), "rows[3].sequence_ids[1]"),
+            (raw([1, 2], sequence_ids="0"), "rows[3].sequence_ids"),
         ]
         for body, field in cases:
             with self.assertRaises(RequestError) as ctx:
