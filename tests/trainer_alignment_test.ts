@@ -246,21 +246,28 @@ Deno.test("trainer generate: continuous batching and one policy version per resp
           })],
           loss: { kind: "ppo" },
         });
-        const stepPromise = client.optimStep().then((s) => ({ ...s, at: performance.now() }));
+        const stepPromise = client.optimStep();
         while (!(await client.health()).weights_pending) {
           await new Promise((resolve) => setTimeout(resolve, 5));
         }
         const queued = client.generate({ prompt_ids: [4], max_tokens: 2, seed: 3 });
-        let done: { policy_version: number; at: number } | undefined;
+        let done: { policy_version: number } | undefined;
         for await (const line of stream) {
-          if ("done" in line) done = { policy_version: line.policy_version, at: performance.now() };
+          if ("done" in line) done = { policy_version: line.policy_version };
         }
         const step = await stepPromise;
         assert.equal(done?.policy_version, 0);
         assert.equal(step.policy_version, 1);
-        assert.ok(step.at >= done!.at, "the step ran only after the response was complete");
+        // Arrival order on two connections says little on a loaded machine; the worker reports
+        // what it waited for before changing the weights.
+        assert.equal(step.waited_generations, 1, "the step waited for the in-flight response");
         assert.equal((await queued).policy_version, 1);
-        const health = await client.health();
+        // The worker counts a generation finished just after its last bytes are sent.
+        let health = await client.health();
+        for (let i = 0; i < 100 && health.generating > 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          health = await client.health();
+        }
         assert.equal(health.generating, 0);
         assert.equal(health.weights_pending, false);
       },

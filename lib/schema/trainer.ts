@@ -180,6 +180,11 @@ export type ForwardBackwardResponse = z.infer<typeof ForwardBackwardResponseSche
 export const OptimStepResponseSchema = z.object({
   grad_norm: z.number(),
   policy_version: z.number().int().min(0),
+  /**
+   * In-flight generations the step waited for before changing the weights (so that no response
+   * mixes two versions); absent from older workers.
+   */
+  waited_generations: z.number().int().min(0).optional(),
 });
 /** Answer of `POST /optim_step`. */
 export type OptimStepResponse = z.infer<typeof OptimStepResponseSchema>;

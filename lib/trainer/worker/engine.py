@@ -369,7 +369,7 @@ class Engine:
         return out
 
     def optim_step(self) -> Dict[str, Any]:
-        with self.weights_change(), self.lock:
+        with self.weights_change() as waited, self.lock:
             model = self._require()
             assert self.optimizer is not None
             params = [p for p in model.parameters() if p.grad is not None]
@@ -395,7 +395,11 @@ class Engine:
             model.zero_grad(set_to_none=True)
             self.policy_version += 1
             self.optimizer_steps += 1
-            return {"grad_norm": grad_norm, "policy_version": self.policy_version}
+            return {
+                "grad_norm": grad_norm,
+                "policy_version": self.policy_version,
+                "waited_generations": waited["generations"],
+            }
 
     def zero_grad(self) -> Dict[str, Any]:
         with self.lock:
@@ -471,8 +475,10 @@ class Engine:
     def weights_change(self):
         """Held by optim_step/load/init: waits for in-flight generations to finish (new ones
         queue meanwhile), so that no response mixes two policy versions."""
+        waited = {"generations": 0}
         with self._gen_cond:
             self._weights_pending += 1
+            waited["generations"] = self._gen_active
             try:
                 while self._gen_active > 0:
                     self._gen_cond.wait()
@@ -481,7 +487,7 @@ class Engine:
                 self._gen_cond.notify_all()
                 raise
         try:
-            yield
+            yield waited
         finally:
             with self._gen_cond:
                 self._weights_pending -= 1
