@@ -9,7 +9,7 @@
  * monitors, and the trainer client.
  *
  * @example Turn one rollout's captured calls into weighted training rows
- * ```ts ignore
+ * ```ts
  * import {
  *   assembleRollout,
  *   computeAdvantages,
@@ -18,6 +18,27 @@
  *   loadQwen3Tokenizer,
  * } from "./mod.ts";
  *
+ * // One group as the gateway holds it: each rollout's events (a model call, then its reward).
+ * const rolloutOf = (rollout_id: string, reward: number) => {
+ *   const head = { rollout_id, attempt_id: "a1", event_key: null, created_at: 0 };
+ *   const call = {
+ *     flavor: "generate" as const, request: {}, prompt_token_ids: Uint32Array.of(1, 2),
+ *     response_token_ids: Uint32Array.of(3, 4), response_logprobs: Float32Array.of(-0.5, -0.5),
+ *     policy_version: 0, finish_reason: "stop", upstream: null, latency_ms: 1, retry_count: 0,
+ *     http_status: 200, error: null, segment: null, mode: "faithful" as const,
+ *     client_disconnected: false,
+ *   };
+ *   const score = { value: reward, name: "reward", info: {} };
+ *   return {
+ *     rollout: { rollout_id, group_id: "g1" },
+ *     events: [
+ *       { ...head, seq: 1, type: "model_request" as const, payload: call },
+ *       { ...head, seq: 2, type: "reward" as const, payload: score },
+ *     ],
+ *   };
+ * };
+ * const groupRollouts = [rolloutOf("r1", 1), rolloutOf("r2", 0)];
+ *
  * const tokenizer = await loadQwen3Tokenizer();
  * const samples = groupRollouts.flatMap(({ rollout, events }) =>
  *   assembleRollout(events, { tokenizer, group_id: rollout.group_id }).samples
@@ -25,6 +46,7 @@
  * const advantaged = computeAdvantages(samples, { level: "rollout" }).samples;
  * const weighted = computeLossWeights(advantaged, { mode: "rollout_token_mean" }).samples;
  * const rows = flattenBatch(weighted); // what the worker's forward_backward takes
+ * rows.map((row) => row.advantages[3]); // [≈0.71, ≈-0.71]: rewards 1 and 0, normalized
  * ```
  *
  * @module

@@ -6,6 +6,7 @@ import {
   Plot,
   plot,
   saveFigure,
+  show,
   svgToPng,
   table,
   toSvgString,
@@ -93,4 +94,9 @@ Deno.test("figures and tables offer a Jupyter MIME bundle", () => {
 Deno.test("toSvgString refuses an element that holds no svg", () => {
   const { document: doc } = parseHTML("<html><body><figure><p>x</p></figure></body></html>");
   assert.throws(() => toSvgString(doc.querySelector("figure")!), /holds no <svg>/);
+});
+
+Deno.test("show is a no-op outside a notebook kernel, not an error", async () => {
+  // Deno 2.9 throws on reading `Deno.jupyter` outside `deno jupyter`; scripts call show() too.
+  await show(plot({ marks: [Plot.dot([{ x: 1, y: 2 }], { x: "x", y: "y" })] }));
 });

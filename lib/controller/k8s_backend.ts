@@ -131,12 +131,23 @@ function apiMessage(error: unknown): string {
  * Renders the Job of an attempt from a template (pure: no API calls).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { renderJob } from "./k8s_backend.ts";
+ * // A claimed attempt, as the controller gets it from the gateway.
+ * const store = openSqliteStore(":memory:");
+ * await store.createRollouts([{ rollout_id: "r1", input: "task", config: { timeout_s: 600 } }]);
+ * const [{ rollout, attempt }] = await store.claimRollouts({
+ *   worker: "ctl-1",
+ *   limit: 1,
+ *   lease_ms: 60_000,
+ * });
+ * const spec = { rollout, attempt, token: "rk_…", gatewayUrl: "http://10.0.0.12:8420" };
  * const job = await renderJob(spec, { spec: { template: { spec: { containers: [
  *   { name: "agent", image: "ghcr.io/me/agent:1" },
  * ] } } } }, { controller: "ctl-1", ttlSecondsAfterFinished: 600 });
- * job.spec.activeDeadlineSeconds; // the rollout's timeout
+ * job.spec?.activeDeadlineSeconds; // 600: the rollout's timeout
+ * await store.close();
  * ```
  */
 export async function renderJob(

@@ -175,9 +175,10 @@ export function resolveLocalHarness(
  * Runs attempts as local process groups.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { LocalBackend } from "./local_backend.ts";
- * const backend = new LocalBackend({ root: "/var/lib/reins/controller" });
+ * const backend = new LocalBackend({ root: "/var/lib/reins/controller" }); // touches no file yet
+ * backend.name; // "local"
  * ```
  */
 export class LocalBackend implements ExecutionBackend {

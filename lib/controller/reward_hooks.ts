@@ -92,9 +92,21 @@ function exists(path: string): boolean {
  * put back from the pristine workspace. Returns which restored paths the agent had edited.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { buildVerifyTree } from "./reward_hooks.ts";
- * const { edited } = await buildVerifyTree("/a/work", "/repo", "/a/verify", ["tests"]);
+ * const root = await Deno.makeTempDir();
+ * // The pristine repository and the agent's copy of it, whose test the agent weakened.
+ * for (const tree of ["repo", "work"]) {
+ *   await Deno.mkdir(`${root}/${tree}/tests`, { recursive: true });
+ *   await Deno.writeTextFile(`${root}/${tree}/tests/test_calc.py`, "assert add(1, 2) == 3\n");
+ * }
+ * await Deno.writeTextFile(`${root}/work/tests/test_calc.py`, "pass\n");
+ * const { edited } = await buildVerifyTree(`${root}/work`, `${root}/repo`, `${root}/verify`, [
+ *   "tests",
+ * ]);
+ * edited; // ["tests"]
+ * await Deno.readTextFile(`${root}/verify/tests/test_calc.py`); // "assert add(1, 2) == 3\n"
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function buildVerifyTree(
@@ -135,9 +147,20 @@ export async function buildVerifyTree(
  * times out (the attempt then fails with that message).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { openSqliteStore } from "../gateway/sqlite_store.ts";
+ * import { parseOrThrow, RewardHookSchema } from "../schema.ts";
  * import { runRewardHook } from "./reward_hooks.ts";
- * const reward = await runRewardHook(hook, ctx, {});
+ * const store = openSqliteStore(":memory:");
+ * const { rollouts: [rollout] } = await store.createRollouts([{ input: "task" }]);
+ * const hook = parseOrThrow(RewardHookSchema, {
+ *   command: ["sh", "-c", "echo 3 of 4 passed; echo 0.75"],
+ * });
+ * const dir = await Deno.makeTempDir();
+ * const ctx = { rollout, attempt_id: "a1", dir, exit_code: 0, edited: [] };
+ * (await runRewardHook(hook, ctx, {})).value; // 0.75 (the last line of stdout)
+ * await Deno.remove(dir);
+ * await store.close();
  * ```
  */
 export async function runRewardHook(

@@ -168,10 +168,11 @@ export interface HiddenPaths {
  * holds the tree can: the tree is bound back on top of the mask).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { resolveHidden } from "./sandbox.ts";
- * resolveHidden(["data/envs/coding", "/etc/hostname"], "/tmp/a/work");
- * // { dirs: ["/work/main/data/envs/coding"], files: ["/etc/hostname"], missing: [], error: null }
+ * const hidden = resolveHidden(["data/envs/coding", "/etc/hostname"], "/tmp/a/work");
+ * hidden.files; // ["/etc/hostname"]
+ * hidden.dirs; // [`${Deno.cwd()}/data/envs/coding`] (relative paths: from the working directory)
  * ```
  */
 export function resolveHidden(paths: string[], workDir: string): HiddenPaths {
@@ -225,10 +226,13 @@ export interface Relays {
  * attempts: a stale socket file is replaced).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { openRelays } from "./sandbox.ts";
- * const relays = openRelays([{ socket: "/tmp/s/f0.sock", hostname: "127.0.0.1", port: 8080 }]);
+ * const dir = await Deno.makeTempDir();
+ * const relays = openRelays([{ socket: `${dir}/f0.sock`, hostname: "127.0.0.1", port: 8080 }]);
+ * // connections to f0.sock (bound into the sandbox) now reach 127.0.0.1:8080
  * await relays.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export function openRelays(specs: RelaySpec[]): Relays {
@@ -320,17 +324,20 @@ export const READONLY_ROOT_ARGS: readonly string[] = [
  * {@link SandboxUnavailableError} instead.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { openRelays, prepareSandbox } from "./sandbox.ts";
+ * const root = await Deno.makeTempDir();
  * const box = await prepareSandbox({
- *   options: { enabled: true, strict: true, hide_git: true, network: "proxy_only", allow: [],
+ *   options: { enabled: true, strict: false, hide_git: true, network: "proxy_only", allow: [],
  *     command_log: true, hide: ["data/envs/coding/tasks.jsonl"] },
- *   workDir: "/tmp/a/work", privateDir: "/tmp/a/private", socketDir: "/tmp/s1", hide: [],
+ *   workDir: `${root}/work`, privateDir: `${root}/private`, socketDir: root, hide: [],
  *   gatewayUrl: "http://127.0.0.1:8080", argv: ["bash", "-c", "git log"], env: {},
  * });
+ * box.stages.requested.length; // 5 (stages that cannot be applied here are in box.stages.skipped)
  * const relays = openRelays(box.relays);
  * // spawn box.argv with box.env, wait, then:
  * await relays.close();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandbox> {

@@ -39,7 +39,8 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
  * Runs the gateway until SIGINT/SIGTERM.
  *
  * @example
- * ```ts
+ * ```ts ignore
+ * // Serves a gateway until SIGINT/SIGTERM (so not run as a doc test).
  * import { main } from "./cli.ts";
  * await main(["--db", "runs/demo.db", "--port", "0"]);
  * ```

@@ -71,7 +71,10 @@ const RETRY_STATUSES = new Set([502, 503, 504]);
  * @example
  * ```ts
  * import { GatewayClient } from "./client.ts";
- * const gw = new GatewayClient("http://127.0.0.1:8420", { apiKey: Deno.env.get("REINS_ADMIN_KEY") });
+ * import { startGateway } from "./server.ts";
+ * // An in-process gateway; usually `new GatewayClient("http://127.0.0.1:8420", { apiKey })`.
+ * const server = await startGateway();
+ * const gw = new GatewayClient(server.url, { apiKey: server.adminKey });
  * await gw.createRollouts([{ input: { question: "2+2" }, group_id: "g1" }]);
  * for (const { rollout, attempt, token } of await gw.claim({ worker: "me", limit: 2 })) {
  *   await gw.postEvents(rollout.rollout_id, attempt.attempt_id, [
@@ -79,6 +82,7 @@ const RETRY_STATUSES = new Set([502, 503, 504]);
  *   ], { token });
  *   await gw.transition(rollout.rollout_id, { to: "succeeded", expected_version: rollout.version });
  * }
+ * await server.close();
  * ```
  */
 export class GatewayClient {
@@ -311,11 +315,19 @@ export class GatewayClient {
    * @example
    * ```ts
    * import { GatewayClient } from "./client.ts";
-   * const gw = new GatewayClient("http://127.0.0.1:8420", { apiKey: "…" });
+   * import { startGateway } from "./server.ts";
+   * const server = await startGateway();
+   * const gw = new GatewayClient(server.url, { apiKey: server.adminKey });
+   * await gw.createRollouts([{ rollout_id: "r1", input: {} }]);
+   * const [{ attempt, token }] = await gw.claim({ worker: "me", limit: 1 });
+   * await gw.postEvents("r1", attempt.attempt_id, [{ type: "reward", payload: { value: 1 } }], {
+   *   token,
+   * });
    * const stop = new AbortController();
    * for await (const change of gw.stream({ signal: stop.signal })) {
    *   if (change.kind === "event" && change.type === "reward") stop.abort();
    * }
+   * await server.close();
    * ```
    */
   async *stream(

@@ -194,7 +194,8 @@ async function q<T>(tx: Tx, text: string, params: Params = []): Promise<T[]> {
  * Connects to PostgreSQL and creates the reins tables when missing.
  *
  * @example
- * ```ts
+ * ```ts ignore
+ * // Needs a running PostgreSQL server (so not run as a doc test).
  * import { openPostgresStore } from "./postgres_store.ts";
  * const store = await openPostgresStore("postgres://postgres@127.0.0.1:5432/reins");
  * await store.createRollouts([{ rollout_id: "r1", input: "task" }]);

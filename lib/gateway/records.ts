@@ -171,10 +171,15 @@ export type TransitionDecision = "noop" | "apply";
  * @example
  * ```ts
  * import { checkTransition } from "./records.ts";
+ * import { StoreError } from "./store.ts";
  * const rollout = { rollout_id: "r", status: "running" as const, version: 2,
  *   config: { timeout_s: 600, max_attempts: 1 } };
  * checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "succeeded" }); // "apply"
- * checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" }); // throws (400)
+ * try {
+ *   checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" });
+ * } catch (err) {
+ *   (err as StoreError).status; // 400
+ * }
  * ```
  */
 export function checkTransition(

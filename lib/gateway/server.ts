@@ -75,10 +75,12 @@ export interface RunningGateway {
  * ```ts
  * import { startGateway } from "./server.ts";
  * import { GatewayClient } from "./client.ts";
- * const gw = await startGateway({ db: "runs/demo.db" });
+ * const dir = await Deno.makeTempDir();
+ * const gw = await startGateway({ db: `${dir}/demo.db` });
  * const client = new GatewayClient(gw.url, { apiKey: gw.adminKey });
  * await client.createRollouts([{ input: { question: "2+2" } }]);
  * await gw.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function startGateway(options: StartGatewayOptions = {}): Promise<RunningGateway> {

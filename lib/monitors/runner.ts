@@ -82,11 +82,15 @@ export interface MonitorRunner {
  * Follows the store's change feed and checks each rollout once it is final.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { defaultMonitors, startMonitorRunner } from "./mod.ts";
- * const runner = startMonitorRunner({ store: gateway.store, monitors: defaultMonitors() });
+ * const store = openSqliteStore(":memory:"); // usually the gateway's store
+ * const runner = startMonitorRunner({ store, monitors: defaultMonitors() });
  * await runner.drain();
+ * runner.stats.checked; // 0: no rollout has finished yet
  * await runner.close();
+ * await store.close();
  * ```
  */
 export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner {

@@ -18,7 +18,7 @@ let shared: Document | undefined;
  * import * as Plot from "@observablehq/plot";
  * import { plotDocument } from "./document.ts";
  * const svg = Plot.plot({ document: plotDocument(), marks: [Plot.dot([[1, 2]])] });
- * svg.tagName; // "svg"
+ * svg.localName; // "svg"
  * ```
  */
 export function plotDocument(): Document {

@@ -95,11 +95,18 @@ interface JupyterLike {
  * @example
  * ```ts
  * import { show } from "./figure.ts";
+ * // Displays in a `deno jupyter` cell; does nothing (and does not throw) anywhere else.
  * await show({ [Symbol.for("Jupyter.display")]: () => ({ "text/plain": "hi" }) });
  * ```
  */
 export async function show(value: unknown): Promise<void> {
-  const jupyter = (Deno as unknown as { jupyter?: JupyterLike }).jupyter;
+  let jupyter: JupyterLike | undefined;
+  try {
+    jupyter = (Deno as unknown as { jupyter?: JupyterLike }).jupyter;
+  } catch {
+    // Outside `deno jupyter`, Deno 2.9 throws on reading `Deno.jupyter` instead of undefined.
+    return;
+  }
   if (!jupyter) return;
   await jupyter.display(value);
 }
@@ -148,6 +155,7 @@ export function figuresDir(): string {
  * const dir = await Deno.makeTempDir();
  * const [svg] = await saveFigure(plot({ marks: [Plot.dot([[0, 0]])] }), "demo", { dir });
  * svg.endsWith("demo.svg"); // true
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function saveFigure(

@@ -9,6 +9,7 @@
  * const fig = plot({ title: "samples per rollout", marks: [Plot.barY([5, 3, 1])] });
  * const dir = await Deno.makeTempDir();
  * await saveFigure(fig, "demo", { dir, png: true }); // [".../demo.svg", ".../demo.png"]
+ * await Deno.remove(dir, { recursive: true });
  * ```
  *
  * @module

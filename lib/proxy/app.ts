@@ -123,14 +123,34 @@ interface PreparedCall {
  * Builds the proxy app (mount it at `/proxy`).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { Hono } from "hono";
+ * import { capabilityToken } from "../gateway/auth.ts";
+ * import { openSqliteStore } from "../gateway/sqlite_store.ts";
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { createProxyApp } from "./app.ts";
+ * import { startScriptedUpstream } from "./scripted_upstream.ts";
+ * const tokenizer = await loadQwen3Tokenizer();
+ * const policy = await startScriptedUpstream({ tokenizer, turns: [{ content: "4" }] });
+ * const store = openSqliteStore(":memory:");
+ * const [secret, adminKey] = ["hmac-secret", "admin-key"];
  * const app = new Hono();
  * app.route("/proxy", createProxyApp({
- *   store, tokenizer, secret, adminKey, phase,
- *   upstream: { kind: "token_level", endpoints: ["http://127.0.0.1:8300"] },
+ *   store, tokenizer, secret, adminKey,
+ *   upstream: { kind: "token_level", endpoints: [policy.url] },
  * }));
+ * // A harness of attempt a of rollout r calls its OpenAI base URL /proxy/r/a/v1 with its token.
+ * await store.createRollouts([{ rollout_id: "r1", input: {} }]);
+ * const [{ attempt }] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
+ * const res = await app.request(`/proxy/r1/${attempt.attempt_id}/v1/chat/completions`, {
+ *   method: "POST",
+ *   headers: { authorization: `Bearer ${capabilityToken(secret, "r1", attempt.attempt_id)}` },
+ *   body: JSON.stringify({ model: "policy", messages: [{ role: "user", content: "2+2?" }] }),
+ * });
+ * (await res.json()).choices[0].message.content; // "4"
+ * (await store.listEvents("r1", { type: "model_request" })).length; // 1: the call, token-exact
+ * await policy.close();
+ * await store.close();
  * ```
  */
 export function createProxyApp(deps: ProxyDeps): Hono {
@@ -652,13 +672,16 @@ export type ProxyMountOptions = Omit<ProxyDeps, "store" | "phase" | "secret" | "
  * keys.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { startGateway } from "../gateway/server.ts";
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { proxyMount } from "./app.ts";
+ * const tokenizer = await loadQwen3Tokenizer();
  * const gw = await startGateway({
  *   mounts: [proxyMount({ tokenizer, upstream: { endpoints: ["http://127.0.0.1:8300"] } })],
  * });
  * // harness base URL: `${gw.url}/proxy/${rolloutId}/${attemptId}/v1`
+ * await gw.close();
  * ```
  */
 export function proxyMount(options: ProxyMountOptions): {

@@ -5,14 +5,22 @@
  * OpenAI-compatible one (vLLM).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { Hono } from "hono";
+ * import { openSqliteStore } from "../gateway/sqlite_store.ts";
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { createProxyApp, startScriptedUpstream } from "./mod.ts";
+ * const tokenizer = await loadQwen3Tokenizer();
+ * const store = openSqliteStore(":memory:");
+ * const [secret, adminKey] = ["hmac-secret", "admin-key"];
  * const upstream = await startScriptedUpstream({ tokenizer, turns: [{ content: "4" }] });
  * const app = new Hono().route("/proxy", createProxyApp({
  *   store, tokenizer, secret, adminKey,
  *   upstream: { kind: "token_level", endpoints: [upstream.url] },
  * }));
+ * // harnesses now call `/proxy/<rollout>/<attempt>/v1/chat/completions` (see createProxyApp)
+ * await upstream.close();
+ * await store.close();
  * ```
  *
  * @module

@@ -89,7 +89,11 @@ export function scriptedLogprob(id: number, position: number): number {
  * `promptText` lets it skip what the prompt already opened (e.g. `<think>\n\n</think>\n\n`).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
+ * import { scriptedResponseText } from "./scripted_upstream.ts";
+ * const qwen = await loadQwen3Tokenizer();
+ * const prompt = qwen.render([{ role: "user", content: "hello" }], { addGenerationPrompt: true });
  * scriptedResponseText(qwen, { content: "hi" }, prompt); // "<think>\n\n</think>\n\nhi<|im_end|>"
  * ```
  */
@@ -143,9 +147,19 @@ export function scriptedResponseText(
  * Starts a scripted upstream on a random loopback port.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
+ * import { startScriptedUpstream } from "./scripted_upstream.ts";
+ * const qwen = await loadQwen3Tokenizer();
  * const upstream = await startScriptedUpstream({ tokenizer: qwen, turns: [{ content: "4" }] });
- * // POST `${upstream.url}/generate` {prompt_ids, max_tokens} → {ids, logprobs, ...}
+ * const prompt = qwen.render([{ role: "user", content: "2+2?" }], { addGenerationPrompt: true });
+ * const res = await fetch(`${upstream.url}/generate`, {
+ *   method: "POST",
+ *   body: JSON.stringify({ prompt_ids: [...qwen.encode(prompt)], max_tokens: 32 }),
+ * });
+ * const { ids, logprobs } = await res.json();
+ * qwen.decode(ids); // "<think>\n\n</think>\n\n4<|im_end|>"
+ * ids.length === logprobs.length; // true
  * await upstream.close();
  * ```
  */

@@ -45,9 +45,26 @@ export function isReturnedTurn(message: ChatMessage, last: LastCall): boolean {
  * caller then falls back to the faithful prompt and records `faithful`).
  *
  * @example
- * ```ts ignore
- * const ids = substitutePrompt(tokenizer, last, messages, { tools, addGenerationPrompt: true });
+ * ```ts
+ * import type { ChatMessage } from "../schema.ts";
+ * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
+ * import { substitutePrompt } from "./substitute.ts";
+ * const tokenizer = await loadQwen3Tokenizer();
+ * const first: ChatMessage[] = [{ role: "user", content: "2+2?" }];
+ * const promptIds = tokenizer.encode(tokenizer.render(first, { addGenerationPrompt: true }));
+ * const responseIds = [...tokenizer.encode("<think>\n\n</think>\n\n4<|im_end|>")];
+ * const last = {
+ *   messages: first, promptIds, responseIds, finishReason: "stop" as const, content: "4",
+ *   toolCalls: [],
+ * };
+ * const messages: ChatMessage[] = [
+ *   ...first,
+ *   { role: "assistant", content: "4" },
+ *   { role: "user", content: "3+3?" },
+ * ];
+ * const ids = substitutePrompt(tokenizer, last, messages, { addGenerationPrompt: true });
  * // ids = last.promptIds ∥ last.responseIds ∥ encode(text of the new turns)
+ * [...promptIds, ...responseIds].every((id, i) => ids?.[i] === id); // true
  * ```
  */
 export function substitutePrompt(

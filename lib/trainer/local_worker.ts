@@ -106,7 +106,7 @@ export async function resolvePython(explicit?: string): Promise<PythonInfo> {
  * Path of the worker entry point on this machine (to run it by hand or through `launch`).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { workerScriptPath } from "./local_worker.ts";
  * workerScriptPath(); // ".../lib/trainer/worker/server.py"
  * ```

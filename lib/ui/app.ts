@@ -89,10 +89,11 @@ export interface UiApp {
  * `/api/stream` responses would otherwise keep the server's shutdown waiting.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { startGateway } from "../gateway/server.ts";
+ * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { createUi } from "./app.ts";
- * const ui = createUi({ tokenizer });
+ * const ui = createUi({ tokenizer: await loadCharTokenizer() });
  * const gw = await startGateway({ mounts: [ui.mount] });
  * console.log(`${gw.url}/ui/ (log in with the admin key)`);
  * await ui.close();

@@ -36,12 +36,17 @@ export interface UiCliOptions {
  * Runs the UI server until `signal` aborts (or SIGINT/SIGTERM).
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { main } from "./cli.ts";
+ * const dir = await Deno.makeTempDir();
  * const stop = new AbortController();
- * const done = main(["--db", ":memory:", "--port", "0"], { signal: stop.signal });
+ * const done = main(["--db", ":memory:", "--port", "0", "--admin-key-file", `${dir}/ui.key`], {
+ *   signal: stop.signal,
+ *   onListen: (url) => console.log(`UI at ${url}`),
+ * });
  * stop.abort();
  * await done;
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function main(args: string[], options: UiCliOptions = {}): Promise<void> {

@@ -7,13 +7,13 @@
  * each finished rollout and their flags show up in the list and the detail.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { startGateway } from "../gateway/mod.ts";
  * import { loadQwen3Tokenizer } from "../tokens/mod.ts";
  * import { createUi } from "./mod.ts";
  * const ui = createUi({ tokenizer: await loadQwen3Tokenizer() });
- * const gw = await startGateway({ db: "runs/demo.db", mounts: [ui.mount] });
- * console.log(`open ${gw.url}/ui/login and paste the admin key ${gw.adminKey}`);
+ * const gw = await startGateway({ mounts: [ui.mount] }); // e.g. { db: "runs/demo.db", … }
+ * console.log(`open ${gw.url}/ui/login and paste the admin key`);
  * // … later
  * await ui.close();
  * await gw.close();

@@ -87,10 +87,21 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
  * spec's options (errors name the field) and returns a `LocalHarness`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { openSqliteStore } from "../../gateway/sqlite_store.ts";
+ * import { LocalHarnessSchema, parseOrThrow } from "../../schema.ts";
+ * import { arithmeticEnv } from "../envs/arithmetic.ts";
  * import { builtinResolver } from "./resolver.ts";
+ * const env = arithmeticEnv();
+ * const store = openSqliteStore(":memory:");
+ * const { rollouts: [rollout] } = await store.createRollouts([
+ *   { input: env.taskInput(env.loadTasks()[0]) },
+ * ]);
  * const resolve = builtinResolver({ env: "arithmetic" });
- * resolve({ max_turns: 4 }, rollout).command; // [deno, "run", …, main.ts, '{"max_turns":4,…}']
+ * // What the local backend runs (it validates the resolver's result the same way):
+ * const harness = parseOrThrow(LocalHarnessSchema, resolve({ max_turns: 4 }, rollout));
+ * harness.command.at(-1); // '{"max_turns":4,…,"env":"arithmetic"}'
+ * await store.close();
  * ```
  */
 export function builtinResolver(spec: BuiltinResolverOptions): HarnessResolver {

@@ -95,9 +95,14 @@ export function builtinScriptedPolicy(
  * Rendering and decoding are unchanged.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { loadQwen3Tokenizer } from "../../tokens/qwen3.ts";
+ * import { nonCanonicalTokenizer } from "./scripted.ts";
+ * const qwen = await loadQwen3Tokenizer();
  * const policyTokenizer = nonCanonicalTokenizer(qwen, "Calculating");
- * await startScriptedUpstream({ tokenizer: policyTokenizer, policy });
+ * qwen.encode("Calculating").length; // 2
+ * policyTokenizer.encode("Calculating").length; // 4: "C", then the 3 ids of "alculating"
+ * // then: startScriptedUpstream({ tokenizer: policyTokenizer, policy })
  * ```
  */
 export function nonCanonicalTokenizer(base: ChatTokenizer, marker: string): ChatTokenizer {

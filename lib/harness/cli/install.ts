@@ -72,7 +72,7 @@ async function capture(cmd: string, args: string[], env?: Record<string, string>
  * Says why `adapter` cannot run on this machine (a missing or too old Node.js), or null.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { runtimeProblem } from "./install.ts";
  * import { qwenCode } from "./qwen_code.ts";
  * await runtimeProblem(qwenCode); // null, or e.g. "needs Node.js >= 20, found v18.19.0"

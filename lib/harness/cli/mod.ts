@@ -9,8 +9,8 @@
  * - {@link cliScriptedPolicy}: scripted policies for integration tests and smoke checks.
  *
  * @example
- * ```ts ignore
- * import { LocalBackend, Reconciler } from "../../controller/mod.ts";
+ * ```ts
+ * import { LocalBackend } from "../../controller/mod.ts";
  * import { CLI_HARNESSES } from "./mod.ts";
  * const backend = new LocalBackend({ root: "runs/controller", harnesses: CLI_HARNESSES });
  * // rollouts: { input: { task: "Fix the failing test" },

@@ -79,7 +79,7 @@ function resolver(cli: CliName): HarnessResolver {
  * Resolvers for the four real harness CLIs, to pass as `LocalBackend`'s `harnesses`.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { LocalBackend } from "../../controller/mod.ts";
  * import { CLI_HARNESSES } from "./resolver.ts";
  * const backend = new LocalBackend({ root: "runs/controller", harnesses: CLI_HARNESSES });

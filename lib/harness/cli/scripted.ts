@@ -131,13 +131,16 @@ export const SIDE_CONVERSATIONS: Record<string, RegExp> = {
  * own tools: read, edit, final answer.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { startScriptedUpstream } from "../../proxy/scripted_upstream.ts";
+ * import { loadQwen3Tokenizer } from "../../tokens/qwen3.ts";
  * import { cliScriptedPolicy } from "./scripted.ts";
  * const upstream = await startScriptedUpstream({
- *   tokenizer,
+ *   tokenizer: await loadQwen3Tokenizer(),
  *   policy: cliScriptedPolicy("codex", { workdir: "/tmp/w", fix: "correct" }),
  * });
+ * // point the proxy's token-level upstream at upstream.url, then run codex through the proxy
+ * await upstream.close();
  * ```
  */
 export function cliScriptedPolicy(

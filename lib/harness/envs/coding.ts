@@ -46,9 +46,16 @@ export interface TestRun {
  * writable, since the verifier runs code the agent wrote.
  *
  * @example
- * ```ts ignore
- * import { runRepoTests } from "./coding.ts";
- * (await runRepoTests(task, "/tmp/attempt/verify")).passed; // true when the fix is right
+ * ```ts
+ * import { codingEnv, runRepoTests } from "./coding.ts";
+ * import { DEFAULT_DATA_DIR } from "./common.ts";
+ * const [task] = codingEnv().loadTasks();
+ * const dir = await Deno.makeTempDir();
+ * // The task's repository as the agent got it (its bug not fixed yet).
+ * const repo = `${DEFAULT_DATA_DIR}/coding/repos/${task.repo}`;
+ * await new Deno.Command("cp", { args: ["-r", `${repo}/.`, dir] }).output();
+ * (await runRepoTests(task, dir)).passed; // false until the fix is right
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function runRepoTests(

@@ -58,11 +58,12 @@ export function hiddenDataPaths(dataDir: string): string[] {
  * and the harness resolver that runs the built-in harness on its tasks.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { arithmeticEnv } from "./arithmetic.ts";
  * const env = arithmeticEnv();
  * const [task] = env.loadTasks();
- * env.taskInput(task); // { env: "arithmetic", id: "arith-0000", prompt: "What is …?", extra: {} }
+ * env.taskInput(task);
+ * // { env: "arithmetic", id: "arith-0000", prompt: "What is 4 / 4 * 6?", extra: {} }
  * ```
  */
 export interface HarnessEnv<Task> {
@@ -95,9 +96,11 @@ const cache = new Map<string, unknown[]>();
  * Results are cached per path and schema.
  *
  * @example
- * ```ts ignore
- * import { readJsonl } from "./common.ts";
- * const tasks = readJsonl("data/envs/arithmetic/tasks.jsonl", ArithmeticTaskSchema);
+ * ```ts
+ * import { ArithmeticTaskSchema } from "../../schema.ts";
+ * import { DEFAULT_DATA_DIR, readJsonl } from "./common.ts";
+ * const tasks = readJsonl(`${DEFAULT_DATA_DIR}/arithmetic/tasks.jsonl`, ArithmeticTaskSchema);
+ * tasks[0].answer; // "6"
  * ```
  */
 export function readJsonl<S extends z.ZodType>(path: string, schema: S): z.infer<S>[] {

@@ -33,9 +33,12 @@ function sameText(a: string, b: string): boolean {
  * Runs a task's checks in `dir`; returns the failed ones (empty: the task is done).
  *
  * @example
- * ```ts ignore
- * import { verifyFileTask } from "./files.ts";
- * verifyFileTask(task, "/tmp/attempt/verify"); // [] when every check passes
+ * ```ts
+ * import { filesEnv, verifyFileTask } from "./files.ts";
+ * const [task] = filesEnv().loadTasks();
+ * const dir = await Deno.makeTempDir(); // an agent that did nothing
+ * verifyFileTask(task, dir).length > 0; // true ([] when every check passes)
+ * await Deno.remove(dir);
  * ```
  */
 export function verifyFileTask(task: FileTask, dir: string): { check: FileCheck; why: string }[] {

@@ -53,8 +53,11 @@ export async function saveCheckpoint(
  * The last saved loop state, or null when the run has none.
  *
  * @example
- * ```ts ignore
- * const state = await loadState("runs/toy"); // null on a fresh run
+ * ```ts
+ * import { loadState } from "./checkpoint.ts";
+ * const outDir = await Deno.makeTempDir();
+ * await loadState(outDir); // null on a fresh run
+ * await Deno.remove(outDir);
  * ```
  */
 export async function loadState(outDir: string): Promise<LoopState | null> {

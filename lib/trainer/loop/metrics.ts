@@ -30,8 +30,15 @@ function toEventData(metrics: LoopStepMetrics): JsonObject {
  * closed at once, so no controller ever runs it; events can still be posted to its attempt.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { GatewayClient } from "../../gateway/client.ts";
+ * import { startGateway } from "../../gateway/server.ts";
+ * import { openRunRecord } from "./metrics.ts";
+ * const gw = await startGateway();
+ * const gateway = new GatewayClient(gw.url, { apiKey: gw.adminKey });
  * const record = await openRunRecord(gateway, "toy");
+ * record.rollout_id; // "toy-run"
+ * await gw.close();
  * ```
  */
 export async function openRunRecord(gateway: GatewayClient, name: string): Promise<RunRecord> {
@@ -121,8 +128,12 @@ export class MetricsWriter {
  * Reads a metrics JSONL file (missing file: no steps).
  *
  * @example
- * ```ts ignore
- * const steps = await readMetrics("runs/toy/metrics.jsonl");
+ * ```ts
+ * import { readMetrics } from "./metrics.ts";
+ * const outDir = await Deno.makeTempDir();
+ * const steps = await readMetrics(`${outDir}/metrics.jsonl`);
+ * steps.length; // 0: the run has not written a step yet
+ * await Deno.remove(outDir);
  * ```
  */
 export async function readMetrics(path: string): Promise<LoopStepMetrics[]> {

@@ -22,8 +22,22 @@ const fmt = (x: number | null, digits = 3) => (x === null ? "-" : x.toFixed(digi
  * One line summarising a step.
  *
  * @example
- * ```ts ignore
- * stepLine(metrics, 20); // "step  3/20 v7 reward 0.438 pass 0.44 spr 1.00 align 1.000 ..."
+ * ```ts
+ * import { stepLine } from "./progress.ts";
+ * const metrics = {
+ *   step: 2, policy_version: 7, time: 0, mode: "collocated_async" as const, rollouts: 16,
+ *   reward_mean: 0.4375, reward_std: 0.5, pass_rate: 0.44, samples: 16, samples_per_rollout: 1,
+ *   trained_rollouts: 16, trained_samples: 16, trained_tokens: 2048, advantage_mean: 0,
+ *   advantage_std: 1, advantage_abs_max: 1.3, break_reasons: {}, tis_samples: 0,
+ *   filtered: { error: 0, zero_variance: 2, no_samples: 0, stale: 0 },
+ *   staleness_max: 1, staleness_mean: 0.5, alignment_corr: 1, alignment_logprob_corr: 1,
+ *   alignment_tokens: 2048, alignment_max_abs_dp: 0, loss: 0.01, entropy: 0.9,
+ *   clip_fraction: 0.01, grad_norm: 0.8, held_calls: 0, in_flight_at_update: 0,
+ *   timings_ms: { step: 4200 },
+ * };
+ * stepLine(metrics, 20);
+ * // "step  3/20 v7 reward 0.438 pass 0.44 spr 1.00 tok 2048 align 1.0000 ent 0.90 clip 0.010
+ * //  gn 0.80 held 0 stale<=1 drop zero_variance=2 4.2s"
  * ```
  */
 export function stepLine(m: LoopStepMetrics, totalSteps: number): string {
@@ -45,7 +59,8 @@ export function stepLine(m: LoopStepMetrics, totalSteps: number): string {
  * and are skipped otherwise (CI logs stay readable).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { terminalProgress } from "./progress.ts";
  * const progress = terminalProgress();
  * progress.log("SFT warm start: 120 steps");
  * ```

@@ -92,8 +92,13 @@ function indexOfId(ids: Uint32Array, id: number, from: number): number {
  * per-token weights set later.
  *
  * @example
- * ```ts ignore
- * const row = sftRow(tokenizer, scriptedArithmetic(task), tools);
+ * ```ts
+ * import { loadCharTokenizer } from "../../tokens/char.ts";
+ * import { scriptedArithmetic, sftRow } from "./sft.ts";
+ * import { toyArithmeticTasks, toyTools } from "./toy.ts";
+ * const tokenizer = await loadCharTokenizer();
+ * const [task] = toyArithmeticTasks();
+ * const row = sftRow(tokenizer, scriptedArithmetic(task), toyTools());
  * row.loss_mask.filter((m) => m === 1).length; // tokens of both assistant turns
  * ```
  */

@@ -51,8 +51,12 @@ export function toyArithmeticTasks(): ArithmeticTask[] {
  * and the harness read it from there) and returns the directory.
  *
  * @example
- * ```ts ignore
- * const dataDir = await writeToyDataset("runs/demo/data", toyArithmeticTasks());
+ * ```ts
+ * import { toyArithmeticTasks, writeToyDataset } from "./toy.ts";
+ * const root = await Deno.makeTempDir(); // e.g. runs/demo/data
+ * const dataDir = await writeToyDataset(root, toyArithmeticTasks());
+ * (await Deno.stat(`${dataDir}/arithmetic/tasks.jsonl`)).isFile; // true
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function writeToyDataset(dataDir: string, tasks: ArithmeticTask[]): Promise<string> {
@@ -129,8 +133,13 @@ export interface ToySftOptions {
  * the calculator, as tool-use RL does on real models.
  *
  * @example
- * ```ts ignore
- * const rows = toySftRows(tokenizer, tasks, { guesses: 1 }); // 2 rows per task
+ * ```ts
+ * import { loadCharTokenizer } from "../../tokens/char.ts";
+ * import { toyArithmeticTasks, toySftRows } from "./toy.ts";
+ * const tokenizer = await loadCharTokenizer();
+ * const tasks = toyArithmeticTasks().slice(0, 3);
+ * const rows = toySftRows(tokenizer, tasks, { guesses: 1 });
+ * rows.length; // 6: 2 rows per task
  * ```
  */
 export function toySftRows(
@@ -159,7 +168,10 @@ export interface ToyModelSize {
  * The tiny built-in decoder for the char tokenizer (vocabulary = the tokenizer's).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { loadCharTokenizer } from "../../tokens/char.ts";
+ * import { toyModel } from "./toy.ts";
+ * const tokenizer = await loadCharTokenizer();
  * const model = toyModel(tokenizer); // { kind: "builtin", config: { d_model: 64, ... } }
  * ```
  */
