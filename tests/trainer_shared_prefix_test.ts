@@ -18,19 +18,9 @@ import type { BuiltinModelConfigInput, LossConfigInput, TrainingRow } from "../l
 import type { TrainerClient } from "../lib/trainer/mod.ts";
 import { type LocalWorker, startLocalWorker } from "../lib/trainer/mod.ts";
 import { mulberry32, randInt } from "./fixtures/algo/samples.ts";
-import { maxAbs, maxAbsDiff, PPO, row } from "./trainer_helpers.ts";
+import { maxAbs, maxAbsDiff, PPO, row, TINY } from "./trainer_helpers.ts";
 
-const CONFIG: BuiltinModelConfigInput = {
-  vocab_size: 32,
-  d_model: 32,
-  n_layers: 2,
-  n_heads: 4,
-  n_kv_heads: 2,
-  d_ff: 64,
-  max_seq_len: 128,
-  tie_embeddings: false,
-  rope_theta: 10_000,
-};
+const CONFIG: BuiltinModelConfigInput = { ...TINY, max_seq_len: 128 };
 const BUDGET = 160;
 
 async function startInitialised(): Promise<LocalWorker> {

@@ -298,6 +298,14 @@ def parse_loss(value: Any) -> LossSpec:
     return spec
 
 
+def per_token_list(value: Any, name: str, n: int, what: str) -> None:
+    """Refuses anything but a list of exactly one value per token, naming the field."""
+    if not isinstance(value, list):
+        raise bad(name, f"expected an array of {what}")
+    if len(value) != n:
+        raise bad(name, f"expected {n} values (one per token), got {len(value)}")
+
+
 def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
     r = obj(value, name)
     tokens = token_ids(r.get("tokens"), f"{name}.tokens", vocab_size)
@@ -341,12 +349,7 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
     pred = [0] * n
     positions = [0] * n
     if parent_raw is not None:
-        if not isinstance(parent_raw, list):
-            raise bad(f"{name}.parent", "expected an array of parent indices")
-        if len(parent_raw) != n:
-            raise bad(
-                f"{name}.parent", f"expected {n} values (one per token), got {len(parent_raw)}"
-            )
+        per_token_list(parent_raw, f"{name}.parent", n, "parent indices")
         parent = []
         for i, p in enumerate(parent_raw):
             p = integer(p, f"{name}.parent[{i}]", lo=-1)
@@ -374,12 +377,7 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
     sequence_ids: Optional[List[int]] = None
     seq_raw = r.get("sequence_ids")
     if seq_raw is not None:
-        if not isinstance(seq_raw, list):
-            raise bad(f"{name}.sequence_ids", "expected an array of sequence ids")
-        if len(seq_raw) != n:
-            raise bad(
-                f"{name}.sequence_ids", f"expected {n} values (one per token), got {len(seq_raw)}"
-            )
+        per_token_list(seq_raw, f"{name}.sequence_ids", n, "sequence ids")
         if all(type(v) is int for v in seq_raw) and min(seq_raw) >= 0 and max(seq_raw) < n:
             sequence_ids = list(seq_raw)
         else:
