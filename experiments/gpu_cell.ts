@@ -7,17 +7,11 @@
  *
  * @module
  */
-import { GatewayClient } from "../lib/gateway/client.ts";
-import { type RunningGateway, startGateway } from "../lib/gateway/server.ts";
-import { LocalBackend } from "../lib/controller/local_backend.ts";
-import { Reconciler } from "../lib/controller/reconciler.ts";
-import { harnessRegistry } from "../lib/harness/registry.ts";
 import { codingEnv } from "../lib/harness/envs/coding.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
 import type { LoopConfigInput } from "../lib/schema/loop.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
-import { launch, type LaunchedWorker } from "../lib/trainer/mod.ts";
-import type { LoopServices } from "../lib/trainer/loop/mod.ts";
+import { launch } from "../lib/trainer/mod.ts";
+import { type EmbeddedStack, startEmbedded } from "../lib/trainer/loop/mod.ts";
 import type { Cell } from "./grid.ts";
 
 /** Where the GPU worker comes from (read from the environment by {@link gpuTargetFromEnv}). */
@@ -113,12 +107,7 @@ export function gpuCellConfig(cell: Cell, checkpoint: string): LoopConfigInput {
 }
 
 /** A local gateway + proxy + controller whose policy is a remote (GPU) worker. */
-export interface RemoteStack extends AsyncDisposable {
-  worker: LaunchedWorker;
-  gateway: RunningGateway;
-  services: LoopServices;
-  close(): Promise<void>;
-}
+export type RemoteStack = EmbeddedStack;
 
 /**
  * Connects to (or launches) the GPU worker and starts the local services around it.
@@ -132,63 +121,22 @@ export interface RemoteStack extends AsyncDisposable {
  * }
  * ```
  */
-export async function startRemoteStack(
+export function startRemoteStack(
   target: GpuTarget,
   tokenizer: ChatTokenizer,
   outDir: string,
 ): Promise<RemoteStack> {
-  const worker = await launch({
-    ...(target.url ? { url: target.url } : {}),
-    ...(target.command ? { command: target.command } : {}),
+  return startEmbedded({
+    outDir,
+    tokenizer,
+    worker: () =>
+      launch({
+        ...(target.url ? { url: target.url } : {}),
+        ...(target.command ? { command: target.command } : {}),
+      }),
+    concurrency: 32,
+    controllerId: "gpu-controller",
+    // GPU steps are long: a held call may wait for a whole update.
+    proxy: { max_hold_ms: 1_800_000 },
   });
-  await Deno.mkdir(outDir, { recursive: true });
-  let gateway: RunningGateway;
-  try {
-    gateway = await startGateway({
-      db: `${outDir}/gateway.db`,
-      port: 0,
-      mounts: [proxyMount({
-        tokenizer,
-        upstream: { kind: "token_level", endpoints: [worker.url], max_retries: 2 },
-        options: { max_hold_ms: 1_800_000 },
-      })],
-    });
-  } catch (error) {
-    await worker.close();
-    throw error;
-  }
-  const client = new GatewayClient(gateway.url, { apiKey: gateway.adminKey });
-  const registry = harnessRegistry({});
-  const reconciler = new Reconciler(
-    client,
-    new LocalBackend({
-      root: `${outDir}/controller`,
-      harnesses: registry.harnesses,
-      rewardFunctions: registry.rewardFunctions,
-    }),
-    { worker: "gpu-controller", concurrency: 32, gatewayUrl: gateway.url },
-  );
-  let started = false;
-  const close = async () => {
-    if (started) await reconciler.stop("kill").catch(() => undefined);
-    await gateway.close().catch(() => undefined);
-    await worker.close().catch(() => undefined);
-  };
-  return {
-    worker,
-    gateway,
-    services: {
-      gateway: client,
-      worker: worker.client,
-      workerUrl: worker.url,
-      tokenizer,
-      startController: async () => {
-        if (started) return;
-        started = true;
-        await reconciler.start();
-      },
-    },
-    close,
-    [Symbol.asyncDispose]: close,
-  };
 }

@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import pl from "nodejs-polars";
 import { ablationGrid, cellLine } from "../experiments/ablation.ts";
-import { gpuCellConfig, gpuTargetFromEnv } from "../experiments/gpu_cell.ts";
+import { gpuCellConfig, gpuTargetFromEnv, startRemoteStack } from "../experiments/gpu_cell.ts";
+import { startLocalWorker } from "../lib/trainer/mod.ts";
 import { cellTasks, closenessReward, splitTasks } from "../experiments/loop_cell.ts";
 import { splitSftRows, splitsOnScript } from "../experiments/split_env.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
@@ -311,4 +312,28 @@ Deno.test("gpu cell: target from the environment, a valid real-run config", () =
   assert.equal(config.seed, 4);
   assert.equal(config.normalization.mode, "rollout_token_mean");
   assert.ok(config.tasks.length > 0);
+});
+
+Deno.test("gpu cell: the remote stack trains through the worker at the given URL", async () => {
+  // A local worker stands in for the GPU host; the stack must use it, not start its own.
+  await using remote = await startLocalWorker({ threads: 1 });
+  const dir = await Deno.makeTempDir({ prefix: "reins_remote_" });
+  try {
+    const stack = await startRemoteStack(
+      { url: `${remote.url}/`, checkpoint: "unused" },
+      await loadCharTokenizer(),
+      dir,
+    );
+    try {
+      assert.equal(stack.services.workerUrl, remote.url);
+      assert.equal(stack.worker.logs(), "", "connected, not started");
+      assert.equal((await stack.services.worker.health()).initialized, false);
+    } finally {
+      await stack.close();
+    }
+    // Closing a stack that only connected leaves the remote worker running.
+    assert.equal((await remote.client.health()).ok, true);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

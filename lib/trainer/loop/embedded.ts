@@ -14,8 +14,21 @@ import { harnessRegistry, type HarnessRegistryOptions } from "../../harness/regi
 import { proxyMount } from "../../proxy/app.ts";
 import type { ProxyOptionsInput } from "../../schema.ts";
 import type { ChatTokenizer } from "../../tokens/types.ts";
-import { type LocalWorker, startLocalWorker } from "../local_worker.ts";
+import type { TrainerClient } from "../client.ts";
+import { startLocalWorker } from "../local_worker.ts";
 import type { LoopServices } from "./run.ts";
+
+/**
+ * The worker a stack trains and samples with: a local CPU worker by default, or any other that
+ * the trainer client reaches (`launch`/`connect` to a GPU host: a `LaunchedWorker`).
+ */
+export interface StackWorker {
+  readonly url: string;
+  readonly client: TrainerClient;
+  /** Recent output of the worker process ("" when only connected). */
+  logs(): string;
+  close(): Promise<void>;
+}
 
 /** Options of {@link startEmbedded}. */
 export interface EmbeddedOptions {
@@ -25,9 +38,14 @@ export interface EmbeddedOptions {
   concurrency?: number;
   /** Harness registry settings (dataset directory, extra harnesses and rewards). */
   registry?: HarnessRegistryOptions;
-  /** Python interpreter of the worker and torch threads. */
+  /** Python interpreter of the worker and torch threads (local worker only). */
   python?: string;
   threads?: number;
+  /**
+   * Starts the worker instead of a local CPU one, e.g.
+   * `() => launch({ url: "http://gpu-host:8000" })` for a GPU host.
+   */
+  worker?: () => Promise<StackWorker>;
   /** Controller id (a resumed run must reuse it to re-adopt its attempts). */
   controllerId?: string;
   proxy?: ProxyOptionsInput;
@@ -39,7 +57,7 @@ export interface EmbeddedOptions {
 export interface EmbeddedStack extends AsyncDisposable {
   gateway: RunningGateway;
   client: GatewayClient;
-  worker: LocalWorker;
+  worker: StackWorker;
   reconciler: Reconciler;
   services: LoopServices;
   close(): Promise<void>;
@@ -58,7 +76,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
   await Deno.mkdir(options.outDir, { recursive: true });
   // The controller's attempt wrappers run in other directories: every path must be absolute.
   const outDir = await Deno.realPath(options.outDir);
-  const worker = await startLocalWorker({
+  const worker = options.worker ? await options.worker() : await startLocalWorker({
     ...(options.python ? { python: options.python } : {}),
     ...(options.threads ? { threads: options.threads } : {}),
   });

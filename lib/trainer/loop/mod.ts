@@ -59,7 +59,12 @@ export {
   sftRow,
   TOY_SYSTEM_PROMPT,
 } from "./sft.ts";
-export { type EmbeddedOptions, type EmbeddedStack, startEmbedded } from "./embedded.ts";
+export {
+  type EmbeddedOptions,
+  type EmbeddedStack,
+  type StackWorker,
+  startEmbedded,
+} from "./embedded.ts";
 export { type EvalResult, evaluatePolicy } from "./eval.ts";
 export {
   toyArithmeticTasks,
