@@ -24,6 +24,29 @@ Deno.test("auth: a capability token is rk_ + base64url HMAC-SHA256(secret, rid/a
   assert.notEqual(capabilityToken("s", "r", "a"), capabilityToken("s", "r", "b"));
 });
 
+Deno.test("auth: remembered expected tokens never mix secrets or attempts", () => {
+  // Same concatenation, different split: each must still verify only its own token.
+  const cases: Array<[string, string, string]> = [
+    ["s1", "r", "a"],
+    ["s", "1r", "a"],
+    ["s", "1", "ra"],
+    ["s1r", "", "a"],
+  ];
+  for (let round = 0; round < 2; round++) {
+    for (const [secret, rid, aid] of cases) {
+      for (const [s2, r2, a2] of cases) {
+        const token = capabilityToken(s2, r2, a2);
+        const same = secret === s2 && rid === r2 && aid === a2;
+        assert.equal(verifyCapability(secret, rid, aid, token), same);
+      }
+    }
+  }
+  // Past the cache's bound, old entries are dropped and recomputed, not confused.
+  for (let i = 0; i < 20_000; i++) verifyCapability("s", "r", `a${i}`, "rk_x");
+  assert.ok(verifyCapability("s", "r", "a0", capabilityToken("s", "r", "a0")));
+  assert.ok(!verifyCapability("s", "r", "a0", capabilityToken("s", "r", "a1")));
+});
+
 Deno.test("auth: admin key vs capability token principals", () => {
   const keys = { adminKey: "ra_admin", secret: "s" };
   const scope = { rollout_id: "r", attempt_id: "a" };

@@ -4,7 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
+import { parseEvents } from "../lib/gateway/records.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
+import { EventInputSchema } from "../lib/schema.ts";
 import {
   commonPrefixLength,
   decodeF32,
@@ -93,5 +95,44 @@ Deno.test("tokens: a 30-turn rollout stores about its final context, not the sum
     assert.ok(sumOfPrompts > 10 * finalContext);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("tokens: a call's request body is checked by a loop exactly as zod would check it", () => {
+  const call = (request: unknown) => ({
+    type: "model_request" as const,
+    payload: {
+      flavor: "openai_chat" as const,
+      request,
+      prompt_token_ids: [1, 2],
+      response_token_ids: [3],
+      response_logprobs: [-0.5],
+      policy_version: 0,
+    },
+  });
+  const bodies: unknown[] = [
+    { model: "m", messages: { sha256: "ab", chars: 2 }, max_tokens: 16, stop: ["x", null] },
+    { nested: { a: [1, [2, { b: true }]] } },
+    Object.create(null),
+    JSON.parse('{"__proto__": {"x": 1}, "y": 2}'),
+    { bad: Infinity },
+    { bad: [1, , 2] },
+    { bad: undefined },
+    { bad: new Date(0) },
+    { [Symbol("s")]: 1 },
+    [1, 2],
+    undefined,
+  ];
+  for (const body of bodies) {
+    const zod = EventInputSchema.safeParse(call(body));
+    let fast: unknown;
+    try {
+      fast = parseEvents([call(body) as never])[0];
+    } catch (err) {
+      assert.equal(zod.success, false, `zod accepts ${String(body)}, the loop rejects: ${err}`);
+      continue;
+    }
+    assert.ok(zod.success, `the loop accepts what zod rejects: ${JSON.stringify(body)}`);
+    assert.deepEqual(JSON.parse(JSON.stringify(fast)), JSON.parse(JSON.stringify(zod.data)));
   }
 });

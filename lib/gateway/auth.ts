@@ -28,6 +28,11 @@ export function capabilityToken(secret: string, rolloutId: string, attemptId: st
   return CAPABILITY_PREFIX + mac.toString("base64url");
 }
 
+/** Most expected tokens {@link verifyCapability} remembers (the oldest are dropped first). */
+const EXPECTED_TOKENS_MAX = 16_384;
+/** Expected capability tokens by secret and attempt: an HMAC costs more than the whole check. */
+const expectedTokens = new Map<string, string>();
+
 /** True when `token` is the capability token of attempt `attemptId` of `rolloutId`. */
 export function verifyCapability(
   secret: string,
@@ -35,8 +40,20 @@ export function verifyCapability(
   attemptId: string,
   token: string,
 ): boolean {
-  return constantTimeEqual(capabilityToken(secret, rolloutId, attemptId), token);
+  // Lengths make the key unambiguous whatever characters the ids hold.
+  const key = `${secret.length}:${rolloutId.length}:${secret}${rolloutId}${attemptId}`;
+  let expected = expectedTokens.get(key);
+  if (expected === undefined) {
+    expected = capabilityToken(secret, rolloutId, attemptId);
+    if (expectedTokens.size >= EXPECTED_TOKENS_MAX) {
+      expectedTokens.delete(expectedTokens.keys().next().value!);
+    }
+    expectedTokens.set(key, expected);
+  }
+  return constantTimeEqual(expected, token);
 }
+
+const utf8 = new TextEncoder();
 
 /**
  * Compares two strings in time independent of where they differ.
@@ -48,8 +65,8 @@ export function verifyCapability(
  * ```
  */
 export function constantTimeEqual(expected: string, given: string): boolean {
-  const a = new TextEncoder().encode(expected);
-  const b = new TextEncoder().encode(given);
+  const a = utf8.encode(expected);
+  const b = utf8.encode(given);
   // Compare against a same-length buffer even on a length mismatch, so timing leaks nothing
   // beyond the length.
   if (a.length !== b.length) {
