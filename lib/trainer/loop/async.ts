@@ -15,11 +15,10 @@ import {
   finishStep,
   groupId,
   isFinal,
-  loadGroupData,
   type LoopContext,
   pause,
 } from "./context.ts";
-import { updatePolicy } from "./train.ts";
+import { trainInUpdatePhase } from "./update_phase.ts";
 
 /**
  * Runs the remaining steps with collocated asynchronous updates.
@@ -63,39 +62,23 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
     const chosen = complete.slice(0, G);
     const tWait = performance.now() - stepStart;
     const tUpdate = performance.now();
-    const snapshot = await ctx.gateway.setPhase("update", {
-      drain: true,
-      drain_timeout_ms: config.schedule.drain_timeout_ms,
-    });
-    const drainMs = performance.now() - tUpdate;
-    let update;
-    try {
-      await ctx.hooks.beforeTrain?.(step);
-      const data = await Promise.all(chosen.map((k) => {
-        const rollouts = groups[pending.indexOf(k)];
-        return loadGroupData(ctx, rollouts);
-      }));
-      update = await updatePolicy(data, {
-        client: ctx.client,
-        config,
-        version: state.version,
-        ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
-      });
-    } finally {
-      await ctx.gateway.setPhase("rollout");
-    }
+    const phase = await trainInUpdatePhase(
+      ctx,
+      step,
+      chosen.map((k) => groups[pending.indexOf(k)]),
+    );
     for (const k of chosen) {
       state.consumed.add(groupId(config, k));
       pending.splice(pending.indexOf(k), 1);
     }
     const now = performance.now();
-    await finishStep(ctx, update, {
+    await finishStep(ctx, phase.update, {
       step,
-      held_calls: snapshot.held,
-      in_flight_at_update: snapshot.in_flight,
+      held_calls: phase.held,
+      in_flight_at_update: phase.in_flight,
       timings_ms: {
         rollout: tWait,
-        drain: drainMs,
+        drain: phase.drain_ms,
         update: now - tUpdate,
         step: now - stepStart,
       },

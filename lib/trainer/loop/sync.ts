@@ -10,11 +10,10 @@ import {
   finishStep,
   groupId,
   isFinal,
-  loadGroupData,
   type LoopContext,
   pause,
 } from "./context.ts";
-import { updatePolicy } from "./train.ts";
+import { trainInUpdatePhase } from "./update_phase.ts";
 
 /**
  * Runs the remaining steps synchronously.
@@ -43,28 +42,12 @@ export async function runSync(ctx: LoopContext): Promise<void> {
     }
     const tRollout = performance.now() - t0;
     // Nothing is in flight in sync mode; the phase switch keeps the protocol identical.
-    const snapshot = await ctx.gateway.setPhase("update", {
-      drain: true,
-      drain_timeout_ms: config.schedule.drain_timeout_ms,
-    });
-    let update;
-    try {
-      await ctx.hooks.beforeTrain?.(step);
-      const data = await Promise.all(rollouts.map((group) => loadGroupData(ctx, group)));
-      update = await updatePolicy(data, {
-        client: ctx.client,
-        config,
-        version: state.version,
-        ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
-      });
-    } finally {
-      await ctx.gateway.setPhase("rollout");
-    }
+    const phase = await trainInUpdatePhase(ctx, step, rollouts);
     for (const k of groups) state.consumed.add(groupId(config, k));
-    await finishStep(ctx, update, {
+    await finishStep(ctx, phase.update, {
       step,
-      held_calls: snapshot.held,
-      in_flight_at_update: snapshot.in_flight,
+      held_calls: phase.held,
+      in_flight_at_update: phase.in_flight,
       timings_ms: { rollout: tRollout, step: performance.now() - t0 },
     });
   }
