@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startGateway } from "../lib/gateway/server.ts";
+import { parseLabelFlags } from "../lib/controller/cli.ts";
 import { FakeK8s } from "./support/fake_k8s.ts";
 
 const CLI = new URL("../lib/controller/cli.ts", import.meta.url).pathname;
@@ -96,6 +97,14 @@ Deno.test("cli: bad flags are refused with a message naming the flag", async () 
       ["--gateway", "http://127.0.0.1:9", "--api-key", "k", "--concurrency", "many"],
       /--concurrency: expected a whole number, got "many"/,
     ],
+    [
+      ["--gateway", "http://127.0.0.1:9", "--api-key", "k", "--label", "gpu"],
+      /--label: expected KEY=VALUE, got "gpu"/,
+    ],
+    [
+      ["--gateway", "http://127.0.0.1:9", "--api-key", "k", "--label", "a=1", "--label", "a=2"],
+      /--label: "a" is given twice/,
+    ],
   ];
   for (const [args, expected] of cases) {
     const out = await new Deno.Command(Deno.execPath(), {
@@ -107,4 +116,14 @@ Deno.test("cli: bad flags are refused with a message naming the flag", async () 
     assert.equal(out.code, 2);
     assert.match(new TextDecoder().decode(out.stderr), expected);
   }
+});
+
+Deno.test("cli: --label flags become the claim's label filter", () => {
+  assert.deepEqual(parseLabelFlags([]), {});
+  assert.deepEqual(parseLabelFlags(["sandbox=gpu", "env=a=b", "empty="]), {
+    sandbox: "gpu",
+    env: "a=b",
+    empty: "",
+  });
+  assert.throws(() => parseLabelFlags(["=x"]), /--label: expected KEY=VALUE/);
 });

@@ -203,6 +203,66 @@ Deno.test("reconciler: a cancelled rollout's attempt is killed", async () => {
   await Deno.remove(dir, { recursive: true });
 });
 
+Deno.test("reconciler: labelled controllers share a gateway, each running only its rollouts", async () => {
+  const dir = await Deno.makeTempDir();
+  const gw = await startGateway({ db: `${dir}/gateway.db` });
+  const client = new GatewayClient(gw.url, { apiKey: gw.adminKey });
+  const ok = { timeout_s: 30, harness: { name: "command", options: { command: ["true"] } } };
+  await client.createRollouts([
+    ...[0, 1, 2].map((i) => ({
+      rollout_id: `g${i}`,
+      input: {},
+      labels: { sandbox: "gpu" },
+      config: ok,
+    })),
+    ...[0, 1, 2].map((i) => ({
+      rollout_id: `c${i}`,
+      input: {},
+      labels: { sandbox: "cpu" },
+      config: ok,
+    })),
+    { rollout_id: "u0", input: {}, config: ok },
+  ]);
+  const loop = (worker: string, labels?: Record<string, string>) =>
+    new Reconciler(
+      client,
+      new LocalBackend({ root: `${dir}/${worker}`, pollMs: 25 }),
+      { worker, concurrency: 2, lease_ms: 5000, poll_ms: 25, gatewayUrl: gw.url, labels },
+    );
+  const gpu = loop("ctl-gpu", { sandbox: "gpu" });
+  await gpu.start();
+  await waitFor(
+    async () => (await allRollouts(client)).filter((r) => r.status === "succeeded").length === 3,
+    10_000,
+    "the GPU rollouts to finish",
+  );
+  // Give it a few more polls: it must not take the others.
+  await new Promise((r) => setTimeout(r, 200));
+  const afterGpu = await allRollouts(client);
+  assert.deepEqual(
+    afterGpu.filter((r) => r.status !== "queuing").map((r) => r.rollout_id),
+    ["g0", "g1", "g2"],
+  );
+  assert.equal(gpu.stats.claimed, 3);
+  const cpu = loop("ctl-cpu", { sandbox: "cpu" });
+  await cpu.start();
+  await waitFor(
+    async () => (await allRollouts(client)).filter((r) => r.status === "succeeded").length === 6,
+    10_000,
+    "the CPU rollouts to finish",
+  );
+  await new Promise((r) => setTimeout(r, 200));
+  const all = await allRollouts(client);
+  assert.equal(all.find((r) => r.rollout_id === "u0")!.status, "queuing", "unlabelled stays");
+  for (const r of all.filter((r) => r.status === "succeeded")) {
+    assert.equal(r.attempts.length, 1);
+    assert.equal(r.attempts[0].worker, r.labels.sandbox === "gpu" ? "ctl-gpu" : "ctl-cpu");
+  }
+  await Promise.all([gpu.stop(), cpu.stop()]);
+  await gw.close();
+  await Deno.remove(dir, { recursive: true });
+});
+
 Deno.test("reconciler + k8s: a failed Job is retried as a new attempt; bad templates fail alone", async () => {
   const dir = await Deno.makeTempDir();
   const gw = await startGateway({ db: `${dir}/gateway.db` });

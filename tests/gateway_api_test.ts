@@ -295,6 +295,20 @@ Deno.test("api: bad input gets the right 4xx naming the field; the store is unch
         400,
         /^limit: at most 256/,
       ],
+      [
+        "POST",
+        "/v1/rollouts/claim",
+        JSON.stringify({ worker: "w", labels: "sandbox=gpu" }),
+        400,
+        /^labels: /,
+      ],
+      [
+        "POST",
+        "/v1/rollouts/claim",
+        JSON.stringify({ worker: "w", labels: { sandbox: 5 } }),
+        400,
+        /^labels\.sandbox: /,
+      ],
       ["PATCH", "/v1/rollouts/r", JSON.stringify({ to: "done" }), 400, /^to: /],
       [
         "PATCH",
@@ -323,6 +337,8 @@ Deno.test("api: bad input gets the right 4xx naming the field; the store is unch
       ["GET", "/v1/rollouts?limit=5000", undefined, 400, /^limit: at most 1000/],
       ["GET", "/v1/rollouts?status=done", undefined, 400, /^status/],
       ["GET", "/v1/rollouts?after=xyz", undefined, 400, /^after: /],
+      ["GET", "/v1/rollouts?order=newest", undefined, 400, /^order: /],
+      ["GET", "/v1/rollouts?order=", undefined, 400, /^order: /],
       ["GET", "/v1/rollouts/r/events?after_seq=-1", undefined, 400, /^after_seq: /],
       ["GET", "/v1/rollouts/r/events?type=bogus", undefined, 400, /^type/],
       [
@@ -399,6 +415,65 @@ Deno.test("api: bad input gets the right 4xx naming the field; the store is unch
     assert.equal((await client.health()).seq, seqBefore, "no bad request wrote anything");
     assert.equal((await client.listRollouts()).items.length, 1);
     assert.equal((await client.getRollout("r")).version, 2);
+  });
+});
+
+Deno.test("api: labelled claims and newest-first listing through the client", async () => {
+  await withGateway(async (gw, client) => {
+    const names = Array.from({ length: 9 }, (_, i) => `r${i}`);
+    await client.createRollouts(names.map((rollout_id, i) => ({
+      rollout_id,
+      input: i,
+      labels: { sandbox: i % 3 === 0 ? "gpu" : "cpu" },
+    })));
+    // A GPU controller claims only GPU rollouts, oldest first; a retried claim (same key)
+    // returns the same attempts.
+    const gpu = await client.claim({
+      worker: "gpu-ctl",
+      limit: 2,
+      labels: { sandbox: "gpu" },
+      claim_key: "c1",
+    });
+    assert.deepEqual(gpu.map((c) => c.rollout.rollout_id), ["r0", "r3"]);
+    const retry = await client.claim({
+      worker: "gpu-ctl",
+      limit: 2,
+      labels: { sandbox: "gpu" },
+      claim_key: "c1",
+    });
+    assert.deepEqual(retry.map((c) => c.attempt.attempt_id), gpu.map((c) => c.attempt.attempt_id));
+    assert.deepEqual(
+      (await client.claim({ worker: "gpu-ctl", limit: 5, labels: { sandbox: "gpu" } })).map((c) =>
+        c.rollout.rollout_id
+      ),
+      ["r6"],
+    );
+    assert.deepEqual(
+      await client.claim({ worker: "gpu-ctl", limit: 5, labels: { sandbox: "tpu" } }),
+      [],
+    );
+    // Newest first, page after page through the iterator, filters included.
+    const desc: string[] = [];
+    for await (const r of client.iterateRollouts({ order: "desc", limit: 2 })) {
+      desc.push(r.rollout_id);
+    }
+    assert.deepEqual(desc, [...names].reverse());
+    const asc: string[] = [];
+    for await (const r of client.iterateRollouts({ limit: 2 })) asc.push(r.rollout_id);
+    assert.deepEqual(asc, names);
+    const cpuQueued: string[] = [];
+    for await (
+      const r of client.iterateRollouts({
+        order: "desc",
+        limit: 1,
+        status: "queuing",
+        labels: { sandbox: "cpu" },
+      })
+    ) cpuQueued.push(r.rollout_id);
+    assert.deepEqual(cpuQueued, ["r8", "r7", "r5", "r4", "r2", "r1"]);
+    const page = await raw(gw, "GET", "/v1/rollouts?order=desc&limit=1");
+    assert.equal(page.status, 200);
+    assert.equal((page.body.items as Array<{ rollout_id: string }>)[0].rollout_id, "r8");
   });
 });
 

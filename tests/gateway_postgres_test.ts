@@ -10,13 +10,14 @@ import { startGateway } from "../lib/gateway/server.ts";
 import type { Store } from "../lib/gateway/store.ts";
 import type { Change } from "../lib/schema.ts";
 import { startPostgres } from "./support/postgres.ts";
-import { runStoreConformance } from "./support/store_conformance.ts";
+import { runStoreConformance, type StoreFactory } from "./support/store_conformance.ts";
+import { runClaimAndOrderConformance } from "./support/store_claim_order_cases.ts";
 
 Deno.test("postgres store: conformance, and two gateways on one database", async (t) => {
   const pg = await startPostgres();
   const urls = new WeakMap<Store, string>();
   try {
-    await runStoreConformance(t, {
+    const factory: StoreFactory = {
       async open() {
         const url = await pg.newDatabase();
         const store = await openPostgresStore(url);
@@ -28,7 +29,9 @@ Deno.test("postgres store: conformance, and two gateways on one database", async
         urls.set(other, urls.get(store)!);
         return other;
       },
-    });
+    };
+    await runStoreConformance(t, factory);
+    await runClaimAndOrderConformance(t, factory);
 
     await t.step("two gateways share claims, tokens and the change feed", async () => {
       const url = await pg.newDatabase();

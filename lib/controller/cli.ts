@@ -29,6 +29,7 @@ const USAGE = `usage: deno task controller [options]
   --worker ID            stable controller id; a restart with it re-adopts (default: hostname)
   --lease-ms MS          lease length (default 30000)
   --poll-ms MS           claim period when idle (default 500)
+  --label KEY=VALUE      only claim rollouts with this label (repeatable: all must match)
   local:  --root DIR     state and workdirs (default runs/controller)
           --keep-workdirs
   k8s:    --namespace NS (default default)  --kubeconfig FILE (default: in-cluster or ~/.kube)
@@ -43,6 +44,27 @@ function rule(text: string, flag: string): EgressRule {
   const m = text.match(/^([0-9a-fA-F:.]+\/\d{1,3})(?::(\d+))?$/);
   if (!m) throw new Error(`${flag}: expected CIDR[:PORT], got "${text}"`);
   return { cidr: m[1], ports: m[2] ? [Number(m[2])] : [] };
+}
+
+/**
+ * Reads `--label KEY=VALUE` flags into the claim's label filter.
+ *
+ * @example
+ * ```ts
+ * import { parseLabelFlags } from "./cli.ts";
+ * parseLabelFlags(["sandbox=gpu", "env=swe"]); // { sandbox: "gpu", env: "swe" }
+ * ```
+ */
+export function parseLabelFlags(flags: readonly string[]): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const flag of flags) {
+    const at = flag.indexOf("=");
+    if (at < 1) throw new Error(`--label: expected KEY=VALUE, got "${flag}"`);
+    const key = flag.slice(0, at);
+    if (key in labels) throw new Error(`--label: "${key}" is given twice`);
+    labels[key] = flag.slice(at + 1);
+  }
+  return labels;
 }
 
 function int(value: string | undefined, flag: string, fallback: number): number {
@@ -79,6 +101,7 @@ export async function main(args: string[]): Promise<number> {
       "harness-gateway": { type: "string" },
       "gateway-cidr": { type: "string" },
       allow: { type: "string", multiple: true, default: [] },
+      label: { type: "string", multiple: true, default: [] },
       "create-per-second": { type: "string" },
       "ttl-seconds": { type: "string" },
       quiet: { type: "boolean", default: false },
@@ -98,6 +121,7 @@ export async function main(args: string[]): Promise<number> {
   const leaseMs = int(values["lease-ms"], "--lease-ms", 30_000);
   const pollMs = int(values["poll-ms"], "--poll-ms", 500);
   if (concurrency < 1) throw new Error("--concurrency: must be at least 1");
+  const labels = parseLabelFlags(values.label ?? []);
   const log = values.quiet
     ? () => {}
     : (line: string) => console.error(`[controller ${new Date().toISOString()}] ${line}`);
@@ -150,6 +174,7 @@ export async function main(args: string[]): Promise<number> {
     poll_ms: pollMs,
     gatewayUrl: values["harness-gateway"] ?? gatewayUrl,
     logger: log,
+    ...(Object.keys(labels).length > 0 ? { labels } : {}),
   });
   await reconciler.start();
   log(`ready: worker=${worker} backend=${backend.name} gateway=${gatewayUrl}`);

@@ -260,6 +260,7 @@ export class Reconciler {
         worker: this.#options.worker,
         limit: free,
         lease_ms: this.#options.lease_ms,
+        ...(this.#options.labels ? { labels: this.#options.labels } : {}),
       });
     } catch (error) {
       this.stats.gateway_errors++;

@@ -170,7 +170,7 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
     const raw: Record<string, unknown> = {};
     const status = url.searchParams.get("status");
     if (status !== null) raw.status = status.includes(",") ? status.split(",") : status;
-    for (const key of ["mode", "group_id", "after"]) {
+    for (const key of ["mode", "group_id", "order", "after"]) {
       const v = url.searchParams.get(key);
       if (v !== null) raw[key] = v;
     }

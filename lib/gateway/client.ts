@@ -125,12 +125,25 @@ export class GatewayClient {
     if (query.mode) params.set("mode", query.mode);
     if (query.group_id) params.set("group_id", query.group_id);
     for (const [k, v] of Object.entries(query.labels ?? {})) params.append(`label.${k}`, v);
+    if (query.order) params.set("order", query.order);
     if (query.after) params.set("after", query.after);
     if (query.limit !== undefined) params.set("limit", String(query.limit));
     return this.#json("GET", `/v1/rollouts?${params}`, undefined, options);
   }
 
-  /** Every rollout matching `query`, page after page. */
+  /**
+   * Every rollout matching `query`, page after page, in `query.order` (oldest first unless
+   * `order: "desc"`).
+   *
+   * @example
+   * ```ts ignore
+   * import { GatewayClient } from "./client.ts";
+   * const gw = new GatewayClient("http://127.0.0.1:8420", { apiKey: "admin-key" });
+   * for await (const r of gw.iterateRollouts({ order: "desc", labels: { sandbox: "gpu" } })) {
+   *   console.log(r.rollout_id, r.status); // newest first
+   * }
+   * ```
+   */
   async *iterateRollouts(
     query: ListRolloutsQuery = {},
     options?: CallOptions,
@@ -144,7 +157,17 @@ export class GatewayClient {
     }
   }
 
-  /** `POST /v1/rollouts/claim`: up to `limit` rollouts with new attempts and their tokens. */
+  /**
+   * `POST /v1/rollouts/claim`: up to `limit` rollouts with new attempts and their tokens,
+   * oldest first; with `labels`, only rollouts holding every given label.
+   *
+   * @example
+   * ```ts ignore
+   * import { GatewayClient } from "./client.ts";
+   * const gw = new GatewayClient("http://127.0.0.1:8420", { apiKey: "admin-key" });
+   * const claimed = await gw.claim({ worker: "gpu-ctl", limit: 2, labels: { sandbox: "gpu" } });
+   * ```
+   */
   async claim(request: ClaimRequest, options?: CallOptions): Promise<ClaimedWire[]> {
     const body = { ...request, claim_key: request.claim_key ?? newId("c-") };
     const out = await this.#json<{ claimed: ClaimedWire[] }>(

@@ -283,7 +283,10 @@ export class PostgresStore implements Store {
       params.push(v);
       return `$${params.length}`;
     };
-    if (options.after !== undefined) where.push(`pos > ${p(decodeCursor(options.after))}`);
+    const desc = options.order === "desc";
+    if (options.after !== undefined) {
+      where.push(`pos ${desc ? "<" : ">"} ${p(decodeCursor(options.after))}`);
+    }
     if (options.status !== undefined) {
       const list = Array.isArray(options.status) ? options.status : [options.status];
       where.push(`status IN (${list.map(p).join(",")})`);
@@ -296,7 +299,7 @@ export class PostgresStore implements Store {
     const rows = await q<RolloutRow>(
       this.#sql,
       `SELECT * FROM reins_rollouts ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-       ORDER BY pos LIMIT ${p(options.limit + 1)}`,
+       ORDER BY pos ${desc ? "DESC" : "ASC"} LIMIT ${p(options.limit + 1)}`,
       params,
     );
     const more = rows.length > options.limit;
@@ -327,15 +330,19 @@ export class PostgresStore implements Store {
       }
       const now = options.now ?? Date.now();
       const params: Params = [options.limit];
-      let modeFilter = "";
-      if (options.mode) {
-        params.push(options.mode);
-        modeFilter = "AND mode = $2";
+      const p = (v: string | number) => {
+        params.push(v);
+        return `$${params.length}`;
+      };
+      const where = ["status IN ('queuing', 'requeuing')"];
+      if (options.mode) where.push(`mode = ${p(options.mode)}`);
+      for (const [key, value] of Object.entries(options.labels ?? {})) {
+        where.push(`labels ->> ${p(key)} = ${p(value)}`);
       }
       const rows = await q<{ rollout_id: string; status: RolloutStatus }>(
         tx,
         `SELECT rollout_id, status FROM reins_rollouts
-         WHERE status IN ('queuing', 'requeuing') ${modeFilter}
+         WHERE ${where.join(" AND ")}
          ORDER BY pos LIMIT $1 FOR UPDATE SKIP LOCKED`,
         params,
       );

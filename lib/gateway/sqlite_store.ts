@@ -149,6 +149,18 @@ CREATE TABLE IF NOT EXISTS models (
 /** Candidate earlier calls examined when storing a prompt as a reference. */
 const REFERENCE_CANDIDATES = 4;
 
+/** Adds one condition per label (its value must match exactly) to `where` and `params`. */
+function labelFilter(
+  labels: Record<string, string> | undefined,
+  where: string[],
+  params: SQLInputValue[],
+): void {
+  for (const [key, value] of Object.entries(labels ?? {})) {
+    where.push("json_extract(labels, ?) = ?");
+    params.push(`$."${key.replaceAll('"', '""')}"`, value);
+  }
+}
+
 interface Group {
   done: Promise<void>;
   resolve: () => void;
@@ -279,8 +291,9 @@ export class SqliteStore implements Store {
     return this.#read(() => {
       const where: string[] = [];
       const params: SQLInputValue[] = [];
+      const desc = options.order === "desc";
       if (options.after !== undefined) {
-        where.push("pos > ?");
+        where.push(desc ? "pos < ?" : "pos > ?");
         params.push(decodeCursor(options.after));
       }
       if (options.status !== undefined) {
@@ -296,12 +309,9 @@ export class SqliteStore implements Store {
         where.push("group_id = ?");
         params.push(options.group_id);
       }
-      for (const [key, value] of Object.entries(options.labels ?? {})) {
-        where.push("json_extract(labels, ?) = ?");
-        params.push(`$."${key.replaceAll('"', '""')}"`, value);
-      }
+      labelFilter(options.labels, where, params);
       const sql = `SELECT * FROM rollouts ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-        ORDER BY pos LIMIT ?`;
+        ORDER BY pos ${desc ? "DESC" : "ASC"} LIMIT ?`;
       const rows = this.#stmt(sql).all(...params, options.limit + 1) as unknown as RolloutRow[];
       const more = rows.length > options.limit;
       const page = more ? rows.slice(0, options.limit) : rows;
@@ -333,14 +343,15 @@ export class SqliteStore implements Store {
         }
         const now = options.now ?? Date.now();
         const params: SQLInputValue[] = [];
-        let modeFilter = "";
+        const where = ["status IN ('queuing', 'requeuing')"];
         if (options.mode) {
-          modeFilter = "AND mode = ?";
+          where.push("mode = ?");
           params.push(options.mode);
         }
+        labelFilter(options.labels, where, params);
         const rows = this.#stmt(
-          `SELECT rollout_id, status FROM rollouts WHERE status IN ('queuing', 'requeuing')
-           ${modeFilter} ORDER BY pos LIMIT ?`,
+          `SELECT rollout_id, status FROM rollouts WHERE ${where.join(" AND ")}
+           ORDER BY pos LIMIT ?`,
         ).all(...params, options.limit) as Array<{ rollout_id: string; status: RolloutStatus }>;
         const out: Claimed[] = [];
         for (const row of rows) {

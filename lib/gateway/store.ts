@@ -75,7 +75,9 @@ export interface ListRolloutsOptions {
   group_id?: string;
   /** Every label given must match exactly. */
   labels?: Record<string, string>;
-  /** Cursor from a previous page. */
+  /** `asc` (default): oldest first; `desc`: newest first. */
+  order?: "asc" | "desc";
+  /** Cursor from a previous page (of a listing in the same order). */
   after?: string;
   limit: number;
 }
@@ -88,6 +90,8 @@ export interface ClaimOptions {
   /** Idempotency key: a retried claim with the same worker and key returns the same attempts. */
   claim_key?: string;
   mode?: RolloutMode;
+  /** Only rollouts whose labels hold every given key/value. */
+  labels?: Record<string, string>;
   /** Clock override for tests (epoch ms). */
   now?: number;
 }
@@ -153,11 +157,15 @@ export interface Store {
   createRollouts(creates: RolloutCreate[]): Promise<{ rollouts: Rollout[]; created: boolean[] }>;
   /** The rollout, or null when there is none with this id. */
   getRollout(id: string): Promise<Rollout | null>;
-  /** Rollouts in creation order after the cursor, filtered. */
+  /**
+   * Rollouts in creation order (`order: "desc"`: newest first) after the cursor, filtered.
+   * `next_cursor` continues the listing in the same order, without skips or repeats.
+   */
   listRollouts(options: ListRolloutsOptions): Promise<Page<Rollout>>;
   /**
-   * Atomically moves up to `limit` `queuing` or `requeuing` rollouts (oldest first) to
-   * `running`, each with a new attempt (index + 1) leased to `worker` for `lease_ms`.
+   * Atomically moves up to `limit` `queuing` or `requeuing` rollouts (oldest first, only those
+   * of `mode` and holding every `labels` key/value when given) to `running`, each with a new
+   * attempt (index + 1) leased to `worker` for `lease_ms`.
    */
   claimRollouts(options: ClaimOptions): Promise<Claimed[]>;
   /** Extends a running attempt's lease; 409 unless it is running and held by `worker`. */

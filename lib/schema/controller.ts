@@ -140,6 +140,11 @@ export const ControllerOptionsSchema = z.object({
   poll_ms: z.number().int().min(10).default(500),
   /** How often expired leases of other (dead) controllers are swept. */
   sweep_ms: z.number().int().min(50).default(5_000),
+  /**
+   * Only claim rollouts whose labels hold every given key/value (e.g. `{ sandbox: "gpu" }`), so
+   * that controllers specialised per harness or sandbox kind can share one gateway.
+   */
+  labels: z.record(z.string(), z.string()).optional(),
 });
 /** Settings of the controller's reconcile loop. */
 export type ControllerOptions = z.input<typeof ControllerOptionsSchema>;

@@ -60,6 +60,34 @@ export const CreateRolloutsResponseSchema = z.object({
 /** Answer of `POST /v1/rollouts`. */
 export type CreateRolloutsResponse = z.infer<typeof CreateRolloutsResponseSchema>;
 
+/**
+ * A label filter: a rollout matches when its labels hold every given key with exactly the given
+ * value (an empty filter matches every rollout). Used by listings and claims.
+ *
+ * @example
+ * ```ts
+ * import { LabelFilterSchema, parseOrThrow } from "../schema.ts";
+ * parseOrThrow(LabelFilterSchema, { sandbox: "gpu" }); // { sandbox: "gpu" }
+ * ```
+ */
+export const LabelFilterSchema = z.record(z.string(), z.string());
+/** A label filter (see {@link LabelFilterSchema}). */
+export type LabelFilter = z.infer<typeof LabelFilterSchema>;
+
+/**
+ * Order of a rollout listing by creation: `asc` (oldest first, the default) or `desc` (newest
+ * first). Cursors page onward in the order of the listing that returned them.
+ *
+ * @example
+ * ```ts
+ * import { ListOrderSchema, parseOrThrow } from "../schema.ts";
+ * parseOrThrow(ListOrderSchema, "desc"); // "desc"
+ * ```
+ */
+export const ListOrderSchema = z.enum(["asc", "desc"]);
+/** Order of a rollout listing. */
+export type ListOrder = z.infer<typeof ListOrderSchema>;
+
 /** Body of `POST /v1/rollouts/claim`. */
 export const ClaimRequestSchema = z.object({
   /** Who claims (controller id); recorded on the attempt and checked on lease renewal. */
@@ -74,6 +102,12 @@ export const ClaimRequestSchema = z.object({
   claim_key: z.string().min(1).max(200).optional(),
   /** Only claim rollouts of this mode. */
   mode: RolloutModeSchema.optional(),
+  /**
+   * Only claim rollouts whose labels hold every given key/value (as the listing's `labels`);
+   * e.g. `{ sandbox: "gpu" }` for a controller that runs only GPU sandboxes. Matching rollouts
+   * are still claimed oldest first.
+   */
+  labels: LabelFilterSchema.optional(),
 });
 /** Body of `POST /v1/rollouts/claim`. */
 export type ClaimRequest = z.input<typeof ClaimRequestSchema>;
@@ -123,8 +157,10 @@ export const ListRolloutsQuerySchema = z.object({
   mode: RolloutModeSchema.optional(),
   group_id: IdSchema.optional(),
   /** Every label given must match exactly. */
-  labels: z.record(z.string(), z.string()).optional(),
-  /** Opaque cursor from a previous page's `next_cursor`. */
+  labels: LabelFilterSchema.optional(),
+  /** `asc`: oldest first (default); `desc`: newest first. */
+  order: ListOrderSchema.default("asc"),
+  /** Opaque cursor from a previous page's `next_cursor` (of a listing in the same order). */
   after: z.string().min(1).max(100).optional(),
   limit: z.number().int().min(1).default(100),
 });
