@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import type { Store } from "../../lib/gateway/store.ts";
-import type { StoreFactory } from "./store_conformance.ts";
+import { type StoreFactory, storeStep } from "./store_conformance.ts";
 
 /** Every rollout id of a listing, page after page, checking the page size. */
 async function listAll(
@@ -32,15 +32,7 @@ export async function runClaimAndOrderConformance(
   t: Deno.TestContext,
   factory: StoreFactory,
 ): Promise<void> {
-  const step = (name: string, fn: (store: Store) => Promise<void>) =>
-    t.step(name, async () => {
-      const store = await factory.open();
-      try {
-        await fn(store);
-      } finally {
-        await store.close();
-      }
-    });
+  const step = storeStep(t, factory);
 
   await step("claims with labels take only matching rollouts, oldest first", async (store) => {
     await store.createRollouts([

@@ -85,6 +85,22 @@ async function rolloutIn(store: Store, id: string, status: RolloutStatus): Promi
   await store.transition(id, { to: status });
 }
 
+/** A step of `t` that runs `fn` on a freshly opened store and closes it afterwards. */
+export function storeStep(
+  t: Deno.TestContext,
+  factory: StoreFactory,
+): (name: string, fn: (store: Store) => Promise<void>) => Promise<boolean> {
+  return (name, fn) =>
+    t.step(name, async () => {
+      const store = await factory.open();
+      try {
+        await fn(store);
+      } finally {
+        await store.close();
+      }
+    });
+}
+
 /**
  * Runs every conformance case as a step of `t`.
  *
@@ -103,15 +119,7 @@ export async function runStoreConformance(
   t: Deno.TestContext,
   factory: StoreFactory,
 ): Promise<void> {
-  const step = (name: string, fn: (store: Store) => Promise<void>) =>
-    t.step(name, async () => {
-      const store = await factory.open();
-      try {
-        await fn(store);
-      } finally {
-        await store.close();
-      }
-    });
+  const step = storeStep(t, factory);
 
   await step("create fills defaults and is idempotent by rollout_id", async (store) => {
     const first = await store.createRollouts([
