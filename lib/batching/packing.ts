@@ -179,48 +179,100 @@ function packRows(
   members: readonly number[],
   oversized: boolean,
 ): MicroBatch {
+  const placed: MemberPlacement[] = [];
   let total = 0;
-  for (const i of members) total += rows[i].tokens.length;
-  // Preallocated and filled by index: several times faster than push on long rows.
+  for (const i of members) {
+    placed.push({ shared: 0, last: -1, start: total });
+    total += rows[i].tokens.length;
+  }
+  return writeMicroBatch(rows, members, placed, total, oversized, false);
+}
+
+/**
+ * Where a member of a micro-batch goes: its first `shared` tokens are already in the row (the
+ * last of them at index `last`, −1 when none), the rest is written from `start` on.
+ */
+export interface MemberPlacement {
+  shared: number;
+  last: number;
+  start: number;
+}
+
+/**
+ * Writes one micro-batch row of `total` tokens from its members and their placements (the
+ * writer of both {@link packMicroBatches} and the shared-prefix packer). With no token shared
+ * it is a plain packed row (`segment_starts`, `parent` only when a member is a tree); otherwise
+ * a tree row with `parent` and one `sequence_ids` entry per member. `withShared` records each
+ * segment's `shared` count.
+ *
+ * @example
+ * ```ts
+ * import { writeMicroBatch } from "./packing.ts";
+ * const row = (tokens: number[]) => ({
+ *   rollout_id: "r", group_id: "g", tokens, loss_mask: tokens.map(() => 0),
+ *   advantages: tokens.map(() => 0), loss_weights: tokens.map(() => 0),
+ *   rollout_logprobs: tokens.map(() => 0),
+ * });
+ * const mb = writeMicroBatch(
+ *   [row([1, 2, 3]), row([1, 2, 4])],
+ *   [0, 1],
+ *   [{ shared: 0, last: -1, start: 0 }, { shared: 2, last: 1, start: 3 }],
+ *   4,
+ *   false,
+ *   true,
+ * );
+ * mb.row.tokens; // [1, 2, 3, 4]
+ * mb.row.parent; // [-1, 0, 1, 1]
+ * ```
+ */
+export function writeMicroBatch(
+  rows: readonly PackableRow[],
+  members: readonly number[],
+  placed: readonly MemberPlacement[],
+  total: number,
+  oversized: boolean,
+  withShared: boolean,
+): MicroBatch {
   const tokens = new Array<number>(total);
   const lossMask = new Array<0 | 1>(total);
   const advantages = new Array<number>(total);
   const weights = new Array<number>(total);
   const logprobs = new Array<number>(total);
-  const anyParent = members.some((i) => rows[i].parent !== undefined);
-  const parent = anyParent ? new Array<number>(total) : null;
-  const starts: number[] = [];
+  const parent = new Array<number>(total);
+  const sequenceIds = new Array<number>(total);
   const segments: PackedSegment[] = [];
-  let start = 0;
-  for (const i of members) {
+  let anyShared = false;
+  let anyParent = false;
+  members.forEach((i, k) => {
     const row = rows[i];
-    const n = row.tokens.length;
-    starts.push(start);
+    const { shared, last, start } = placed[k];
+    const length = row.tokens.length - shared;
+    anyShared ||= shared > 0;
+    anyParent ||= row.parent !== undefined;
     segments.push({
       source: i,
       rollout_id: row.rollout_id,
       group_id: row.group_id,
       start,
-      length: n,
+      length,
       had_parent: row.parent !== undefined,
+      ...(withShared ? { shared } : {}),
     });
-    for (let t = 0; t < n; t++) {
+    const p = row.parent;
+    for (let t = 0; t < length; t++) {
       const at = start + t;
-      tokens[at] = row.tokens[t];
-      lossMask[at] = row.loss_mask[t] as 0 | 1;
-      advantages[at] = row.advantages[t];
-      weights[at] = row.loss_weights[t];
-      logprobs[at] = row.rollout_logprobs[t];
+      const from = shared + t;
+      tokens[at] = row.tokens[from];
+      lossMask[at] = row.loss_mask[from] as 0 | 1;
+      advantages[at] = row.advantages[from];
+      weights[at] = row.loss_weights[from];
+      logprobs[at] = row.rollout_logprobs[from];
+      sequenceIds[at] = k;
+      if (p) parent[at] = p[from] < 0 ? -1 : p[from] + start;
+      else parent[at] = t > 0 ? at - 1 : last;
     }
-    if (parent) {
-      const p = row.parent;
-      for (let t = 0; t < n; t++) {
-        if (p) parent[start + t] = p[t] < 0 ? -1 : p[t] + start;
-        else parent[start + t] = t === 0 ? -1 : start + t - 1;
-      }
-    }
-    start += n;
-  }
+  });
+
   const first = rows[members[0]];
   const row: TrainingRow = {
     rollout_id: first.rollout_id,
@@ -230,9 +282,15 @@ function packRows(
     advantages,
     loss_weights: weights,
     rollout_logprobs: logprobs,
-    segment_starts: starts,
   };
-  if (parent) row.parent = parent;
+  if (anyShared) {
+    row.parent = parent;
+    row.sequence_ids = sequenceIds;
+  } else {
+    // Nothing shared: the plain packed row (segment starts; parents only for tree members).
+    row.segment_starts = segments.map((s) => s.start);
+    if (anyParent) row.parent = parent;
+  }
   return { row, segments, tokens: total, oversized };
 }
 

@@ -14,14 +14,8 @@
  * @module
  */
 import { parseOrThrow } from "../schema.ts";
-import type { TrainingRow } from "../schema/core.ts";
-import {
-  type MicroBatch,
-  type PackedSegment,
-  type PackOptions,
-  PackOptionsSchema,
-} from "../schema/batching.ts";
-import { checkPackableRows, type PackableRow } from "./packing.ts";
+import { type MicroBatch, type PackOptions, PackOptionsSchema } from "../schema/batching.ts";
+import { checkPackableRows, type PackableRow, writeMicroBatch } from "./packing.ts";
 
 /**
  * A node of a compressed prefix tree (radix tree) over shareable prefixes: its edge holds the
@@ -316,63 +310,5 @@ function writeSharedRow(
     total += rows[i].tokens.length - matched;
   }
 
-  const tokens = new Array<number>(total);
-  const lossMask = new Array<0 | 1>(total);
-  const advantages = new Array<number>(total);
-  const weights = new Array<number>(total);
-  const logprobs = new Array<number>(total);
-  const parent = new Array<number>(total);
-  const sequenceIds = new Array<number>(total);
-  const segments: PackedSegment[] = [];
-  let anyShared = false;
-  let anyParent = false;
-  members.forEach((i, k) => {
-    const row = rows[i];
-    const { shared, last, start } = placed[k];
-    const length = row.tokens.length - shared;
-    anyShared ||= shared > 0;
-    anyParent ||= row.parent !== undefined;
-    segments.push({
-      source: i,
-      rollout_id: row.rollout_id,
-      group_id: row.group_id,
-      start,
-      length,
-      had_parent: row.parent !== undefined,
-      shared,
-    });
-    const p = row.parent;
-    for (let t = 0; t < length; t++) {
-      const at = start + t;
-      const from = shared + t;
-      tokens[at] = row.tokens[from];
-      lossMask[at] = row.loss_mask[from] as 0 | 1;
-      advantages[at] = row.advantages[from];
-      weights[at] = row.loss_weights[from];
-      logprobs[at] = row.rollout_logprobs[from];
-      sequenceIds[at] = k;
-      if (p) parent[at] = p[from] < 0 ? -1 : p[from] + start;
-      else parent[at] = t > 0 ? at - 1 : last;
-    }
-  });
-
-  const first = rows[members[0]];
-  const row: TrainingRow = {
-    rollout_id: first.rollout_id,
-    group_id: first.group_id,
-    tokens,
-    loss_mask: lossMask,
-    advantages,
-    loss_weights: weights,
-    rollout_logprobs: logprobs,
-  };
-  if (anyShared) {
-    row.parent = parent;
-    row.sequence_ids = sequenceIds;
-  } else {
-    // Nothing shared: the plain packed row (segment starts; parents only for tree members).
-    row.segment_starts = segments.map((s) => s.start);
-    if (anyParent) row.parent = parent;
-  }
-  return { row, segments, tokens: total, oversized };
+  return writeMicroBatch(rows, members, placed, total, oversized, true);
 }
