@@ -11,6 +11,7 @@ import {
   canTransition,
   type EventInput,
   EventInputSchema,
+  isPlainJsonObject,
   type JsonObject,
   type Model,
   type ModelRequest,
@@ -123,49 +124,6 @@ function parseEvent(input: unknown, prefix: string): ParsedEvent {
   parsed.payload.response_token_ids = arrays.response_token_ids as number[];
   parsed.payload.response_logprobs = logprobs as number[];
   return parsed;
-}
-
-/** Nesting past which {@link isPlainJsonValue} leaves the value to zod. */
-const PLAIN_JSON_MAX_DEPTH = 32;
-
-/**
- * True when `value` is a plain object of JSON values that `JsonObjectSchema` accepts as it is
- * (finite numbers; plain objects without symbol keys or an own `__proto__`). False means "let
- * zod decide", not "invalid".
- */
-function isPlainJsonObject(value: unknown): boolean {
-  return typeof value === "object" && value !== null && !Array.isArray(value) &&
-    isPlainJsonValue(value, 0);
-}
-
-function isPlainJsonValue(value: unknown, depth: number): boolean {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return true;
-    case "number":
-      return Number.isFinite(value);
-    case "object": {
-      if (value === null) return true;
-      if (depth >= PLAIN_JSON_MAX_DEPTH) return false;
-      if (Array.isArray(value)) {
-        for (let i = 0; i < value.length; i++) {
-          if (!isPlainJsonValue(value[i], depth + 1)) return false;
-        }
-        return true;
-      }
-      const proto = Object.getPrototypeOf(value);
-      if (proto !== Object.prototype && proto !== null) return false;
-      if (Object.getOwnPropertySymbols(value).length > 0) return false;
-      for (const key in value) {
-        if (!Object.hasOwn(value, key) || key === "__proto__") return false;
-        if (!isPlainJsonValue((value as Record<string, unknown>)[key], depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return false;
-  }
 }
 
 function checkIds(ids: unknown[], field: string): void {

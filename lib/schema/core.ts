@@ -42,6 +42,57 @@ export const JsonObjectSchema = z.record(z.string(), JsonValueSchema);
 /** A JSON object. */
 export type JsonObject = z.infer<typeof JsonObjectSchema>;
 
+/** Nesting past which {@link isPlainJsonObject} leaves the value to the schema. */
+const PLAIN_JSON_MAX_DEPTH = 32;
+
+/**
+ * A fast pre-check for hot paths: true when `value` is a plain object of JSON values that
+ * {@link JsonObjectSchema} accepts as it is (finite numbers; plain objects without symbol keys
+ * or an own `__proto__`), so parsing it can be skipped. False means "let the schema decide",
+ * not "invalid". Keep it a subset of {@link JsonValueSchema}'s rules.
+ *
+ * @example
+ * ```ts
+ * import { isPlainJsonObject } from "./core.ts";
+ * isPlainJsonObject({ a: [1, "x", null, { b: true }] }); // true
+ * isPlainJsonObject({ a: Infinity }); // false: the schema reports it
+ * ```
+ */
+export function isPlainJsonObject(value: unknown): boolean {
+  return typeof value === "object" && value !== null && !Array.isArray(value) &&
+    isPlainJsonValue(value, 0);
+}
+
+function isPlainJsonValue(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true;
+    case "number":
+      return Number.isFinite(value);
+    case "object": {
+      if (value === null) return true;
+      if (depth >= PLAIN_JSON_MAX_DEPTH) return false;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) {
+          if (!isPlainJsonValue(value[i], depth + 1)) return false;
+        }
+        return true;
+      }
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return false;
+      if (Object.getOwnPropertySymbols(value).length > 0) return false;
+      for (const key in value) {
+        if (!Object.hasOwn(value, key) || key === "__proto__") return false;
+        if (!isPlainJsonValue((value as Record<string, unknown>)[key], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rollouts and attempts
 
