@@ -185,6 +185,22 @@ interface ModelRow extends ModelRowBase {
   seq: string;
 }
 
+/** A binder that appends a value to `params` and answers its `$n` placeholder. */
+function placeholder(params: Params): (value: string | number) => string {
+  return (value) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+}
+
+/** One condition per label: its value must match exactly. */
+function labelConditions(
+  labels: Record<string, string> | undefined,
+  p: (value: string) => string,
+): string[] {
+  return Object.entries(labels ?? {}).map(([key, value]) => `labels ->> ${p(key)} = ${p(value)}`);
+}
+
 async function q<T>(tx: Tx, text: string, params: Params = []): Promise<T[]> {
   const rows = await tx.unsafe(text, params as never[]);
   return rows as unknown as T[];
@@ -279,10 +295,7 @@ export class PostgresStore implements Store {
     this.#open();
     const where: string[] = [];
     const params: Params = [];
-    const p = (v: string | number) => {
-      params.push(v);
-      return `$${params.length}`;
-    };
+    const p = placeholder(params);
     const desc = options.order === "desc";
     if (options.after !== undefined) {
       where.push(`pos ${desc ? "<" : ">"} ${p(decodeCursor(options.after))}`);
@@ -293,9 +306,7 @@ export class PostgresStore implements Store {
     }
     if (options.mode) where.push(`mode = ${p(options.mode)}`);
     if (options.group_id) where.push(`group_id = ${p(options.group_id)}`);
-    for (const [key, value] of Object.entries(options.labels ?? {})) {
-      where.push(`labels ->> ${p(key)} = ${p(value)}`);
-    }
+    where.push(...labelConditions(options.labels, p));
     const rows = await q<RolloutRow>(
       this.#sql,
       `SELECT * FROM reins_rollouts ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
@@ -330,15 +341,10 @@ export class PostgresStore implements Store {
       }
       const now = options.now ?? Date.now();
       const params: Params = [options.limit];
-      const p = (v: string | number) => {
-        params.push(v);
-        return `$${params.length}`;
-      };
+      const p = placeholder(params);
       const where = ["status IN ('queuing', 'requeuing')"];
       if (options.mode) where.push(`mode = ${p(options.mode)}`);
-      for (const [key, value] of Object.entries(options.labels ?? {})) {
-        where.push(`labels ->> ${p(key)} = ${p(value)}`);
-      }
+      where.push(...labelConditions(options.labels, p));
       const rows = await q<{ rollout_id: string; status: RolloutStatus }>(
         tx,
         `SELECT rollout_id, status FROM reins_rollouts
@@ -804,10 +810,7 @@ export class PostgresStore implements Store {
     this.#open();
     if (!(await this.#exists(this.#sql, rollout_id))) throw noRollout(rollout_id);
     const params: Params = [rollout_id];
-    const p = (v: string | number) => {
-      params.push(v);
-      return `$${params.length}`;
-    };
+    const p = placeholder(params);
     const where = ["rollout_id = $1"];
     if (options.type !== undefined) {
       const list: EventType[] = Array.isArray(options.type) ? options.type : [options.type];
