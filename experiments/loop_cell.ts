@@ -293,7 +293,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       normalization: { mode: cell.normalization },
       optimizer: { lr: s.lr, warmup_steps: s.warmup_steps },
       ppo_epochs: s.ppo_epochs,
-      // One sample per packed row: CPU attention cost grows with the row length squared.
+      // Short rows: CPU attention cost grows with the row length squared.
       micro_token_budget: 1024,
       schedule: { mode: "sync", poll_ms: 50 },
       checkpoint_every: 0,
@@ -305,15 +305,15 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     let name = "";
     for (let attempt = 1; result === undefined; attempt++) {
       name = `${grid.name}-${cell.id}-${runs++}`.replace(/[^A-Za-z0-9_.-]/g, "_");
-      const config = configOf(name);
+      const config = parseOrThrow(LoopConfigSchema, configOf(name), "config");
+      // The same evaluation before the first step and after later ones.
+      const evaluate = async (label: string) =>
+        (await evaluatePolicy(stack.client, config, label, toyLoopTasks(val))).reward_mean;
       try {
         result = await runLoop(config, stack.services, {
           progress: silentProgress(),
-          beforeSteps: async (ctx) => {
-            if (s.val_tasks > 0) {
-              startVal = (await evaluatePolicy(ctx.gateway, ctx.config, "start", toyLoopTasks(val)))
-                .reward_mean;
-            }
+          beforeSteps: async () => {
+            if (s.val_tasks > 0) startVal = await evaluate("start");
           },
           hooks: {
             afterStep: async (m) => {
@@ -325,7 +325,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
               const last = m.step + 1 === s.steps;
               const every = s.val_every > 0 && (m.step + 1) % s.val_every === 0;
               if (s.val_tasks > 0 && (last || every)) {
-                valRewards.set(m.step, await runLoopEval(stack, config, `s${m.step}`, val));
+                valRewards.set(m.step, await evaluate(`s${m.step}`));
               }
             },
           },
@@ -363,15 +363,4 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     if (!options.workDir) await Deno.remove(workDir, { recursive: true }).catch(() => undefined);
   };
   return { runner, close, [Symbol.asyncDispose]: close };
-}
-
-async function runLoopEval(
-  stack: EmbeddedStack,
-  config: LoopConfigInput,
-  label: string,
-  val: ArithmeticTask[],
-): Promise<number> {
-  const parsed = parseOrThrow(LoopConfigSchema, config, "config");
-  const result = await evaluatePolicy(stack.client, parsed, label, toyLoopTasks(val));
-  return result.reward_mean;
 }

@@ -96,7 +96,7 @@ const config: LoopConfigInput = {
   optimizer: { lr: 3e-4, grad_clip: 1, warmup_steps: 12 },
   ppo_epochs: 4,
   loss: { kind: "ppo", clip_low: 0.2, clip_high: 0.28 },
-  // One sample per packed row: CPU attention cost grows with the row length squared.
+  // Short rows: CPU attention cost grows with the row length squared.
   micro_token_budget: 1024,
   group_size: 8,
   groups_per_step: 3,
