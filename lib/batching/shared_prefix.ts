@@ -15,7 +15,12 @@
  */
 import { parseOrThrow } from "../schema.ts";
 import { type MicroBatch, type PackOptions, PackOptionsSchema } from "../schema/batching.ts";
-import { checkPackableRows, type PackableRow, writeMicroBatch } from "./packing.ts";
+import {
+  checkPackableRows,
+  type MemberPlacement,
+  type PackableRow,
+  writeMicroBatch,
+} from "./packing.ts";
 
 /**
  * A node of a compressed prefix tree (radix tree) over shareable prefixes: its edge holds the
@@ -299,7 +304,7 @@ function writeSharedRow(
 ): MicroBatch {
   // First pass: how much of each member is shared with the members before it, and where.
   const root = newNode([], 0, 0);
-  const placed: { shared: number; last: number; start: number }[] = [];
+  const placed: MemberPlacement[] = [];
   let total = 0;
   for (const i of members) {
     const start = total;
