@@ -66,4 +66,4 @@ export * from "./lib/monitors/mod.ts";
 export * from "./lib/controller/mod.ts";
 export * from "./lib/harness/mod.ts";
 export * from "./lib/trainer/mod.ts";
-export * from "./lib/trainer/loop/mod.ts";
+export * from "./lib/loop/mod.ts";

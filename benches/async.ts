@@ -27,7 +27,7 @@ import {
   toyLoopTasks,
   toyModel,
   writeToyDataset,
-} from "../lib/trainer/loop/mod.ts";
+} from "../lib/loop/mod.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,

@@ -18,7 +18,7 @@ import {
   segmentTokenIndex,
 } from "../lib/batching/mod.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
-import { toyArithmeticTasks, toyModel, toySftRows } from "../lib/trainer/loop/mod.ts";
+import { toyArithmeticTasks, toyModel, toySftRows } from "../lib/loop/mod.ts";
 import { startLocalWorker, type TrainerClient } from "../lib/trainer/mod.ts";
 
 const CONFIG = {

@@ -26,7 +26,7 @@ import {
   toyLoopTasks,
   toyModel,
   writeToyDataset,
-} from "../lib/trainer/loop/mod.ts";
+} from "../lib/loop/mod.ts";
 
 /** A time interval in seconds since the run's start. */
 export interface Span {

@@ -11,7 +11,7 @@ import { codingEnv } from "../lib/harness/envs/coding.ts";
 import type { LoopConfigInput } from "../lib/schema/loop.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { launch } from "../lib/trainer/mod.ts";
-import { type EmbeddedStack, startEmbedded } from "../lib/trainer/loop/mod.ts";
+import { type EmbeddedStack, startEmbedded } from "../lib/loop/mod.ts";
 import type { Cell } from "./grid.ts";
 
 /** Where the GPU worker comes from (read from the environment by {@link gpuTargetFromEnv}). */

@@ -36,7 +36,7 @@ import {
   toyLoopTasks,
   toyModel,
   writeToyDataset,
-} from "../lib/trainer/loop/mod.ts";
+} from "../lib/loop/mod.ts";
 import type { Cell } from "./grid.ts";
 import type { CellRunner } from "./runner.ts";
 import { splitHarness, splitSftRows, splitsOnScript } from "./split_env.ts";

@@ -26,7 +26,7 @@ import {
   sftRow,
   toyHarness,
   toyTools,
-} from "../lib/trainer/loop/mod.ts";
+} from "../lib/loop/mod.ts";
 
 /**
  * Compaction budget (characters after the task message): the tool-call name and arguments of

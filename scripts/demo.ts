@@ -29,7 +29,7 @@ import {
   toyModel,
   toySftRows,
   writeToyDataset,
-} from "../lib/trainer/loop/mod.ts";
+} from "../lib/loop/mod.ts";
 import { ensureSystemDeps } from "./ensure_deps.ts";
 
 const { values: args } = parseArgs({

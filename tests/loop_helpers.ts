@@ -16,7 +16,7 @@ import {
   toyLoopTasks,
   toyModel,
   writeToyDataset,
-} from "../lib/trainer/loop/mod.ts";
+} from "../lib/loop/mod.ts";
 import type { RolloutEvent } from "../lib/schema.ts";
 
 /** Reward 1 for the first half of each group, 0 for the rest. */

@@ -3,7 +3,7 @@
  * without repeating finished steps, and its metrics stay consistent.
  */
 import assert from "node:assert/strict";
-import { readMetrics } from "../lib/trainer/loop/mod.ts";
+import { readMetrics } from "../lib/loop/mod.ts";
 import { runRollouts } from "./loop_helpers.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startGateway } from "../lib/gateway/server.ts";

@@ -14,7 +14,7 @@ import {
 } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
 import type { TrainerClient } from "../lib/trainer/client.ts";
-import { type RolloutData, updatePolicy } from "../lib/trainer/loop/mod.ts";
+import { type RolloutData, updatePolicy } from "../lib/loop/mod.ts";
 
 let seq = 0;
 function call(rolloutId: string, prompt: number[], response: number[], version: number) {

@@ -6,7 +6,7 @@
  * @module
  */
 import { parseOutput } from "../proxy/parse_output.ts";
-import type { ModelRequestEvent, RolloutEvent } from "../schema.ts";
+import type { ModelRequestEvent, Rollout, RolloutEvent } from "../schema.ts";
 
 /** One tool call the policy made. */
 export interface ToolCallAction {
@@ -120,4 +120,18 @@ export function toolCallText(call: ToolCallAction): string {
     // Not JSON: scan the raw text.
   }
   return call.arguments;
+}
+
+/** String items of `attempt.info[key]` (the controller's sandbox facts), per attempt. */
+export function attemptInfoList(
+  rollout: Rollout,
+  key: string,
+): { attempt: number; values: string[] }[] {
+  return rollout.attempts.map((a) => {
+    const value = a.info[key];
+    return {
+      attempt: a.index,
+      values: Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [],
+    };
+  });
 }

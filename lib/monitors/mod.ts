@@ -39,19 +39,13 @@ export {
   type ToolCallAction,
   toolCallText,
 } from "./actions.ts";
-export {
-  defaultMonitors,
-  emptyAnswerMonitor,
-  gitNetworkMonitor,
-  type GitNetworkOptions,
-  logprobMonitor,
-  type LogprobOptions,
-  repetitionMonitor,
-  type RepetitionOptions,
-  testEditMonitor,
-  type TestEditOptions,
-  truncationMonitor,
-} from "./checks.ts";
+export { defaultMonitors } from "./defaults.ts";
+export { emptyAnswerMonitor } from "./empty_answer.ts";
+export { gitNetworkMonitor, type GitNetworkOptions } from "./git_network.ts";
+export { logprobMonitor, type LogprobOptions } from "./logprob.ts";
+export { repetitionMonitor, type RepetitionOptions } from "./repetition.ts";
+export { testEditMonitor, type TestEditOptions } from "./test_edit.ts";
+export { truncationMonitor } from "./truncation.ts";
 export {
   type Auditor,
   createLlmAuditor,

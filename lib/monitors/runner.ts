@@ -20,7 +20,7 @@ import type { Monitor, MonitorInput } from "./types.ts";
  * @example
  * ```ts
  * import { runMonitors } from "./runner.ts";
- * import { defaultMonitors } from "./checks.ts";
+ * import { defaultMonitors } from "./defaults.ts";
  * const rollout = {
  *   rollout_id: "r1", group_id: "r1", input: {}, mode: "train" as const,
  *   config: { timeout_s: 600, max_attempts: 1 }, labels: {}, status: "succeeded" as const,

@@ -1,5 +1,5 @@
 /**
- * Schemas of the training loop (`lib/trainer/loop`): the one typed config of an RL run, the
+ * Schemas of the training loop (`lib/loop`): the one typed config of an RL run, the
  * per-step metrics it writes (a superset of the UI's `TrainStepMetrics`), and the checkpoint
  * state a resumed run continues from.
  *

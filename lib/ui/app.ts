@@ -13,7 +13,7 @@ import { changeFeedResponse, parseAfterSeq } from "../gateway/change_feed.ts";
 import type { Mount, MountContext } from "../gateway/server.ts";
 import { type Store, StoreError } from "../gateway/store.ts";
 import type { Auditor } from "../monitors/auditor.ts";
-import { defaultMonitors } from "../monitors/checks.ts";
+import { defaultMonitors } from "../monitors/defaults.ts";
 import { type MonitorRunner, startMonitorRunner } from "../monitors/runner.ts";
 import type { Monitor } from "../monitors/types.ts";
 import {

@@ -5,10 +5,10 @@
  *
  * @module
  */
-import { type LoopState, LoopStateSchema } from "../../schema/loop.ts";
-import { parseOrThrow } from "../../schema.ts";
-import type { TrainerClient } from "../client.ts";
-import type { OptimizerConfig } from "../../schema.ts";
+import { type LoopState, LoopStateSchema } from "../schema/loop.ts";
+import { parseOrThrow } from "../schema.ts";
+import type { TrainerClient } from "../trainer/client.ts";
+import type { OptimizerConfig } from "../schema.ts";
 
 /** `<outDir>/checkpoints/state.json`. */
 export function statePath(outDir: string): string {

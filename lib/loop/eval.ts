@@ -4,9 +4,9 @@
  *
  * @module
  */
-import type { GatewayClient } from "../../gateway/client.ts";
-import { TERMINAL_ROLLOUT_STATUSES } from "../../schema.ts";
-import type { LoopConfig, LoopTask } from "../../schema/loop.ts";
+import type { GatewayClient } from "../gateway/client.ts";
+import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
+import type { LoopConfig, LoopTask } from "../schema/loop.ts";
 import { pause } from "./context.ts";
 
 /** What {@link evaluatePolicy} measured. */

@@ -10,10 +10,10 @@
  *
  * @module
  */
-import { calculatorTool } from "../../harness/envs/arithmetic.ts";
-import type { ArithmeticTask, HarnessSpec, TrainingRow, WorkerModelSpec } from "../../schema.ts";
-import type { LoopTask } from "../../schema/loop.ts";
-import type { ChatTokenizer, ToolDefinition } from "../../tokens/types.ts";
+import { calculatorTool } from "../harness/envs/arithmetic.ts";
+import type { ArithmeticTask, HarnessSpec, TrainingRow, WorkerModelSpec } from "../schema.ts";
+import type { LoopTask } from "../schema/loop.ts";
+import type { ChatTokenizer, ToolDefinition } from "../tokens/types.ts";
 import { scriptedArithmetic, scriptedGuess, sftRow, TOY_SYSTEM_PROMPT } from "./sft.ts";
 
 /**
@@ -134,7 +134,7 @@ export interface ToySftOptions {
  *
  * @example
  * ```ts
- * import { loadCharTokenizer } from "../../tokens/char.ts";
+ * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { toyArithmeticTasks, toySftRows } from "./toy.ts";
  * const tokenizer = await loadCharTokenizer();
  * const tasks = toyArithmeticTasks().slice(0, 3);
@@ -169,7 +169,7 @@ export interface ToyModelSize {
  *
  * @example
  * ```ts
- * import { loadCharTokenizer } from "../../tokens/char.ts";
+ * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { toyModel } from "./toy.ts";
  * const tokenizer = await loadCharTokenizer();
  * const model = toyModel(tokenizer); // { kind: "builtin", config: { d_model: 64, ... } }

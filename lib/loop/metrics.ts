@@ -4,11 +4,11 @@
  *
  * @module
  */
-import { type GatewayClient, GatewayError } from "../../gateway/client.ts";
-import type { JsonObject, JsonValue } from "../../schema.ts";
-import { type LoopStepMetrics, LoopStepMetricsSchema } from "../../schema/loop.ts";
-import { TRAIN_STEP_EVENT } from "../../schema/ui.ts";
-import { parseOrThrow } from "../../schema.ts";
+import { type GatewayClient, GatewayError } from "../gateway/client.ts";
+import type { JsonObject, JsonValue } from "../schema.ts";
+import { type LoopStepMetrics, LoopStepMetricsSchema } from "../schema/loop.ts";
+import { TRAIN_STEP_EVENT } from "../schema/ui.ts";
+import { parseOrThrow } from "../schema.ts";
 
 /** Where the run's bookkeeping events go: a `val` rollout labelled `kind=run`. */
 export interface RunRecord {
@@ -31,8 +31,8 @@ function toEventData(metrics: LoopStepMetrics): JsonObject {
  *
  * @example
  * ```ts
- * import { GatewayClient } from "../../gateway/client.ts";
- * import { startGateway } from "../../gateway/server.ts";
+ * import { GatewayClient } from "../gateway/client.ts";
+ * import { startGateway } from "../gateway/server.ts";
  * import { openRunRecord } from "./metrics.ts";
  * const gw = await startGateway();
  * const gateway = new GatewayClient(gw.url, { apiKey: gw.adminKey });

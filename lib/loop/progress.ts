@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { LoopStepMetrics } from "../../schema/loop.ts";
+import type { LoopStepMetrics } from "../schema/loop.ts";
 
 /** Receives what the loop is doing; the loop calls it, it never throws. */
 export interface ProgressSink {

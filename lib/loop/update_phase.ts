@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Rollout } from "../../schema.ts";
+import type { Rollout } from "../schema.ts";
 import { loadGroupData, type LoopContext } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
 

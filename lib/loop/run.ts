@@ -5,16 +5,16 @@
  *
  * @module
  */
-import type { GatewayClient } from "../../gateway/client.ts";
-import { parseOrThrow, type TrainingRow } from "../../schema.ts";
+import type { GatewayClient } from "../gateway/client.ts";
+import { parseOrThrow, type TrainingRow } from "../schema.ts";
 import {
   type LoopConfig,
   type LoopConfigInput,
   LoopConfigSchema,
   type LoopStepMetrics,
-} from "../../schema/loop.ts";
-import type { ChatTokenizer } from "../../tokens/types.ts";
-import type { TrainerClient } from "../client.ts";
+} from "../schema/loop.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import type { TrainerClient } from "../trainer/client.ts";
 import { runAsync } from "./async.ts";
 import { loadState, restoreWorker } from "./checkpoint.ts";
 import type { LoopContext, LoopHooks, LoopProgressState } from "./context.ts";

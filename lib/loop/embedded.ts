@@ -6,16 +6,16 @@
  *
  * @module
  */
-import { GatewayClient } from "../../gateway/client.ts";
-import { type RunningGateway, startGateway } from "../../gateway/server.ts";
-import { LocalBackend } from "../../controller/local_backend.ts";
-import { Reconciler } from "../../controller/reconciler.ts";
-import { harnessRegistry, type HarnessRegistryOptions } from "../../harness/registry.ts";
-import { proxyMount } from "../../proxy/app.ts";
-import type { ProxyOptionsInput } from "../../schema.ts";
-import type { ChatTokenizer } from "../../tokens/types.ts";
-import type { TrainerClient } from "../client.ts";
-import { startLocalWorker } from "../local_worker.ts";
+import { GatewayClient } from "../gateway/client.ts";
+import { type RunningGateway, startGateway } from "../gateway/server.ts";
+import { LocalBackend } from "../controller/local_backend.ts";
+import { Reconciler } from "../controller/reconciler.ts";
+import { harnessRegistry, type HarnessRegistryOptions } from "../harness/registry.ts";
+import { proxyMount } from "../proxy/app.ts";
+import type { ProxyOptionsInput } from "../schema.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import type { TrainerClient } from "../trainer/client.ts";
+import { startLocalWorker } from "../trainer/local_worker.ts";
 import type { LoopServices } from "./run.ts";
 
 /**

@@ -6,7 +6,7 @@
  *
  * @example
  * ```ts ignore
- * import { loadCharTokenizer } from "../../tokens/mod.ts";
+ * import { loadCharTokenizer } from "../tokens/mod.ts";
  * import {
  *   runLoop, startEmbedded, toyArithmeticTasks, toyHarness, toyLoopTasks, toyModel,
  *   toySftRows, writeToyDataset,
@@ -78,4 +78,4 @@ export {
   writeToyDataset,
 } from "./toy.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
-export * from "../../schema/loop.ts";
+export * from "../schema/loop.ts";

@@ -13,24 +13,24 @@
  *
  * @module
  */
-import { alignmentMetrics, computeAdvantages, computeLossWeights } from "../../algo/mod.ts";
+import { alignmentMetrics, computeAdvantages, computeLossWeights } from "../algo/mod.ts";
 import {
   packMicroBatches,
   packSharedPrefix,
   sampleRowView,
   segmentTokenIndex,
-} from "../../batching/mod.ts";
-import { assembleRollout } from "../../samples/mod.ts";
+} from "../batching/mod.ts";
+import { assembleRollout } from "../samples/mod.ts";
 import type {
   AlignmentMetrics,
   LossConfigInput,
   Rollout,
   RolloutEvent,
   Sample,
-} from "../../schema.ts";
-import type { LoopConfig, LoopFilterReason } from "../../schema/loop.ts";
-import type { ChatTokenizer } from "../../tokens/types.ts";
-import type { TrainerClient } from "../client.ts";
+} from "../schema.ts";
+import type { LoopConfig, LoopFilterReason } from "../schema/loop.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import type { TrainerClient } from "../trainer/client.ts";
 
 /** A finished rollout with its events. */
 export interface RolloutData {

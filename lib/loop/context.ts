@@ -6,12 +6,12 @@
  *
  * @module
  */
-import type { GatewayClient } from "../../gateway/client.ts";
-import type { Rollout } from "../../schema.ts";
-import { TERMINAL_ROLLOUT_STATUSES } from "../../schema.ts";
-import type { LoopConfig, LoopStepMetrics } from "../../schema/loop.ts";
-import type { ChatTokenizer } from "../../tokens/types.ts";
-import type { TrainerClient } from "../client.ts";
+import type { GatewayClient } from "../gateway/client.ts";
+import type { Rollout } from "../schema.ts";
+import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
+import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import type { TrainerClient } from "../trainer/client.ts";
 import { saveCheckpoint } from "./checkpoint.ts";
 import type { MetricsWriter } from "./metrics.ts";
 import type { ProgressSink } from "./progress.ts";

@@ -6,9 +6,9 @@
  *
  * @module
  */
-import type { ArithmeticTask, ChatMessage, TrainingRow } from "../../schema.ts";
-import type { ChatTokenizer, ToolDefinition } from "../../tokens/types.ts";
-import type { TrainerClient } from "../client.ts";
+import type { ArithmeticTask, ChatMessage, TrainingRow } from "../schema.ts";
+import type { ChatTokenizer, ToolDefinition } from "../tokens/types.ts";
+import type { TrainerClient } from "../trainer/client.ts";
 import { mulberry32 } from "./random.ts";
 
 /** System prompt the toy runs give the built-in harness (short: every char is a token). */
@@ -93,7 +93,7 @@ function indexOfId(ids: Uint32Array, id: number, from: number): number {
  *
  * @example
  * ```ts
- * import { loadCharTokenizer } from "../../tokens/char.ts";
+ * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { scriptedArithmetic, sftRow } from "./sft.ts";
  * import { toyArithmeticTasks, toyTools } from "./toy.ts";
  * const tokenizer = await loadCharTokenizer();

@@ -1,0 +1,33 @@
+/**
+ * The built-in monitors with their default options.
+ *
+ * @module
+ */
+import { gitNetworkMonitor } from "./git_network.ts";
+import { testEditMonitor } from "./test_edit.ts";
+import { repetitionMonitor } from "./repetition.ts";
+import { truncationMonitor } from "./truncation.ts";
+import { emptyAnswerMonitor } from "./empty_answer.ts";
+import { logprobMonitor } from "./logprob.ts";
+import type { Monitor } from "./types.ts";
+
+/**
+ * Every built-in monitor with default options.
+ *
+ * @example
+ * ```ts
+ * import { defaultMonitors } from "./defaults.ts";
+ * defaultMonitors().map((m) => m.name);
+ * // ["git_network", "test_edit", "repetition", "truncation", "empty_answer", "logprob"]
+ * ```
+ */
+export function defaultMonitors(): Monitor[] {
+  return [
+    gitNetworkMonitor(),
+    testEditMonitor(),
+    repetitionMonitor(),
+    truncationMonitor(),
+    emptyAnswerMonitor(),
+    logprobMonitor(),
+  ];
+}

@@ -1,0 +1,139 @@
+/**
+ * The logprob monitor: flags impossible or missing behaviour logprobs, policy versions going
+ * backwards and low rollout–training alignment.
+ *
+ * @module
+ */
+import type { Finding, Monitor } from "./types.ts";
+
+/** Options of {@link logprobMonitor}. */
+export interface LogprobOptions {
+  /** Logprobs below this are implausible for sampled tokens (default -30). */
+  minLogprob?: number;
+  /** A response at least this long whose logprobs are all exactly 0 looks uncaptured (16). */
+  zeroRunMin?: number;
+  /** `alignment` custom events with `data.corr` below this raise a flag (default 0.99). */
+  minAlignment?: number;
+}
+
+/**
+ * Flags logprob and alignment anomalies: positive logprobs (impossible), implausibly low ones,
+ * responses whose logprobs are all 0 (not captured), policy versions going backwards within
+ * an attempt, and `alignment` custom events whose correlation is below target.
+ *
+ * @example
+ * ```ts
+ * import { logprobMonitor } from "./logprob.ts";
+ * logprobMonitor({ minLogprob: -20 }).name; // "logprob"
+ * ```
+ */
+export function logprobMonitor(options: LogprobOptions = {}): Monitor {
+  const minLogprob = options.minLogprob ?? -30;
+  const zeroRunMin = options.zeroRunMin ?? 16;
+  const minAlignment = options.minAlignment ?? 0.99;
+  return {
+    name: "logprob",
+    check({ events }) {
+      const findings: Finding[] = [];
+      const positive = [];
+      const low = [];
+      const zeros = [];
+      const backwards = [];
+      const lastVersion = new Map<string, { seq: number; version: number }>();
+      for (const event of events) {
+        if (event.type === "custom" && event.payload.name === "alignment") {
+          const data = event.payload.data;
+          const corr = typeof data === "object" && data !== null && !Array.isArray(data)
+            ? data.corr
+            : undefined;
+          if (typeof corr === "number" && corr < minAlignment) {
+            findings.push({
+              severity: "alert",
+              message: `rollout/trainer probability correlation ${
+                corr.toFixed(4)
+              } < ${minAlignment}`,
+              evidence: [{
+                seq: event.seq,
+                source: "custom:alignment",
+                excerpt: JSON.stringify(data),
+              }],
+            });
+          }
+        }
+        if (event.type !== "model_request") continue;
+        const lp = event.payload.response_logprobs;
+        let max = -Infinity;
+        let min = Infinity;
+        let allZero = lp.length > 0;
+        for (let i = 0; i < lp.length; i++) {
+          if (lp[i] > max) max = lp[i];
+          if (lp[i] < min) min = lp[i];
+          if (lp[i] !== 0) allZero = false;
+        }
+        if (max > 1e-4) {
+          positive.push({
+            seq: event.seq,
+            source: "logprobs",
+            excerpt: `max logprob ${max.toFixed(4)} > 0`,
+          });
+        }
+        if (min < minLogprob) {
+          low.push({
+            seq: event.seq,
+            source: "logprobs",
+            excerpt: `min logprob ${min.toFixed(2)} < ${minLogprob}`,
+          });
+        }
+        if (allZero && lp.length >= zeroRunMin) {
+          zeros.push({
+            seq: event.seq,
+            source: "logprobs",
+            excerpt: `all ${lp.length} logprobs are exactly 0`,
+          });
+        }
+        const previous = lastVersion.get(event.attempt_id);
+        if (previous && event.payload.policy_version < previous.version) {
+          backwards.push({
+            seq: event.seq,
+            source: "policy_version",
+            excerpt:
+              `version ${event.payload.policy_version} after ${previous.version} (seq ${previous.seq})`,
+          });
+        }
+        lastVersion.set(event.attempt_id, {
+          seq: event.seq,
+          version: event.payload.policy_version,
+        });
+      }
+      if (positive.length) {
+        findings.push({
+          severity: "alert",
+          message: `${positive.length} response(s) with positive logprobs`,
+          evidence: positive,
+        });
+      }
+      if (zeros.length) {
+        findings.push({
+          severity: "alert",
+          message: `${zeros.length} response(s) with all-zero logprobs (not captured?)`,
+          evidence: zeros,
+        });
+      }
+      if (low.length) {
+        findings.push({
+          severity: "warn",
+          message: `${low.length} response(s) with implausibly low logprobs`,
+          evidence: low,
+        });
+      }
+      if (backwards.length) {
+        findings.push({
+          severity: "warn",
+          message: `policy version went backwards ${backwards.length} time(s)`,
+          evidence: backwards,
+        });
+      }
+      return findings;
+    },
+  };
+}

@@ -1,0 +1,60 @@
+/**
+ * The truncation monitor: flags responses cut off by the length limit.
+ *
+ * @module
+ */
+import type { Finding, Monitor } from "./types.ts";
+
+/**
+ * Flags responses cut off by the token limit (`finish_reason` `length`/`max_tokens`) and calls
+ * whose client disconnected before the response ended.
+ *
+ * @example
+ * ```ts
+ * import { truncationMonitor } from "./truncation.ts";
+ * truncationMonitor().name; // "truncation"
+ * ```
+ */
+export function truncationMonitor(): Monitor {
+  return {
+    name: "truncation",
+    check({ events }) {
+      const truncated = [];
+      const disconnected = [];
+      for (const event of events) {
+        if (event.type !== "model_request") continue;
+        const p = event.payload;
+        if (p.finish_reason === "length" || p.finish_reason === "max_tokens") {
+          truncated.push({
+            seq: event.seq,
+            source: "finish_reason",
+            excerpt: `${p.finish_reason} after ${p.response_token_ids.length} tokens`,
+          });
+        }
+        if (p.client_disconnected) {
+          disconnected.push({
+            seq: event.seq,
+            source: "client_disconnected",
+            excerpt: `client left after ${p.response_token_ids.length} tokens`,
+          });
+        }
+      }
+      const findings: Finding[] = [];
+      if (truncated.length) {
+        findings.push({
+          severity: "warn",
+          message: `${truncated.length} response(s) hit the token limit`,
+          evidence: truncated,
+        });
+      }
+      if (disconnected.length) {
+        findings.push({
+          severity: "info",
+          message: `${disconnected.length} call(s) lost their client mid-response`,
+          evidence: disconnected,
+        });
+      }
+      return findings;
+    },
+  };
+}
