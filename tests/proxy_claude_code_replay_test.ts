@@ -1,5 +1,5 @@
 /**
- * Real Claude Code sessions (`/work/shared/data/trajectories/claude-code/`, read-only) replayed
+ * Real Claude Code sessions (`data/trajectories/claude-code/`) replayed
  * as the Anthropic Messages requests Claude Code would have sent at each assistant turn: the
  * proxy decodes every one (thinking, tool_use, tool_result blocks as they occur in the wild),
  * the tool calls and results pair up, and the Qwen3 template renders the prompt, incrementally
@@ -10,8 +10,9 @@ import { anthropicMessagesCodec } from "../lib/proxy/codecs/anthropic_messages.t
 import { SessionTracker } from "../lib/proxy/sessions.ts";
 import { IncrementalChatEncoder } from "../lib/tokens/incremental.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
+import { trajectoriesRoot } from "../lib/trajectories/load.ts";
 
-const DIR = new URL("../../shared/data/trajectories/claude-code/", import.meta.url);
+const DIR = new URL(`${trajectoriesRoot()}/claude-code/`, "file://");
 
 interface LogLine {
   type?: string;

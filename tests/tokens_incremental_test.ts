@@ -10,6 +10,7 @@ import {
   type RenderOptions,
   type ToolDefinition,
 } from "../lib/tokens/mod.ts";
+import { trajectoriesRoot } from "../lib/trajectories/load.ts";
 
 const qwen = await loadQwen3Tokenizer();
 const char = await loadCharTokenizer();
@@ -310,10 +311,7 @@ Deno.test("incremental: exact for added tokens with lstrip/rstrip, nested matche
 });
 
 Deno.test("incremental: real tau-bench conversations, every assistant call, match full encodes", async () => {
-  const file = new URL(
-    "../../shared/data/trajectories/tau-bench/gpt-4o-airline.json",
-    import.meta.url,
-  );
+  const file = `${trajectoriesRoot()}/tau-bench/gpt-4o-airline.json`;
   const runs = JSON.parse(await Deno.readTextFile(file)) as { traj: ChatMessage[] }[];
   let calls = 0;
   let reused = 0;

@@ -1,5 +1,5 @@
 /**
- * Finding and reading trajectory files: the shared data root, format detection, loading.
+ * Finding and reading trajectory files: the data root, format detection, loading.
  *
  * @module
  */
@@ -11,19 +11,19 @@ import { parseSweAgent } from "./swe_agent.ts";
 import { parseTauBench } from "./tau_bench.ts";
 
 /**
- * The shared trajectories directory: `$REINS_TRAJECTORIES`, else `../shared/data/trajectories`
- * next to the repository root (resolved from this module, not the cwd).
+ * The trajectories directory: `$REINS_TRAJECTORIES`, else the project's own
+ * `data/trajectories` (resolved from this module, not the cwd, so any checkout location works).
  *
  * @example
  * ```ts
  * import { trajectoriesRoot } from "./load.ts";
- * trajectoriesRoot().endsWith("shared/data/trajectories"); // true unless overridden
+ * trajectoriesRoot().endsWith("data/trajectories"); // true unless overridden
  * ```
  */
 export function trajectoriesRoot(): string {
   const env = Deno.env.get("REINS_TRAJECTORIES");
   if (env) return env.replace(/\/+$/, "");
-  const url = new URL("../../../shared/data/trajectories", import.meta.url);
+  const url = new URL("../../data/trajectories", import.meta.url);
   return decodeURIComponent(url.pathname);
 }
 
@@ -132,7 +132,7 @@ async function walk(dir: string, out: string[]): Promise<void> {
  * @example
  * ```ts
  * import { listTrajectoryFiles } from "./load.ts";
- * (await listTrajectoryFiles()).length; // 28 on the shared data
+ * (await listTrajectoryFiles()).length; // 28 on the project's data
  * ```
  */
 export async function listTrajectoryFiles(root = trajectoriesRoot()): Promise<string[]> {
@@ -142,7 +142,7 @@ export async function listTrajectoryFiles(root = trajectoriesRoot()): Promise<st
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) {
       throw new Error(
-        `trajectories root not found: ${root} (set REINS_TRAJECTORIES to the shared ` +
+        `trajectories root not found: ${root} (set REINS_TRAJECTORIES to the ` +
           `data/trajectories directory)`,
       );
     }
@@ -152,13 +152,13 @@ export async function listTrajectoryFiles(root = trajectoriesRoot()): Promise<st
 }
 
 /**
- * Loads every trajectory under `root` (default: the shared data), optionally only some sources.
+ * Loads every trajectory under `root` (default: the project's `data/trajectories`), optionally only some sources.
  *
  * @example
  * ```ts
  * import { loadTrajectories } from "./load.ts";
  * const runs = await loadTrajectories({ sources: ["mini-swe-agent"] });
- * runs.length; // 2 on the shared data
+ * runs.length; // 2 on the project's data
  * ```
  */
 export async function loadTrajectories(

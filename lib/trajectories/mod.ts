@@ -1,6 +1,6 @@
 /**
  * Real agent trajectories in reins' message form: importers for SWE-agent `.traj`, tau-bench,
- * mini-swe-agent and Claude Code JSONL logs, the shared-data loader, and a replay that renders
+ * mini-swe-agent and Claude Code JSONL logs, the data loader, and a replay that renders
  * each call through a chat template + tokenizer into the `model_request` events a reins proxy
  * would have recorded (with FAKE, deterministic logprobs).
  *
