@@ -67,6 +67,8 @@ function rollout(
     policy_version_min: null,
     policy_version_max: null,
     reward,
+    reward_attempt_id: null,
+    reward_credential: null,
   };
 }
 

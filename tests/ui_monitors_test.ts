@@ -38,6 +38,8 @@ const ROLLOUT: Rollout = {
   policy_version_min: 0,
   policy_version_max: 0,
   reward: 1,
+  reward_attempt_id: null,
+  reward_credential: null,
 };
 
 interface CallSpec {

@@ -9,89 +9,24 @@
  * @module
  */
 import { z } from "zod";
+import {
+  EventKeySchema,
+  type JsonObject,
+  JsonObjectSchema,
+  JsonValueSchema,
+  LabelsSchema,
+  WorkerSchema,
+} from "./json.ts";
+import { strictObject } from "./validation.ts";
+
+export * from "./json.ts";
+export * from "./validation.ts";
 
 /** Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters. */
 export const IdSchema = z.string().min(1).max(200).regex(
   /^[A-Za-z0-9._:@-]+$/,
   "must use only letters, digits and . _ : @ -",
 );
-
-/** Any JSON value (task inputs, custom event data, harness options). */
-export type JsonValue =
-  | string
-  | number
-  | boolean
-  | null
-  | JsonValue[]
-  | { [key: string]: JsonValue };
-
-/** Schema of {@link JsonValue}. */
-export const JsonValueSchema: z.ZodType<JsonValue> = z.lazy(() =>
-  z.union([
-    z.string(),
-    z.number(),
-    z.boolean(),
-    z.null(),
-    z.array(JsonValueSchema),
-    z.record(z.string(), JsonValueSchema),
-  ])
-);
-
-/** A JSON object. */
-export const JsonObjectSchema = z.record(z.string(), JsonValueSchema);
-/** A JSON object. */
-export type JsonObject = z.infer<typeof JsonObjectSchema>;
-
-/** Nesting past which {@link isPlainJsonObject} leaves the value to the schema. */
-const PLAIN_JSON_MAX_DEPTH = 32;
-
-/**
- * A fast pre-check for hot paths: true when `value` is a plain object of JSON values that
- * {@link JsonObjectSchema} accepts as it is (finite numbers; plain objects without symbol keys
- * or an own `__proto__`), so parsing it can be skipped. False means "let the schema decide",
- * not "invalid". Keep it a subset of {@link JsonValueSchema}'s rules.
- *
- * @example
- * ```ts
- * import { isPlainJsonObject } from "./core.ts";
- * isPlainJsonObject({ a: [1, "x", null, { b: true }] }); // true
- * isPlainJsonObject({ a: Infinity }); // false: the schema reports it
- * ```
- */
-export function isPlainJsonObject(value: unknown): boolean {
-  return typeof value === "object" && value !== null && !Array.isArray(value) &&
-    isPlainJsonValue(value, 0);
-}
-
-function isPlainJsonValue(value: unknown, depth: number): boolean {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return true;
-    case "number":
-      return Number.isFinite(value);
-    case "object": {
-      if (value === null) return true;
-      if (depth >= PLAIN_JSON_MAX_DEPTH) return false;
-      if (Array.isArray(value)) {
-        for (let i = 0; i < value.length; i++) {
-          if (!isPlainJsonValue(value[i], depth + 1)) return false;
-        }
-        return true;
-      }
-      const proto = Object.getPrototypeOf(value);
-      if (proto !== Object.prototype && proto !== null) return false;
-      if (Object.getOwnPropertySymbols(value).length > 0) return false;
-      for (const key in value) {
-        if (!Object.hasOwn(value, key) || key === "__proto__") return false;
-        if (!isPlainJsonValue((value as Record<string, unknown>)[key], depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return false;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Rollouts and attempts
@@ -160,15 +95,15 @@ export const AttemptStatusSchema = z.enum([
 export type AttemptStatus = z.infer<typeof AttemptStatusSchema>;
 
 /** Which harness a rollout runs, by registry name, with its options. */
-export const HarnessSpecSchema = z.object({
-  name: z.string().min(1),
+export const HarnessSpecSchema = strictObject({
+  name: z.string().min(1).max(200),
   options: JsonObjectSchema.default({}),
 });
 /** Which harness a rollout runs. */
 export type HarnessSpec = z.infer<typeof HarnessSpecSchema>;
 
-/** Per-rollout execution settings. */
-export const RolloutConfigSchema = z.object({
+/** Per-rollout execution settings (unknown keys are refused: a typo is an error, not a no-op). */
+export const RolloutConfigSchema = strictObject({
   timeout_s: z.number().positive().max(7 * 24 * 3600).default(600),
   max_attempts: z.number().int().min(1).max(100).default(1),
   harness: HarnessSpecSchema.optional(),
@@ -190,7 +125,7 @@ export const AttemptSchema = z.object({
   exit_code: z.number().int().nullable(),
   error: z.string().nullable(),
   /** Who runs it (controller id, process id, pod name). */
-  worker: z.string().nullable(),
+  worker: WorkerSchema.nullable(),
   /** Epoch ms until which the claimant holds the lease. */
   lease_expires_at: z.number().nullable(),
   log_location: z.string().nullable(),
@@ -200,15 +135,15 @@ export const AttemptSchema = z.object({
 /** One execution try of a rollout. */
 export type Attempt = z.infer<typeof AttemptSchema>;
 
-/** What a caller sends to create a rollout. */
-export const RolloutCreateSchema = z.object({
+/** What a caller sends to create a rollout (unknown keys are refused). */
+export const RolloutCreateSchema = strictObject({
   rollout_id: IdSchema.optional(),
   group_id: IdSchema.optional(),
   input: JsonValueSchema,
   mode: RolloutModeSchema.default("train"),
   config: RolloutConfigSchema.default({ timeout_s: 600, max_attempts: 1 }),
   /** Free-form labels (training step, dataset, harness name) for filtering. */
-  labels: z.record(z.string(), z.string()).default({}),
+  labels: LabelsSchema.default({}),
 });
 /** What a caller sends to create a rollout. */
 export type RolloutCreate = z.input<typeof RolloutCreateSchema>;
@@ -220,7 +155,7 @@ export const RolloutSchema = z.object({
   input: JsonValueSchema,
   mode: RolloutModeSchema,
   config: RolloutConfigSchema,
-  labels: z.record(z.string(), z.string()),
+  labels: LabelsSchema,
   status: RolloutStatusSchema,
   /** Row version for compare-and-swap; bumps on every change. */
   version: z.number().int().min(1),
@@ -230,8 +165,19 @@ export const RolloutSchema = z.object({
   /** Smallest and largest policy version seen among its model calls. */
   policy_version_min: z.number().int().nullable(),
   policy_version_max: z.number().int().nullable(),
-  /** Final reward, when one was reported (the last `reward` event). */
+  /**
+   * The current attempt's verified reward: the last `reward` event of the current attempt that
+   * an allowed credential (admin or reporter) posted; null until one is. A new attempt starts
+   * without one; rewards of earlier or lost attempts stay events and never set it.
+   */
   reward: z.number().nullable(),
+  /** The attempt whose reward `reward` is (null with `reward`). */
+  reward_attempt_id: IdSchema.nullable(),
+  /**
+   * Which credential posted it; null with `reward`, and on rewards stored before schema 2 (the
+   * credential was not recorded then).
+   */
+  reward_credential: z.enum(["admin", "reporter"]).nullable(),
 });
 /** A rollout as the gateway stores and serves it. */
 export type Rollout = z.infer<typeof RolloutSchema>;
@@ -386,27 +332,66 @@ export type LogPayload = z.infer<typeof LogPayloadSchema>;
 export const EventInputSchema = z.discriminatedUnion("type", [
   z.object({
     type: z.literal("model_request"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: ModelRequestWireSchema,
   }),
   z.object({
     type: z.literal("reward"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: RewardPayloadSchema,
   }),
   z.object({
     type: z.literal("custom"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: CustomPayloadSchema,
   }),
   z.object({
     type: z.literal("log"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: LogPayloadSchema,
   }),
 ]);
 /** An event as a client posts it (JSON). */
 export type EventInput = z.input<typeof EventInputSchema>;
+
+/**
+ * Who posts events: `admin` (the control plane: controller, proxy, verifier), `reporter` (a
+ * reward reporter outside the agent's reach) or `capability` (an attempt's token, which the
+ * agent holds). Only admin and reporter rewards count.
+ */
+export const CredentialSchema = z.enum(["admin", "reporter", "capability"]);
+/** Who posts events (see {@link CredentialSchema}). */
+export type Credential = z.infer<typeof CredentialSchema>;
+
+/**
+ * Event-key prefixes the control plane writes under (`reward:<attempt index>` by the
+ * controller, `log:…` its log chunks, `proxy:<call id>` model calls, `monitor_flags:` and
+ * `audit_verdict:` the monitors, `reins:` kept for later). A capability token may not post
+ * keys here: a key taken first would otherwise pre-empt the control plane's event.
+ */
+export const RESERVED_EVENT_KEY_PREFIXES: readonly string[] = [
+  "reward:",
+  "log:",
+  "proxy:",
+  "monitor_flags:",
+  "audit_verdict:",
+  "reins:",
+];
+
+/**
+ * True when `key` lies in the control plane's namespace ({@link RESERVED_EVENT_KEY_PREFIXES}).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isReservedEventKey } from "./core.ts";
+ * assert.equal(isReservedEventKey("reward:1"), true);
+ * assert.equal(isReservedEventKey("e-4f1c"), false);
+ * ```
+ */
+export function isReservedEventKey(key: string): boolean {
+  return RESERVED_EVENT_KEY_PREFIXES.some((prefix) => key.startsWith(prefix));
+}
 
 /** Fields every stored event has. */
 interface EventBase {
@@ -435,7 +420,9 @@ export type ModelRequestEvent = Extract<RolloutEvent, { type: "model_request" }>
 /** The policy served to harnesses: name, endpoints and the version that moves on each step. */
 export const ModelSchema = z.object({
   name: IdSchema,
-  endpoints: z.array(z.string().url()).default([]),
+  /** Where the policy is served: http(s) URLs only. */
+  endpoints: z.array(z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2_000))
+    .max(64).default([]),
   version: z.number().int().min(0),
   info: JsonObjectSchema.default({}),
   updated_at: z.number().optional(),
@@ -569,59 +556,6 @@ export const TrainingRowSchema = z.object({
 });
 /** A row of B_train. */
 export type TrainingRow = z.infer<typeof TrainingRowSchema>;
-
-// ---------------------------------------------------------------------------------------------
-// Validation helpers
-
-/** A validation failure whose message names the offending field. */
-export class ValidationError extends Error {
-  /** Dotted path of the first bad field (e.g. `payload.response_logprobs`). */
-  readonly field: string;
-  /** Every issue, each as `path: message`. */
-  readonly issues: string[];
-  constructor(field: string, issues: string[]) {
-    super(issues.join("; "));
-    this.name = "ValidationError";
-    this.field = field;
-    this.issues = issues;
-  }
-}
-
-/** Formats a zod issue path as `a.b[2].c`. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const part of path) {
-    if (typeof part === "number") out += `[${part}]`;
-    else out += out ? `.${String(part)}` : String(part);
-  }
-  return out || "(root)";
-}
-
-/**
- * Parses `value` with `schema` or throws a {@link ValidationError} naming the field.
- *
- * @example
- * ```ts
- * import { parseOrThrow, RewardPayloadSchema } from "./core.ts";
- * const reward = parseOrThrow(RewardPayloadSchema, { value: 1 });
- * reward.name; // "reward"
- * ```
- */
-export function parseOrThrow<S extends z.ZodType>(
-  schema: S,
-  value: unknown,
-  prefix?: string,
-): z.infer<S> {
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  const issues = result.error.issues.map((issue) => {
-    const path = formatPath([...(prefix ? [prefix] : []), ...issue.path]);
-    return `${path}: ${issue.message}`;
-  });
-  const first = result.error.issues[0];
-  const field = formatPath([...(prefix ? [prefix] : []), ...(first?.path ?? [])]);
-  throw new ValidationError(field, issues);
-}
 
 /**
  * Converts a validated wire model call into its in-memory form (typed arrays).
