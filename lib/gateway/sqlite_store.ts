@@ -219,19 +219,28 @@ export class SqliteStore implements Store {
         const state = this.#flow(flows.attemptState(rollout_id, attempt_id));
         const now = Date.now();
         const out: RolloutEvent[] = [];
+        const posted = new Map<string, ParsedEvent>();
         parsed.forEach((event, i) => {
-          if (event.event_key !== undefined) {
+          const key = event.event_key;
+          if (key !== undefined) {
             const [existing] = this.#stmt(flows.q.eventByKey).all(
               rollout_id,
-              event.event_key,
+              key,
             ) as unknown as EventRow[];
             if (existing) {
               const stored = this.#flow(flows.decodeEvent(existing, this.#tokens));
-              const conflict = keyConflict(stored, attempt_id, event, i);
+              const earlier = posted.get(key);
+              const conflict = keyConflict(
+                earlier ? { attempt_id, event: earlier } : stored,
+                attempt_id,
+                event,
+                i,
+              );
               if (conflict) throw conflict;
               out.push(stored);
               return;
             }
+            posted.set(key, event);
           }
           checkLiveAttempt(state, credential, rollout_id, attempt_id);
           out.push(this.#insertEvent(rollout_id, attempt_id, event, now, state, options));
