@@ -38,7 +38,7 @@ async function rejects400(p: Promise<unknown>, message: RegExp): Promise<void> {
       (err instanceof ValidationError ? 400 : undefined);
     assert.equal(status, 400, String(err));
     assert.match((err as Error).message, message);
-    assert.doesNotMatch((err as Error).message, /\u0000/, "messages never carry a raw NUL");
+    assert.ok(!(err as Error).message.includes("\u0000"), "messages never carry a raw NUL");
     return true;
   });
 }
