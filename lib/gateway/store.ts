@@ -36,9 +36,10 @@ export type GatewayErrorCode =
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { StoreError } from "./store.ts";
  * const err = new StoreError("not_found", "rollout_id: no rollout 'r1'");
- * err.status; // 404
+ * assert.equal(err.status, 404);
  * ```
  */
 export class StoreError extends Error {
@@ -157,14 +158,28 @@ export interface ListEventsOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "./sqlite_store.ts";
  * const store = openSqliteStore(":memory:");
- * const { rollouts } = await store.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);
+ * await store.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);
  * const [claimed] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
- * await store.appendEvents("r1", claimed.attempt.attempt_id, [
- *   { type: "reward", payload: { value: 1 } },
+ * const aid = claimed.attempt.attempt_id;
+ * // The agent's token may not post a reward; the verifier (admin) may.
+ * await assert.rejects(
+ *   store.appendEvents("r1", aid, [{ type: "reward", payload: { value: 1 } }], {
+ *     credential: "capability",
+ *   }),
+ *   /cannot post rewards/,
+ * );
+ * await store.appendEvents("r1", aid, [
+ *   { type: "reward", event_key: "reward:1", payload: { value: 1 } },
  * ]);
- * await store.transition("r1", { to: "succeeded", expected_version: claimed.rollout.version });
+ * const done = await store.transition("r1", {
+ *   to: "succeeded",
+ *   expected_version: claimed.rollout.version,
+ * });
+ * assert.equal(done.reward, 1);
+ * assert.equal(done.reward_attempt_id, aid);
  * await store.close();
  * ```
  */
