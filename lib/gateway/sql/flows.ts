@@ -59,7 +59,30 @@ export interface TokenStore {
   set(seq: number, tokens: CallTokens): void;
 }
 
-/** The shared operations of a store in dialect `d`. */
+/**
+ * The shared operations of a store in dialect `d`; a store runs each flow inside its own
+ * transaction with `runSync` or `runAsync` (`./flow.ts`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { DatabaseSync } from "node:sqlite";
+ * import { SQLITE, sqliteText } from "./dialect.ts";
+ * import { type Query, runSync } from "./flow.ts";
+ * import { SqlFlows } from "./flows.ts";
+ * import { migrate } from "./migrations.ts";
+ * const db = new DatabaseSync(":memory:");
+ * const exec = (q: Query) => db.prepare(sqliteText(q.sql)).all(...(q.params as string[]));
+ * runSync(migrate(SQLITE, ":memory:"), exec);
+ * const flows = new SqlFlows(SQLITE);
+ * const { created } = runSync(flows.createRollouts([{
+ *   rollout_id: "r1", group_id: "r1", input: 1, mode: "train",
+ *   config: { timeout_s: 600, max_attempts: 1 }, labels: {},
+ * }]), exec);
+ * assert.deepEqual(created, [true]);
+ * assert.equal(runSync(flows.loadRollout("r1"), exec)?.status, "queuing");
+ * ```
+ */
 export class SqlFlows {
   readonly d: Dialect;
   readonly q: Statements;
