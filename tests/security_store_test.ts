@@ -5,6 +5,7 @@
  * | attack | store's answer |
  * | --- | --- |
  * | a capability token posts a reward for its own running attempt | 403, nothing stored |
+ * | the token posts a model call (forged training data) | 403, nothing stored |
  * | the token takes key `reward:1` before the controller's verified reward | 403; the controller's reward then stands |
  * | the token of a succeeded attempt posts a reward | 403; reward unchanged |
  * | the token of a lost attempt posts while attempt 2 runs | 403 (reward) / 409 (other events) |
@@ -82,7 +83,7 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
   const as = (credential: Credential) => ({ credential });
 
   return (async () => {
-    await step("a capability token cannot post a reward: 403, nothing stored", async (store) => {
+    await step("a capability token cannot post a reward or a model call: 403", async (store) => {
       const { attempt } = await claimOne(store, "r");
       const before = await snapshot(store, "r");
       await rejectsWith(
@@ -92,6 +93,22 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
         ], as("capability")),
         403,
         /^events\[1\]\.type: a capability token cannot post rewards/,
+      );
+      assert.deepEqual(await snapshot(store, "r"), before);
+      // Nor a model call: the proxy records those; a posted one would be forged training data.
+      await rejectsWith(
+        store.appendEvents("r", attempt.attempt_id, [{
+          type: "model_request",
+          payload: {
+            flavor: "generate",
+            prompt_token_ids: [1, 2],
+            response_token_ids: [3],
+            response_logprobs: [0],
+            policy_version: 0,
+          },
+        }], as("capability")),
+        403,
+        /^events\[0\]\.type: a capability token cannot post model calls/,
       );
       assert.deepEqual(await snapshot(store, "r"), before);
       // Its other events are welcome while its attempt runs.

@@ -121,9 +121,10 @@ export interface TransitionOptions {
 export interface AppendOptions {
   /**
    * Who posts (default `admin`, as the control plane's in-process callers do). `capability`
-   * (an attempt's token, which the agent holds) may not post rewards or event keys in the
-   * reserved namespace (403), and adds events only while its attempt is running and is the
-   * rollout's current attempt (409). `reporter` posts rewards like `admin`.
+   * (an attempt's token, which the agent holds) posts only `log` and `custom` events: rewards,
+   * model calls (the proxy records those) and event keys in the reserved namespace are 403; it
+   * adds events only while its attempt is running and is the rollout's current attempt (409).
+   * `reporter` posts rewards like `admin`.
    */
   credential?: Credential;
 }

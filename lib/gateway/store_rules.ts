@@ -215,7 +215,8 @@ export interface AttemptState {
 
 /**
  * The credential rules that hold whatever the attempt's state (403 before anything is
- * stored): a capability token never posts a reward, nor a key of the control plane.
+ * stored): a capability token posts only logs and custom events, never a reward or a model
+ * call (the proxy records those), and never a key of the control plane.
  *
  * @example
  * ```ts
@@ -234,6 +235,13 @@ export function checkCredential(events: ParsedEvent[], credential: Credential): 
         "forbidden",
         `events[${i}].type: a capability token cannot post rewards; rewards come from the ` +
           `admin or reporter credential (a verifier outside the agent's reach)`,
+      );
+    }
+    if (event.type === "model_request") {
+      throw new StoreError(
+        "forbidden",
+        `events[${i}].type: a capability token cannot post model calls; the proxy records ` +
+          `them (a posted call would be training data the agent wrote itself)`,
       );
     }
     if (event.event_key !== undefined && isReservedEventKey(event.event_key)) {

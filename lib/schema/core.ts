@@ -358,7 +358,7 @@ export type EventInput = z.input<typeof EventInputSchema>;
 /**
  * Who posts events: `admin` (the control plane: controller, proxy, verifier), `reporter` (a
  * reward reporter outside the agent's reach) or `capability` (an attempt's token, which the
- * agent holds). Only admin and reporter rewards count.
+ * agent holds: logs and custom events only). Only admin and reporter rewards count.
  */
 export const CredentialSchema = z.enum(["admin", "reporter", "capability"]);
 /** Who posts events (see {@link CredentialSchema}). */
