@@ -13,7 +13,7 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { secureHeaders } from "hono/secure-headers";
-import { bodyLimits } from "../http/body.ts";
+import { bodyLimits, readJson } from "../http/body.ts";
 import { HttpError, toHttpError } from "../http/error.ts";
 import { LiveAttempts, type LiveAttemptsStore } from "../gateway/live_attempts.ts";
 import { keyConcurrencyCap } from "../gateway/app.ts";
@@ -217,9 +217,9 @@ export function createProxyApp(deps: ProxyDeps): Hono {
   };
 
   const countTokens = async (c: Context): Promise<Response> => {
-    const decoded = await decodeRequest(ctx, anthropicMessagesCodec, c.req.raw);
+    const body = await readJson(c.req.raw, { malformed: "invalid JSON" });
     const request = anthropicMessagesCodec.decode(
-      { ...(decoded.body as Record<string, unknown>), max_tokens: 1 },
+      { ...(body as Record<string, unknown>), max_tokens: 1 },
       ctx.decodeOptions,
     );
     const ids = tokenizer.encode(tokenizer.render(request.messages!, renderOptions(ctx, request)));
