@@ -288,9 +288,7 @@ Deno.test("UI pages over a real run", async (t) => {
       }
       await reader.cancel();
       // One SSE event: its fields (id, event, data) in any order, as the spec allows.
-      const frame = text.split("
-
-").find((f) => new RegExp(`^id: ${from + 1}$`, "m").test(f));
+      const frame = text.split("\n\n").find((f) => new RegExp(`^id: ${from + 1}$`, "m").test(f));
       assert.ok(frame, text);
       assert.match(frame, /^event: change$/m);
       assert.match(frame, /^data: \{"kind":"event"/m);
