@@ -198,10 +198,10 @@ export function randomKey(prefix = ""): string {
 }
 
 /**
- * The admin key stored in `file`, or a fresh `ra_` key written there (mode 0600, creating its
- * folder) when the file is missing or empty.
+ * The key stored in `file`, or a fresh `prefix` key (default `ra_`, an admin key) written
+ * there (mode 0600, creating its folder) when the file is missing or empty.
  */
-export async function readOrCreateKey(file: string): Promise<string> {
+export async function readOrCreateKey(file: string, prefix = "ra_"): Promise<string> {
   try {
     const key = (await Deno.readTextFile(file)).trim();
     if (key) return key;
@@ -209,7 +209,7 @@ export async function readOrCreateKey(file: string): Promise<string> {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
   await Deno.mkdir(dirname(file), { recursive: true });
-  const key = randomKey("ra_");
+  const key = randomKey(prefix);
   await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
   return key;
 }
