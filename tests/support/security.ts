@@ -118,7 +118,8 @@ export async function startSecurityFixture(
       const store = gateway.store;
       const seq = await store.lastSeq();
       const rollouts = [];
-      for (let after: string | undefined;;) {
+      let after: string | undefined;
+      for (;;) {
         const page = await store.listRollouts({ limit: 500, ...(after ? { after } : {}) });
         rollouts.push(...page.items.map((r) => ({
           id: r.rollout_id,
