@@ -18,6 +18,9 @@ export interface BodyLimits {
   deadlineMs?: number;
 }
 
+/** The rest of a refused body is not read: the connection ends with the answer. */
+const CLOSE = { connection: "close" };
+
 /** Default time a client gets to send a whole body. */
 export const DEFAULT_BODY_DEADLINE_MS = 60_000;
 
@@ -60,7 +63,10 @@ export function limitStream(
         timedOut = true;
         fail(
           controller,
-          new HttpError(408, `body: not received within ${deadlineMs} ms`, { field: "body" }),
+          new HttpError(408, `body: not received within ${deadlineMs} ms`, {
+            field: "body",
+            headers: CLOSE,
+          }),
         );
       }, deadlineMs);
     },
@@ -89,6 +95,7 @@ export function limitStream(
           controller,
           new HttpError(413, `body: more than the limit of ${limits.maxBytes} bytes`, {
             field: "body",
+            headers: CLOSE,
           }),
         );
       }
@@ -133,7 +140,7 @@ export function bodyLimits(limits: BodyLimits | (() => BodyLimits)): MiddlewareH
           413,
           `body: larger than ${resolved.maxBytes} bytes (Content-Length ${declared} exceeds ` +
             `the limit of ${resolved.maxBytes} bytes)`,
-          { field: "body" },
+          { field: "body", headers: CLOSE },
         );
       }
       c.req.raw = new Request(raw, {

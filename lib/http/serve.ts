@@ -183,6 +183,8 @@ export async function serveGuarded(
     const relay = relays.get(Number(request.headers.get(CONN_HEADER)));
     try {
       const response = await handler(request);
+      // A refused body (413, 408): the rest is not read, the connection ends with the answer.
+      if (relay && response.headers.get("connection") === "close") relay.closeAfterResponse();
       return relay ? onBodyDone(response, () => relay.responseDone()) : response;
     } catch (error) {
       relay?.responseDone();
@@ -242,6 +244,7 @@ class Relay {
   readonly #onTimeout: () => void;
   #upstream: Deno.UnixConn | null = null;
   #closed = false;
+  #closing = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** Requests forwarded whose responses have not finished. */
   #pending = 0;
@@ -284,7 +287,14 @@ class Relay {
   /** Called by the server when one response's body has been sent. */
   responseDone(): void {
     this.#pending = Math.max(0, this.#pending - 1);
-    this.#maybeIdle();
+    // Give the relay a moment to pass the answer on before the connection ends.
+    if (this.#closing) setTimeout(() => this.close(), 200);
+    else this.#maybeIdle();
+  }
+
+  /** Drops what the client still sends and ends the connection once the answer is out. */
+  closeAfterResponse(): void {
+    this.#closing = true;
   }
 
   close(): void {
@@ -350,6 +360,7 @@ class Relay {
 
   /** Forwards client bytes, following the framing; false once the connection must end. */
   async #forward(upstream: Deno.UnixConn, bytes: Uint8Array): Promise<boolean> {
+    if (this.#closing) return true;
     let at = 0;
     while (at < bytes.length) {
       if (this.#phase === "opaque") {
