@@ -1,22 +1,19 @@
 /**
- * The TS reference losses against the PyTorch worker's (`lib/trainer/worker/losses.py`) on the
+ * The TS reference losses against the PyTorch worker's (`reins_worker/losses.py`) on the
  * same random inputs: Σ w·ℓ and the reported metrics must agree to float64 error. Needs the
  * Debian `python3-torch` (torch for /usr/bin/python3), which `scripts/ensure_deps.ts` installs.
  */
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { policyLoss, weightedSum } from "../lib/algo/mod.ts";
 import type { LossConfigInput } from "../lib/schema.ts";
+import { workerEnv } from "../lib/trainer/mod.ts";
 import { mulberry32, randInt } from "./fixtures/algo/samples.ts";
-
-const WORKER_DIR = fileURLToPath(new URL("../lib/trainer/worker/", import.meta.url));
 
 const PY = `
 import json, sys
-sys.path.insert(0, sys.argv[1])
 import torch
-from losses import LossInputs, policy_loss
-from validate import parse_loss
+from reins_worker.losses import LossInputs, policy_loss
+from reins_worker.validate import parse_loss
 out = []
 for case in json.load(sys.stdin):
     t = lambda k: torch.tensor(case[k], dtype=torch.float64)
@@ -77,7 +74,8 @@ function randomCases(count: number): Case[] {
 Deno.test("TS reference losses match the PyTorch worker's on random inputs", async () => {
   const cases = randomCases(60);
   const child = new Deno.Command("/usr/bin/python3", {
-    args: ["-c", PY, WORKER_DIR],
+    args: ["-c", PY],
+    env: workerEnv(),
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",

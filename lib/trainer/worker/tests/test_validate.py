@@ -2,9 +2,8 @@
 
 import unittest
 
-import _path  # noqa: F401
 
-from validate import RequestError, parse_optimizer, parse_row
+from reins_worker.validate import RequestError, parse_optimizer, parse_row
 
 
 def raw(tokens, **extra):

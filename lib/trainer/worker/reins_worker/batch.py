@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import torch
 
-from validate import Row
+from .validate import Row
 
 
 @dataclass
