@@ -12,7 +12,11 @@ export interface LogprobOptions {
   minLogprob?: number;
   /** A response at least this long whose logprobs are all exactly 0 looks uncaptured (16). */
   zeroRunMin?: number;
-  /** `alignment` custom events with `data.corr` below this raise a flag (default 0.99). */
+  /**
+   * `alignment` custom events (one per trained model call, posted by the training loop) whose
+   * `data.corr` — the Pearson correlation of the call's token probabilities under the inference
+   * engine and the trainer, same policy version — is below this raise a flag (default 0.99).
+   */
   minAlignment?: number;
 }
 
@@ -40,23 +44,26 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
       const zeros = [];
       const backwards = [];
       const lastVersion = new Map<string, { seq: number; version: number }>();
+      const misaligned = [];
       for (const event of events) {
         if (event.type === "custom" && event.payload.name === "alignment") {
           const data = event.payload.data;
-          const corr = typeof data === "object" && data !== null && !Array.isArray(data)
-            ? data.corr
-            : undefined;
+          const record = typeof data === "object" && data !== null && !Array.isArray(data)
+            ? data
+            : {};
+          const corr = record.corr;
           if (typeof corr === "number" && corr < minAlignment) {
-            findings.push({
-              severity: "alert",
-              message: `rollout/trainer probability correlation ${
+            // The trainer posts one event per trained call; evidence points at the call.
+            const call = typeof record.request_seq === "number" ? record.request_seq : null;
+            const dl = typeof record.max_abs_dlogprob === "number"
+              ? `, max |Δlogprob| ${record.max_abs_dlogprob.toFixed(4)}`
+              : "";
+            misaligned.push({
+              seq: call ?? event.seq,
+              source: "custom:alignment",
+              excerpt: `${call !== null ? `call seq ${call}: ` : ""}probability Pearson ${
                 corr.toFixed(4)
-              } < ${minAlignment}`,
-              evidence: [{
-                seq: event.seq,
-                source: "custom:alignment",
-                excerpt: JSON.stringify(data),
-              }],
+              } < ${minAlignment}${dl}`,
             });
           }
         }
@@ -103,6 +110,14 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
         lastVersion.set(event.attempt_id, {
           seq: event.seq,
           version: event.payload.policy_version,
+        });
+      }
+      if (misaligned.length) {
+        findings.push({
+          severity: "alert",
+          message: `${misaligned.length} model call(s) whose rollout/trainer probability ` +
+            `correlation is below ${minAlignment}`,
+          evidence: misaligned,
         });
       }
       if (positive.length) {

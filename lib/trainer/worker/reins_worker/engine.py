@@ -315,7 +315,16 @@ class Engine:
         with torch.no_grad():
             entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
         behaviour = batch.behaviour[b_idx, t_idx]
-        old = behaviour if spec.old_logprobs == "rollout" else new.detach()
+        # π_old of the ratio. "rollout": the behaviour policy μ. "recompute": the proximal policy
+        # π_prox, the policy at the start of the update: the caller's `proximal_logprobs` (this
+        # pass's own logprobs, returned by the update's first pass), or, without them, this
+        # pass's logprobs, which are π_prox exactly when no optimizer step ran since.
+        if spec.old_logprobs == "rollout":
+            old = behaviour
+        elif batch.proximal is not None:
+            old = batch.proximal[b_idx, t_idx]
+        else:
+            old = new.detach()
         seq = batch.sequence[b_idx, t_idx]
         if seq.numel():
             seq = torch.unique(seq, return_inverse=True)[1]
@@ -346,6 +355,9 @@ class Engine:
             with torch.no_grad(), self.autocast():
                 full_logits = model.head(anchor.detach()) if hasattr(model, "hidden") else anchor
             lp, _ = self._token_logprobs(full_logits.detach(), batch.tokens, batch.pred, False)
+            # Trained tokens get the very values the loss used: sent back as proximal_logprobs,
+            # they reproduce this pass's π_prox bit for bit.
+            lp[b_idx, t_idx] = new.detach()
             out["_logprobs"] = lp.cpu()
         return out
 
