@@ -219,7 +219,7 @@ def main() -> None:
         for i in range(gen_requests)
     ]
     produced = [0]
-    scheduler = GenerateScheduler(engine, window_s=0.05, max_batch=max(1, gen_requests))
+    scheduler = GenerateScheduler(engine, window_s=0.005, max_batch=max(1, gen_requests))
 
     def run(batch: List[GenerateSpec]) -> None:
         """Submits `batch` to the scheduler (the server's own path) and waits for it."""

@@ -135,6 +135,37 @@ class GenerationTest(unittest.TestCase):
         self.assertEqual(self.engine.generation_status()["generating"], 0)
 
 
+class ReadBackTest(unittest.TestCase):
+    def test_a_decode_step_reads_back_once_not_once_per_row(self) -> None:
+        engine = Engine()
+        init(engine)
+        decoder = BatchDecoder(engine)
+        outs = [Collect() for _ in range(6)]
+        decoder.admit(
+            [c.job(engine, [1, 2 + i], 20, i, top_p=0.8 if i % 2 else 1.0) for i, c in enumerate(outs)]
+        )
+        calls = {"item": 0, "tolist": 0}
+        item, tolist = torch.Tensor.item, torch.Tensor.tolist
+
+        def counted(name, fn):
+            def wrapper(self, *args, **kwargs):
+                calls[name] += 1
+                return fn(self, *args, **kwargs)
+
+            return wrapper
+
+        torch.Tensor.item = counted("item", item)  # type: ignore[method-assign]
+        torch.Tensor.tolist = counted("tolist", tolist)  # type: ignore[method-assign]
+        try:
+            decoder.step()
+        finally:
+            torch.Tensor.item = item  # type: ignore[method-assign]
+            torch.Tensor.tolist = tolist  # type: ignore[method-assign]
+        self.assertEqual(calls["item"], 0)
+        self.assertEqual(calls["tolist"], 2)  # tokens and logprobs, for all six rows
+        self.assertTrue(all(len(c.out) == 1 for c in outs))
+
+
 class SamplingTest(unittest.TestCase):
     def test_rows_match_their_own_distribution_and_read_nothing_back(self) -> None:
         torch.manual_seed(0)
