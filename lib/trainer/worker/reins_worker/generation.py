@@ -261,29 +261,43 @@ class GenerateScheduler:
         self.engine = engine
         self.window_s = window_s
         self.max_batch = max_batch
-        self.queue: "queue.Queue[GenJob]" = queue.Queue()
+        # None is the stop sentinel of close().
+        self.queue: "queue.Queue[Optional[GenJob]]" = queue.Queue()
         self.decoder = BatchDecoder(engine)
+        self._stopping = False
         self.thread = threading.Thread(target=self._loop, name="generate", daemon=True)
         self.thread.start()
 
     def submit(self, job: GenJob) -> None:
         self.queue.put(job)
 
+    def close(self, timeout: float = 30.0) -> None:
+        """Stops the thread once the jobs it holds are done (a process that exits while the
+        thread sits in torch code can abort)."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _take(self, waiting: List[GenJob], job: Optional[GenJob]) -> None:
+        if job is None:
+            self._stopping = True
+        else:
+            waiting.append(job)
+
     def _collect(self, waiting: List[GenJob]) -> List[GenJob]:
         if not waiting and self.decoder.active == 0:
-            waiting.append(self.queue.get())  # idle: sleep until a request comes
+            self._take(waiting, self.queue.get())  # idle: sleep until a request comes
             deadline = time.monotonic() + self.window_s
-            while len(waiting) < self.max_batch:
+            while len(waiting) < self.max_batch and not self._stopping:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 try:
-                    waiting.append(self.queue.get(timeout=left))
+                    self._take(waiting, self.queue.get(timeout=left))
                 except queue.Empty:
                     break
         while True:
             try:
-                waiting.append(self.queue.get_nowait())
+                self._take(waiting, self.queue.get_nowait())
             except queue.Empty:
                 break
         return [j for j in waiting if not j.cancelled]
@@ -300,6 +314,8 @@ class GenerateScheduler:
         waiting: List[GenJob] = []
         while True:
             waiting = self._collect(waiting)
+            if self._stopping and not waiting and self.decoder.active == 0:
+                return
             room = self.max_batch - self.decoder.active
             if waiting and room > 0 and self.decoder.can_admit():
                 batch, rest = waiting[:room], waiting[room:]

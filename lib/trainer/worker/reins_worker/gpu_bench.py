@@ -252,6 +252,7 @@ def main() -> None:
     run(specs)
     sync(device)
     gen_s = time.perf_counter() - t0
+    scheduler.close()
     print(f"generate: {gen_requests} requests × {gen_tokens} tokens in {gen_s:.2f}s")
 
     prefix = "cpu_tiny" if device.type == "cpu" else "gpu"
