@@ -5,7 +5,7 @@
  * alignment events the logprob monitor and the rollout page read).
  */
 import assert from "node:assert/strict";
-import { parseOrThrow, type RolloutEvent } from "../lib/schema.ts";
+import { type EventInput, parseOrThrow, type RolloutEvent } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
 import { postRolloutEvents, updatePolicy } from "../lib/loop/mod.ts";
 import { logprobMonitor } from "../lib/monitors/logprob.ts";
@@ -160,47 +160,48 @@ Deno.test("alignment: per-call events flag the misaligned call, not the aligned 
   // The per-step figure stays.
   assert.ok(result.alignment && result.alignment.tokens === 10);
 
-  // Posted on the calls' attempts, the monitor flags exactly call B.
-  const posted: { rollout: string; attempt: string; events: unknown[] }[] = [];
-  await postRolloutEvents(
-    {
-      appendEvents: (rollout: string, attempt: string, events: unknown[]) => {
-        posted.push({ rollout, attempt, events });
-        return Promise.resolve([]);
-      },
-    } as never,
-    result,
-    0,
-  );
-  const mine = posted.filter((p) => p.rollout === "x1");
-  assert.deepEqual(mine.map((p) => p.attempt), ["x1-a1"]);
+  // Posted on the calls' attempts (a fake gateway that stores them), the monitor flags exactly
+  // call B, and the loop stores that flag as the monitor runner would.
   let seq = 1000;
-  const stored = [
-    ...x1.events,
-    ...mine[0].events.map((e) => ({
-      ...(e as RolloutEvent),
-      seq: ++seq,
-      rollout_id: "x1",
-      attempt_id: "x1-a1",
-      created_at: 0,
-    })),
-  ] as RolloutEvent[];
-  const findings = await logprobMonitor().check({ rollout: x1.rollout, events: stored });
+  const store = new Map<string, RolloutEvent[]>([["x1", [...x1.events]], ["x2", [...x2.events]]]);
+  const gateway = {
+    postEvents: (rollout: string, attempt: string, events: EventInput[]) => {
+      const stored = events.map((e) => ({
+        ...e,
+        seq: ++seq,
+        rollout_id: rollout,
+        attempt_id: attempt,
+        event_key: e.event_key ?? null,
+        created_at: 0,
+      })) as RolloutEvent[];
+      store.get(rollout)!.push(...stored);
+      return Promise.resolve(stored);
+    },
+  };
+  await postRolloutEvents(gateway, result, 0);
+  const custom = (id: string, name: string) =>
+    store.get(id)!.filter((e) => e.type === "custom" && e.payload.name === name);
+  assert.equal(custom("x1", "alignment").length, 2);
+  assert.ok(custom("x1", "alignment").every((e) => e.attempt_id === "x1-a1"));
+  const withoutFlags = store.get("x1")!.filter((e) => !custom("x1", "monitor_flags").includes(e));
+  const findings = await logprobMonitor().check({ rollout: x1.rollout, events: withoutFlags });
   assert.equal(findings.length, 1);
   assert.deepEqual(findings[0].evidence.map((e) => e.seq), [seqs[1]]);
+  const [flagged] = custom("x1", "monitor_flags");
+  assert.ok(flagged && flagged.type === "custom");
+  assert.deepEqual(flagged.payload.data, {
+    ...(flagged.payload.data as object),
+    flags: [{ monitor: "logprob", ...findings[0] }],
+    monitors: ["logprob"],
+  });
   // An aligned rollout raises nothing.
-  const x2Stored = [
-    ...x2.events,
-    ...posted.filter((p) => p.rollout === "x2").flatMap((p) => p.events).map((e) => ({
-      ...(e as RolloutEvent),
-      seq: ++seq,
-      rollout_id: "x2",
-      attempt_id: "x2-a1",
-      created_at: 0,
-    })),
-  ] as RolloutEvent[];
-  assert.equal(x2Stored.filter((e) => e.type === "custom").length, 2);
-  assert.deepEqual(await logprobMonitor().check({ rollout: x2.rollout, events: x2Stored }), []);
+  assert.equal(custom("x2", "alignment").length, 2);
+  assert.equal(custom("x2", "monitor_flags").length, 0);
+  assert.deepEqual(
+    await logprobMonitor().check({ rollout: x2.rollout, events: store.get("x2")! }),
+    [],
+  );
+  const stored = store.get("x1")!;
 
   // The rollout page shows each call's alignment beside it, the low one marked.
   const page = String(detailFragment({
@@ -213,6 +214,7 @@ Deno.test("alignment: per-call events flag the misaligned call, not the aligned 
   assert.equal(page.match(/class="err align"/g)?.length, 1);
   assert.ok(page.includes("alignment r 1, max |Δlogprob| 0<"));
   assert.ok(page.includes("alignment r -1, max |Δlogprob| 2.8500<"));
+  assert.ok(page.includes("[alert] logprob</span>: 1 model call(s) whose rollout/trainer"));
 });
 
 Deno.test("update: calls sampled at another version get no alignment event", async () => {

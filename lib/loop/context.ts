@@ -7,7 +7,9 @@
  * @module
  */
 import type { GatewayClient } from "../gateway/client.ts";
-import type { EventInput, Rollout } from "../schema.ts";
+import type { EventInput, Rollout, RolloutEvent } from "../schema.ts";
+import { MONITOR_FLAGS_EVENT } from "../schema/ui.ts";
+import { alignmentFindings } from "../monitors/logprob.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
@@ -237,7 +239,10 @@ export const TRAINING_NOTE_EVENT = "training_note";
 /**
  * Posts the update's per-rollout facts on the rollouts themselves: one `alignment` event per
  * trained model call (on the call's attempt) and one `training_note` per rollout left out or
- * trained as a one-member group. Event keys make a repeated step store nothing twice.
+ * trained as a one-member group. Calls whose probability correlation is below `minAlignment`
+ * also get the logprob monitor's flag (a `monitor_flags` event, as the monitor runner writes:
+ * it checked the rollout when it finished, before these events existed). Event keys make a
+ * repeated step store nothing twice.
  *
  * @example
  * ```ts ignore
@@ -245,9 +250,10 @@ export const TRAINING_NOTE_EVENT = "training_note";
  * ```
  */
 export async function postRolloutEvents(
-  gateway: Pick<GatewayClient, "appendEvents">,
-  update: Pick<UpdateResult, "call_alignment" | "notes" | "policy_version">,
+  gateway: Pick<GatewayClient, "postEvents">,
+  update: Pick<UpdateResult, "call_alignment" | "notes">,
   step: number,
+  minAlignment = 0.99,
 ): Promise<void> {
   const byAttempt = new Map<
     string,
@@ -299,9 +305,30 @@ export async function postRolloutEvents(
   }
   for (const { rollout_id, attempt_id, events } of byAttempt.values()) {
     // Posted in slices: a step can hold many calls of one attempt.
+    const stored: RolloutEvent[] = [];
     for (let i = 0; i < events.length; i += 256) {
-      await gateway.appendEvents(rollout_id, attempt_id, events.slice(i, i + 256));
+      stored.push(...await gateway.postEvents(rollout_id, attempt_id, events.slice(i, i + 256)));
     }
+    // The monitors checked the rollout when it finished, before this evidence existed: the
+    // logprob monitor's alignment check runs here on it, stored as monitor flags like theirs.
+    const findings = alignmentFindings(stored, minAlignment);
+    if (findings.length === 0) continue;
+    await gateway.postEvents(rollout_id, attempt_id, [{
+      type: "custom",
+      event_key: `${MONITOR_FLAGS_EVENT}:${attempt_id}:${ALIGNMENT_EVENT}`,
+      payload: {
+        name: MONITOR_FLAGS_EVENT,
+        data: {
+          flags: findings.map((f) => ({
+            monitor: "logprob",
+            ...f,
+            evidence: f.evidence.map((e) => ({ ...e })),
+          })),
+          monitors: ["logprob"],
+          checked_at: Date.now(),
+        },
+      },
+    }]);
   }
 }
 
