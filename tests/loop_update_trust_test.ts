@@ -214,7 +214,11 @@ Deno.test("alignment: per-call events flag the misaligned call, not the aligned 
   assert.equal(page.match(/class="err align"/g)?.length, 1);
   assert.ok(page.includes("alignment r 1, max |Δlogprob| 0<"));
   assert.ok(page.includes("alignment r -1, max |Δlogprob| 2.8500<"));
-  assert.ok(page.includes("[alert] logprob</span>: 1 model call(s) whose rollout/trainer"));
+  assert.ok(
+    page.includes(
+      "[alert] logprob</span>: rollout/trainer probability correlation -1.0000 &lt; 0.99",
+    ),
+  );
 });
 
 Deno.test("update: calls sampled at another version get no alignment event", async () => {

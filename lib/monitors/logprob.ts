@@ -148,12 +148,14 @@ export function alignmentFindings(
   minAlignment = 0.99,
 ): Finding[] {
   const misaligned = [];
+  let lowest = Infinity;
   for (const event of events) {
     if (event.type !== "custom" || event.payload.name !== "alignment") continue;
     const data = event.payload.data;
     const record = typeof data === "object" && data !== null && !Array.isArray(data) ? data : {};
     const corr = record.corr;
     if (typeof corr !== "number" || corr >= minAlignment) continue;
+    lowest = Math.min(lowest, corr);
     const call = typeof record.request_seq === "number" ? record.request_seq : null;
     const dl = typeof record.max_abs_dlogprob === "number"
       ? `, max |Δlogprob| ${record.max_abs_dlogprob.toFixed(4)}`
@@ -169,8 +171,8 @@ export function alignmentFindings(
   if (misaligned.length === 0) return [];
   return [{
     severity: "alert",
-    message: `${misaligned.length} model call(s) whose rollout/trainer probability ` +
-      `correlation is below ${minAlignment}`,
+    message: `rollout/trainer probability correlation ${lowest.toFixed(4)} < ${minAlignment}` +
+      ` (lowest of ${misaligned.length} model call(s) below it)`,
     evidence: misaligned,
   }];
 }
