@@ -319,10 +319,7 @@ function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
     const st = i === calls.length - 1 ? itemStatus("fc") : "completed";
     output.push(functionItem(itemId("fc", call.id, output.length), tc, tc.arguments, st));
   });
-  const body = responseObject(start, request, { status, output, usage: usageOf(call) });
-  // The SDKs' convenience field; not part of the wire schema, harmless to strict parsers.
-  body.output_text = content;
-  return body;
+  return responseObject(start, request, { status, output, usage: usageOf(call) });
 }
 
 interface OpenItem {
