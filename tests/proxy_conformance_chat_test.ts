@@ -14,13 +14,16 @@ import {
   assertExactLogprobs,
   conform,
   FINAL,
+  findRun,
   post,
   readSse,
   startConformanceFixture,
   TEXT,
   THOUGHT,
   TOOL_PREFACE,
+  UTF8,
 } from "./support/wire/conformance.ts";
+import type { HfChatTokenizer } from "../lib/tokens/hf.ts";
 import { type ChatCompletion, ChatCompletion as ChatSchema } from "./support/wire/openai_chat.ts";
 import { OpenAIErrorBody } from "./support/wire/openresponses.ts";
 
@@ -147,6 +150,26 @@ Deno.test("chat conformance: logprobs: true gives the exact sampled logprobs; to
     const content = plain.choices[0].logprobs!.content!;
     assertExactLogprobs(fx, fx.upstream!.calls.at(-1)!, content, TEXT);
     assert.equal(plain.choices[0].logprobs!.refusal, null);
+    // Characters split across tokens: each token's bytes are its exact bytes (half a character
+    // included), and all the bytes, in order, are the text's UTF-8.
+    const utf8 = await both(fx, {
+      messages: [{ role: "user", content: "[utf8]" }],
+      logprobs: true,
+    });
+    const tokens = utf8.plain.choices[0].logprobs!.content!;
+    const sampled = fx.upstream!.calls.at(-1)!;
+    const start = findRun(sampled.logprobs, tokens.map((t) => t.logprob));
+    assert.ok(start >= 0);
+    assert.ok(
+      tokens.some((t) => t.token.includes("\uFFFD")),
+      "some token holds part of a character",
+    );
+    tokens.forEach((t, j) => {
+      const id = sampled.responseIds[start + j];
+      assert.deepEqual(t.bytes, Array.from((fx.tokenizer as HfChatTokenizer).tokenBytes(id)));
+    });
+    assert.deepEqual(tokens.flatMap((t) => t.bytes!), Array.from(new TextEncoder().encode(UTF8)));
+    assert.equal(utf8.plain.choices[0].message.content, UTF8);
     const url = `${fx.openaiBase}/chat/completions`;
     for (
       const [extra, param] of [

@@ -8,6 +8,7 @@
  * - `[think]`: reasoning, then text
  * - `[tool]`: reasoning, a sentence, then a call `add({"a": 1, "b": 2})`
  * - `[long]`: a long text (the tests cut it with a small max-tokens limit)
+ * - `[utf8]`: text with characters that span several tokens (`UTF8`)
  *
  * @module
  */
@@ -24,6 +25,7 @@ export const THOUGHT = "The user greets me; greet back.";
 export const TOOL_PREFACE = "Let me add.";
 export const FINAL = "1 + 2 = 3.";
 export const LONG = "One two three four five six seven eight nine ten eleven twelve thirteen.";
+export const UTF8 = "Grüße, 東京 😀🎉 — naïve café";
 
 /** The scripted turn for a rendered prompt (see the module doc). */
 export function turnFor(promptText: string): ScriptedTurn {
@@ -38,6 +40,7 @@ export function turnFor(promptText: string): ScriptedTurn {
   }
   if (last.includes("[think]")) return { reasoning: THOUGHT, content: TEXT };
   if (last.includes("[long]")) return { content: LONG };
+  if (last.includes("[utf8]")) return { content: UTF8 };
   return { content: TEXT };
 }
 
