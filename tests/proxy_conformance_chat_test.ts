@@ -24,6 +24,8 @@ import {
   UTF8,
 } from "./support/wire/conformance.ts";
 import type { HfChatTokenizer } from "../lib/tokens/hf.ts";
+import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
+import { PartTokens } from "../lib/proxy/codecs/logprobs.ts";
 import { type ChatCompletion, ChatCompletion as ChatSchema } from "./support/wire/openai_chat.ts";
 import { OpenAIErrorBody } from "./support/wire/openresponses.ts";
 
@@ -260,4 +262,19 @@ Deno.test("chat conformance: the openai SDK's stream helper consumes every strea
   } finally {
     await fx.close();
   }
+});
+
+Deno.test("chat conformance: a logprob entry's token text is decode([id]), over Qwen3's whole vocabulary", async () => {
+  const tokenizer = await loadQwen3Tokenizer();
+  const tokens = new PartTokens(tokenizer);
+  const ids: number[] = [];
+  for (let id = 0; id < tokenizer.vocabSize; id++) {
+    // One character of text per token, so each token lands in the one part below.
+    tokens.add(id, -1, ids.push(id));
+  }
+  const [part] = tokens.attach([{ type: "content", text: "", span: [0, ids.length] }]);
+  assert.equal(part.logprobs!.length, ids.length);
+  part.logprobs!.forEach((entry, i) => {
+    assert.equal(entry.token, tokenizer.decode([ids[i]]), `token ${ids[i]}`);
+  });
 });

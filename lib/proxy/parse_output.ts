@@ -412,8 +412,9 @@ function merge(parts: OutputPart[]): OutputPart[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { collectOutput } from "./parse_output.ts";
- * collectOutput([{ type: "content", text: "hi" }]).content; // "hi"
+ * assert.equal(collectOutput([{ type: "content", text: "hi" }]).content, "hi");
  * ```
  */
 export function collectOutput(
@@ -439,8 +440,9 @@ export function collectOutput(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOutput } from "./parse_output.ts";
- * parseOutput("<think>hm</think>\n\nHello").reasoning; // "hm"
+ * assert.equal(parseOutput("<think>hm</think>\n\nHello").reasoning, "hm");
  * ```
  */
 export function parseOutput(text: string, options?: OutputParserOptions): AssistantOutput {

@@ -5,12 +5,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { anthropicMessagesCodec } from "./anthropic_messages.ts";
  * const request = anthropicMessagesCodec.decode(
  *   { model: "m", max_tokens: 64, system: "be brief", messages: [{ role: "user", content: "hi" }] },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.messages?.[0].role; // "system"
+ * assert.equal(request.messages?.[0].role, "system");
  * ```
  *
  * @module

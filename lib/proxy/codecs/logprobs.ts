@@ -13,6 +13,12 @@ import type { ChatTokenizer } from "../../tokens/types.ts";
 import type { OutputPart, TokenLogprob } from "../parse_output.ts";
 
 const utf8 = new TextEncoder();
+const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+
+/** Byte-level vocabularies know each (non-added) token's exact bytes. */
+function byteLevel(t: ChatTokenizer, id: number): HfChatTokenizer | null {
+  return t instanceof HfChatTokenizer && t.bytePieces && !t.isAddedToken(id) ? t : null;
+}
 
 /** A sampled token whose text and bytes are decoded only when a codec asks for them. */
 class SampledToken implements TokenLogprob {
@@ -30,16 +36,18 @@ class SampledToken implements TokenLogprob {
   }
 
   get token(): string {
-    return this.#token ??= this.#tokenizer.decode([this.id]);
+    // Decoding the bytes gives what `decode([id])` gives, several times faster (a conformance
+    // test checks it over Qwen3's whole vocabulary).
+    const bytes = byteLevel(this.#tokenizer, this.id);
+    return this.#token ??= bytes
+      ? text.decode(bytes.tokenBytes(this.id))
+      : this.#tokenizer.decode([this.id]);
   }
 
   get bytes(): number[] {
-    const t = this.#tokenizer;
-    // Byte-level vocabularies know each token's exact bytes, even half a UTF-8 character.
-    if (t instanceof HfChatTokenizer && t.bytePieces && !t.isAddedToken(this.id)) {
-      return Array.from(t.tokenBytes(this.id));
-    }
-    return Array.from(utf8.encode(this.token));
+    // Exact even for a token holding half a UTF-8 character.
+    const bytes = byteLevel(this.#tokenizer, this.id);
+    return Array.from(bytes ? bytes.tokenBytes(this.id) : utf8.encode(this.token));
   }
 }
 
@@ -79,7 +87,7 @@ export class PartTokens {
   }
 
   /** Sets `logprobs` on each part that has a span; returns the parts. */
-  attach<T extends OutputPart>(parts: T[]): T[] {
+  attach(parts: OutputPart[]): OutputPart[] {
     for (const part of parts) {
       if (!part.span) continue;
       const [from, to] = part.span;

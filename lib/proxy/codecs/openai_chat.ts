@@ -4,12 +4,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openaiChatCodec } from "./openai_chat.ts";
  * const request = openaiChatCodec.decode(
  *   { model: "m", messages: [{ role: "user", content: "hi" }] },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.messages?.length; // 1
+ * assert.equal(request.messages?.length, 1);
  * ```
  *
  * @module

@@ -4,12 +4,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openaiCompletionsCodec } from "./openai_completions.ts";
  * const request = openaiCompletionsCodec.decode(
  *   { model: "m", prompt: "1+1=" },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.sampling.max_tokens; // 16 (the OpenAI default)
+ * assert.equal(request.sampling.max_tokens, 16); // the OpenAI default
  * ```
  *
  * @module
