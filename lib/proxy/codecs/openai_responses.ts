@@ -302,23 +302,17 @@ function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
   const output: JsonObject[] = [];
   const { content, reasoning, tool_calls: calls } = call.output;
   const withText = content !== "" || calls.length === 0;
-  // A length stop cuts the last item short.
-  const last = calls.length ? "fc" : withText ? "msg" : "rs";
-  const itemStatus = (kind: string): ItemStatus =>
-    status === "incomplete" && kind === last ? "incomplete" : "completed";
   if (reasoning) output.push(reasoningItem(itemId("rs", call.id, output.length), reasoning));
   if (withText) {
     const logprobs = request.logprobs ? call.output.logprobs?.content ?? [] : null;
-    output.push(
-      messageItem(itemId("msg", call.id, output.length), itemStatus("msg"), [
-        textPart(content, logprobs),
-      ]),
-    );
+    // A length stop cuts the text short; tool calls are only ever parsed whole.
+    const st = status === "incomplete" ? "incomplete" : "completed";
+    const part = textPart(content, logprobs);
+    output.push(messageItem(itemId("msg", call.id, output.length), st, [part]));
   }
-  calls.forEach((tc, i) => {
-    const st = i === calls.length - 1 ? itemStatus("fc") : "completed";
-    output.push(functionItem(itemId("fc", call.id, output.length), tc, tc.arguments, st));
-  });
+  for (const tc of calls) {
+    output.push(functionItem(itemId("fc", call.id, output.length), tc, tc.arguments, "completed"));
+  }
   return responseObject(start, request, { status, output, usage: usageOf(call) });
 }
 
