@@ -201,6 +201,8 @@ export async function serveGuarded(
       } catch {
         return; // listener closed
       }
+      // Small frames (SSE tokens) go out at once: Nagle plus delayed ACKs would hold them ~40 ms.
+      conn.setNoDelay(true);
       const id = nextId++;
       const relay = new Relay(id, conn, path, deadlines, bodyGraceMs, () => timedOut++);
       relays.set(id, relay);
