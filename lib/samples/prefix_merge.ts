@@ -137,8 +137,20 @@ export function planLinear(
     }
     let split: BreakDiagnosis | null = null;
     if (plans.length > 0) {
-      const fork = findFork(open, call);
-      const prev = fork ? fork.plan : predecessor(open, call);
+      // The call is diagnosed against its own previous call on its branch, unless it forks
+      // from an earlier point: an exact extension of an earlier call of some sample counts as a
+      // fork only when that point explains the prompt at least as far as the branch's previous
+      // call does. Otherwise every later call of a branch that split once would "extend" the
+      // first sample's earlier calls and be compared with that sample's last call.
+      const before = predecessor(open, call);
+      let fork = findFork(open, call);
+      if (fork && before) {
+        const last = lastCall(before).request;
+        const reach = commonPrefixConcat(p, last.prompt_token_ids, last.response_token_ids);
+        const from = fork.from.request;
+        if (from.prompt_token_ids.length + from.response_token_ids.length < reach) fork = null;
+      }
+      const prev = fork ? fork.plan : before;
       split = diagnoseBreak(prev ? lastCall(prev) : null, call, diagnoseOptions);
       // An exact extension of an earlier call is hard evidence of a fork (nothing was
       // replaced), even where a segment tag inferred from messages says compaction. It is not
