@@ -6,7 +6,13 @@
  * @module
  */
 import { z } from "zod";
-import { ChatMessageSchema, IdSchema, JsonObjectSchema } from "./core.ts";
+import {
+  BreakReasonSchema,
+  ChatMessageSchema,
+  IdSchema,
+  JsonObjectSchema,
+  MergeStrategySchema,
+} from "./core.ts";
 
 /** Log formats the importers read. */
 export const TrajectorySourceSchema = z.enum([
@@ -147,3 +153,38 @@ export const ReplayOptionsSchema = z.object({
 });
 /** Options of the replay (input form). */
 export type ReplayOptions = z.input<typeof ReplayOptionsSchema>;
+
+/** Settings of a samples-per-rollout measurement on transcripts (`deno task splits`). */
+export const SplitsOptionsSchema = z.object({
+  policy_output: PolicyOutputSchema.default("logged"),
+  strategy: MergeStrategySchema.default("prefix_merge"),
+  /** Passed to the chat template as `enable_thinking`; absent: the template's default. */
+  enable_thinking: z.boolean().optional(),
+});
+/** Settings of a samples-per-rollout measurement (input form). */
+export type SplitsOptions = z.input<typeof SplitsOptionsSchema>;
+
+/** What a samples-per-rollout measurement found, with the settings it assumed. */
+export const SplitsReportSchema = z.object({
+  /** The chat template: `qwen3`, `qwen3_keep_reasoning`, or the tokenizer folder's name. */
+  template: z.string(),
+  policy_output: PolicyOutputSchema,
+  strategy: MergeStrategySchema,
+  /** `enable_thinking` as passed to the template; null: not passed (the template's default). */
+  enable_thinking: z.boolean().nullable(),
+  /** Transcript files read. */
+  files: z.number().int().min(0),
+  rollouts: z.number().int().min(0),
+  calls: z.number().int().min(0),
+  samples: z.number().int().min(0),
+  samples_per_rollout: z.number(),
+  /** Share (0..1) of rollouts that stayed one sample. */
+  single_share: z.number(),
+  /**
+   * Splits of exact prefix merging per reason (for `tree` the same splits, kept as branches of
+   * one tree; for `per_call` those that merging would have had).
+   */
+  break_reasons: z.record(BreakReasonSchema, z.number().int().min(0)),
+});
+/** What a samples-per-rollout measurement found. */
+export type SplitsReport = z.infer<typeof SplitsReportSchema>;
