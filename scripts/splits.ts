@@ -3,7 +3,8 @@
  *
  * Usage: `deno task splits [--template qwen3|qwen3_keep_reasoning|DIR]
  * [--policy-output logged|thinking|plain] [--strategy prefix_merge|per_call|buffer_substitute|tree]
- * [--enable-thinking true|false] PATH...`
+ * [--enable-thinking true|false] PATH...`, or `deno task splits --table [--strategy S] PATH...`
+ * for the Figure 10 table (every setting of `SPLITS_GRID` on each PATH and on all of them).
  *
  * Reads every supported transcript (SWE-agent `.traj`, tau-bench results, mini-swe-agent
  * `.traj.json`, Claude Code `.jsonl`; format detected) in each file or folder, replays each run
@@ -14,20 +15,25 @@
  *
  * @module
  */
+import { basename, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { MergeStrategySchema } from "../lib/schema.ts";
 import { PolicyOutputSchema } from "../lib/schema/trajectories.ts";
 import {
   formatSplitsReport,
+  formatSplitsTable,
   loadChatTemplate,
   loadTranscripts,
   measureSplits,
+  measureSplitsGrid,
+  type TranscriptSet,
 } from "../lib/trajectories/splits.ts";
 
 const USAGE = `usage: deno task splits [--template qwen3|qwen3_keep_reasoning|DIR]
   [--policy-output logged|thinking|plain]
   [--strategy prefix_merge|per_call|buffer_substitute|tree]
   [--enable-thinking true|false] PATH...
+       deno task splits --table [--strategy ...] PATH...
 
   --template         chat template + tokenizer: qwen3 (official; drops reasoning from history),
                      qwen3_keep_reasoning (writes every turn back with its think block), or a
@@ -37,6 +43,8 @@ const USAGE = `usage: deno task splits [--template qwen3|qwen3_keep_reasoning|DI
                      plain (never) (default logged)
   --strategy         how calls become samples (default prefix_merge)
   --enable-thinking  pass enable_thinking to the template (default: not passed)
+  --table            the Figure 10 table instead: both named templates × every policy output,
+                     and qwen3 with enable_thinking=false, on each PATH (a column) and on all
   PATH               transcript files or folders (format detected)`;
 
 class UsageError extends Error {}
@@ -54,10 +62,11 @@ function parse(args: string[]) {
       allowPositionals: true,
       strict: true,
       options: {
-        template: { type: "string", default: "qwen3" },
-        "policy-output": { type: "string", default: "logged" },
+        template: { type: "string" },
+        "policy-output": { type: "string" },
         strategy: { type: "string", default: "prefix_merge" },
         "enable-thinking": { type: "string" },
+        table: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
     });
@@ -71,10 +80,22 @@ function parse(args: string[]) {
   const { values, positionals } = parsed;
   if (values.help) return null;
   if (positionals.length === 0) throw new UsageError("PATH: give at least one file or folder");
+  if (values.table) {
+    for (const flag of ["template", "policy-output", "enable-thinking"] as const) {
+      if (values[flag] !== undefined) {
+        throw new UsageError(`--${flag}: --table measures every setting; drop --${flag}`);
+      }
+    }
+  }
   const thinking = values["enable-thinking"];
   return {
-    template: values.template,
-    policy_output: choice("--policy-output", values["policy-output"], PolicyOutputSchema.options),
+    table: values.table,
+    template: values.template ?? "qwen3",
+    policy_output: choice(
+      "--policy-output",
+      values["policy-output"] ?? "logged",
+      PolicyOutputSchema.options,
+    ),
     strategy: choice("--strategy", values.strategy, MergeStrategySchema.options),
     enable_thinking: thinking === undefined
       ? undefined
@@ -95,6 +116,20 @@ async function main(args: string[]): Promise<number> {
   if (options === null) {
     console.log(USAGE);
     return 0;
+  }
+  if (options.table) {
+    try {
+      const sets: TranscriptSet[] = [];
+      for (const path of options.paths) {
+        sets.push({ name: basename(resolve(path)), ...await loadTranscripts([path]) });
+      }
+      const cells = await measureSplitsGrid(sets, { strategy: options.strategy });
+      console.log(formatSplitsTable(cells));
+      return 0;
+    } catch (error) {
+      console.error(`splits: ${(error as Error).message}`);
+      return 1;
+    }
   }
   let tokenizer;
   try {

@@ -55,6 +55,8 @@ Deno.test("splits: Qwen3 × thinking policy on mini-swe-agent splits every call"
     samples: "12",
     samples_per_rollout: "6.000",
     single_share: "0.000",
+    tokens_stored: r.out.match(/^tokens_stored: (\d+)$/m)![1],
+    storage_ratio: "1.000", // one sample per call stores what per_call stores
     ...NO_BREAKS,
     break_template_rewrite: "10",
   });
@@ -88,12 +90,17 @@ Deno.test("splits: every strategy on SWE-agent and Claude Code; a tokenizer fold
   );
   assert.equal(swe.break_token_boundary, "9");
   const cc = `${ROOT}/claude-code`;
-  const byStrategy = async (strategy: string) =>
-    lines((await splits("--strategy", strategy, cc)).out).samples_per_rollout;
-  assert.equal(await byStrategy("prefix_merge"), "1.667");
-  assert.equal(await byStrategy("per_call"), "7.333"); // 22 calls / 3 rollouts
-  assert.equal(await byStrategy("tree"), "1.000");
-  assert.equal(await byStrategy("buffer_substitute"), "1.667");
+  const byStrategy = async (strategy: string) => {
+    const out = lines((await splits("--strategy", strategy, cc)).out);
+    return [out.samples_per_rollout, Number(out.storage_ratio)] as const;
+  };
+  const [merged, mergedStorage] = await byStrategy("prefix_merge");
+  const [perCall, perCallStorage] = await byStrategy("per_call");
+  const [tree, treeStorage] = await byStrategy("tree");
+  assert.deepEqual([merged, perCall, tree], ["1.667", "7.333", "1.000"]); // 7.333 = 22 calls / 3
+  assert.equal(perCallStorage, 1);
+  assert.ok(treeStorage <= mergedStorage && mergedStorage < perCallStorage);
+  assert.equal((await byStrategy("buffer_substitute"))[0], "1.667");
   const one = lines((await splits(`${cc}/subagent.jsonl`)).out);
   assert.deepEqual([one.files, one.rollouts, one.calls], ["1", "1", "17"]);
   assert.equal(one.break_branch, "1");
@@ -123,6 +130,38 @@ Deno.test("splits: the whole shipped data set, logged policy (the README's first
     [all.break_token_boundary, all.break_template_rewrite, all.break_branch],
     ["9", "1", "1"],
   );
+});
+
+Deno.test("splits --table: every template × policy output, one column per PATH and one for all", async () => {
+  const r = await splits("--table", MINI, `${ROOT}/claude-code/short.jsonl`);
+  assert.equal(r.code, 0, r.err);
+  const rows = r.out.trim().split("\n").map((l) => l.slice(1, -1).split("|").map((c) => c.trim()));
+  assert.deepEqual(rows[0], [
+    "template · policy output",
+    "mini-swe-agent_testdata (2)",
+    "short.jsonl (1)",
+    "all (3)",
+    "splits (all), by reason",
+  ]);
+  assert.deepEqual(rows.slice(2).map((row) => row[0]), [
+    "`qwen3` · `logged`",
+    "`qwen3` · `thinking`",
+    "`qwen3` · `plain`",
+    "`qwen3` · `plain` · `enable_thinking=false`",
+    "`qwen3_keep_reasoning` · `logged`",
+    "`qwen3_keep_reasoning` · `thinking`",
+    "`qwen3_keep_reasoning` · `plain`",
+  ]);
+  // The cells are the single-setting tool's numbers: 6.000 and 0 % single for qwen3 · thinking.
+  assert.deepEqual(rows[3].slice(1), [
+    "6.000 · 0.0 %",
+    "1.000 · 100.0 %",
+    "4.333 · 33.3 %",
+    "10 template_rewrite",
+  ]);
+  const clash = await splits("--table", "--policy-output", "thinking", MINI);
+  assert.equal(clash.code, 2);
+  assert.match(clash.err, /--policy-output: --table measures every setting/);
 });
 
 Deno.test("splits: bad flags exit 2 naming the flag; unreadable input exits 1 naming the file", async () => {

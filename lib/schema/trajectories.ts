@@ -180,6 +180,10 @@ export const SplitsReportSchema = z.object({
   samples_per_rollout: z.number(),
   /** Share (0..1) of rollouts that stayed one sample. */
   single_share: z.number(),
+  /** Tokens the samples store (context + responses). */
+  tokens_stored: z.number().int().min(0),
+  /** tokens_stored / the tokens `per_call` would store (Σ prompt + response of every call). */
+  storage_ratio: z.number(),
   /**
    * Splits of exact prefix merging per reason (for `tree` the same splits, kept as branches of
    * one tree; for `per_call` those that merging would have had).

@@ -48,11 +48,19 @@ export { PLACEHOLDER_REASONING, withPlaceholderReasoning } from "./transform.ts"
 export {
   BREAK_REASONS,
   formatSplitsReport,
+  formatSplitsTable,
   loadChatTemplate,
   type LoadedTranscripts,
   loadTranscripts,
   measureSplits,
+  measureSplitsGrid,
   NAMED_TEMPLATES,
+  reasonsText,
+  settingLabel,
+  SPLITS_GRID,
+  type SplitsGridCell,
   type SplitsMeasurement,
+  type SplitsSetting,
+  type TranscriptSet,
 } from "./splits.ts";
 export * from "../schema/trajectories.ts";
