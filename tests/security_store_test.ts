@@ -5,8 +5,7 @@
  * | attack | store's answer |
  * | --- | --- |
  * | a capability token posts a reward for its own running attempt | 403, nothing stored |
- * | the token posts a model call (forged training data) | 403, nothing stored |
- * | the token takes key `reward:1` before the controller's verified reward | 403; the controller's reward then stands |
+ * | the token takes the controller's key `reins:reward:1` first | 403; the controller's reward then stands |
  * | the token of a succeeded attempt posts a reward | 403; reward unchanged |
  * | the token of a lost attempt posts while attempt 2 runs | 403 (reward) / 409 (other events) |
  * | a late reward for a superseded or lost attempt (any credential) | stored as an event, never sets `rollout.reward` |
@@ -83,7 +82,7 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
   const as = (credential: Credential) => ({ credential });
 
   return (async () => {
-    await step("a capability token cannot post a reward or a model call: 403", async (store) => {
+    await step("a capability token cannot post a reward: 403, nothing stored", async (store) => {
       const { attempt } = await claimOne(store, "r");
       const before = await snapshot(store, "r");
       await rejectsWith(
@@ -93,22 +92,6 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
         ], as("capability")),
         403,
         /^events\[1\]\.type: a capability token cannot post rewards/,
-      );
-      assert.deepEqual(await snapshot(store, "r"), before);
-      // Nor a model call: the proxy records those; a posted one would be forged training data.
-      await rejectsWith(
-        store.appendEvents("r", attempt.attempt_id, [{
-          type: "model_request",
-          payload: {
-            flavor: "generate",
-            prompt_token_ids: [1, 2],
-            response_token_ids: [3],
-            response_logprobs: [0],
-            policy_version: 0,
-          },
-        }], as("capability")),
-        403,
-        /^events\[0\]\.type: a capability token cannot post model calls/,
       );
       assert.deepEqual(await snapshot(store, "r"), before);
       // Its other events are welcome while its attempt runs.
@@ -126,14 +109,14 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
         await rejectsWith(
           store.appendEvents("r", attempt.attempt_id, [{
             type: "custom",
-            event_key: "reward:1",
+            event_key: "reins:reward:1",
             payload: { name: "reward", data: { value: 1 } },
           }], as("capability")),
           403,
-          /^events\[0\]\.event_key: 'reward:1' is in the control plane's namespace/,
+          /^events\[0\]\.event_key: 'reins:reward:1' is in the namespace reserved for reins/,
         );
         assert.deepEqual(await snapshot(store, "r"), before);
-        await store.appendEvents("r", attempt.attempt_id, [reward(0, "reward:1")]);
+        await store.appendEvents("r", attempt.attempt_id, [reward(0, "reins:reward:1")]);
         const r = (await store.getRollout("r"))!;
         assert.equal(r.reward, 0);
         assert.equal(r.reward_attempt_id, attempt.attempt_id);
@@ -143,7 +126,7 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
 
     await step("a succeeded attempt's token cannot overwrite the reward", async (store) => {
       const { attempt } = await claimOne(store, "r");
-      await store.appendEvents("r", attempt.attempt_id, [reward(0, "reward:1")]);
+      await store.appendEvents("r", attempt.attempt_id, [reward(0, "reins:reward:1")]);
       await store.transition("r", { to: "succeeded", attempt_id: attempt.attempt_id });
       const before = await snapshot(store, "r");
       await rejectsWith(
@@ -235,15 +218,19 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
       "a retried event_key with a different event is a 409 naming the key",
       async (store) => {
         const { rollout, attempt } = await claimOne(store, "r", 2);
-        const [first] = await store.appendEvents("r", attempt.attempt_id, [reward(0, "reward:1")]);
+        const [first] = await store.appendEvents("r", attempt.attempt_id, [
+          reward(0, "reins:reward:1"),
+        ]);
         // The same event again (a retry whose answer was lost): the stored event comes back.
-        const [again] = await store.appendEvents("r", attempt.attempt_id, [reward(0, "reward:1")]);
+        const [again] = await store.appendEvents("r", attempt.attempt_id, [
+          reward(0, "reins:reward:1"),
+        ]);
         assert.deepEqual(again, first);
         const before = await snapshot(store, "r");
         await rejectsWith(
-          store.appendEvents("r", attempt.attempt_id, [reward(1, "reward:1")]),
+          store.appendEvents("r", attempt.attempt_id, [reward(1, "reins:reward:1")]),
           409,
-          /^events\[0\]\.event_key: 'reward:1' is already taken \(seq \d+\) by an event with a different payload/,
+          /^events\[0\]\.event_key: 'reins:reward:1' is already taken \(seq \d+\) by an event with a different payload/,
         );
         await rejectsWith(
           store.appendEvents("r", attempt.attempt_id, [
@@ -259,7 +246,7 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
         const [next] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
         const beforeNext = await snapshot(store, "r");
         await rejectsWith(
-          store.appendEvents("r", next.attempt.attempt_id, [reward(0, "reward:1")]),
+          store.appendEvents("r", next.attempt.attempt_id, [reward(0, "reins:reward:1")]),
           409,
           /different attempt \('a1-/,
         );
@@ -383,16 +370,16 @@ Deno.test("security (HTTP): event-key conflicts and late rewards through the gat
         headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
         body: JSON.stringify({ events }),
       });
-    assert.equal((await post(a1, [reward(0.5, "reward:1")])).status, 200);
+    assert.equal((await post(a1, [reward(0.5, "reins:reward:1")])).status, 200);
     const before = {
       rollout: await admin.getRollout("r"),
       events: await admin.listEvents("r"),
     };
-    const res = await post(a1, [reward(1, "reward:1")]);
+    const res = await post(a1, [reward(1, "reins:reward:1")]);
     assert.equal(res.status, 409);
     const body = await res.json();
     assert.equal(body.error.code, "conflict");
-    assert.match(body.error.message, /^events\[0\]\.event_key: 'reward:1' is already taken/);
+    assert.match(body.error.message, /^events\[0\]\.event_key: 'reins:reward:1' is already taken/);
     assert.deepEqual(
       { rollout: await admin.getRollout("r"), events: await admin.listEvents("r") },
       before,

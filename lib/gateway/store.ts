@@ -19,6 +19,7 @@ import type {
   RolloutMode,
   RolloutStatus,
 } from "../schema.ts";
+import { HttpError } from "../http/error.ts";
 
 /** Machine-readable error codes of the gateway (also used in HTTP error bodies). */
 export type GatewayErrorCode =
@@ -32,7 +33,8 @@ export type GatewayErrorCode =
   | "internal";
 
 /**
- * A store refusal with the HTTP status it maps to. The message names the field or id at fault.
+ * A store refusal: an {@link HttpError} whose status follows its code. The message names the
+ * field or id at fault.
  *
  * @example
  * ```ts
@@ -42,14 +44,11 @@ export type GatewayErrorCode =
  * assert.equal(err.status, 404);
  * ```
  */
-export class StoreError extends Error {
-  readonly code: GatewayErrorCode;
-  readonly status: number;
+export class StoreError extends HttpError {
+  declare readonly code: GatewayErrorCode;
   constructor(code: GatewayErrorCode, message: string) {
-    super(message);
+    super(STATUS_OF[code], message, { code });
     this.name = "StoreError";
-    this.code = code;
-    this.status = STATUS_OF[code];
   }
 }
 
@@ -121,10 +120,10 @@ export interface TransitionOptions {
 export interface AppendOptions {
   /**
    * Who posts (default `admin`, as the control plane's in-process callers do). `capability`
-   * (an attempt's token, which the agent holds) posts only `log` and `custom` events: rewards,
-   * model calls (the proxy records those) and event keys in the reserved namespace are 403; it
-   * adds events only while its attempt is running and is the rollout's current attempt (409).
-   * `reporter` posts rewards like `admin`.
+   * (an attempt's token, which the agent holds) may not post rewards (403), and adds events
+   * only while its attempt is running and is the rollout's current attempt (409). Only
+   * `admin` posts event keys in the reserved `reins:` namespace (403). `reporter` posts
+   * rewards like `admin`.
    */
   credential?: Credential;
 }

@@ -10,13 +10,12 @@ import {
   type AttemptStatus,
   canTransition,
   type Credential,
-  isReservedEventKey,
   type JsonObject,
-  RESERVED_EVENT_KEY_PREFIXES,
   type Rollout,
   type RolloutEvent,
   type RolloutStatus,
 } from "../schema.ts";
+import { isReservedEventKey, RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
 import type { AttemptRow } from "./sql/rows.ts";
 import { StoreError, type TransitionOptions } from "./store.ts";
 import { modelRequestOf, type ParsedEvent } from "./store_input.ts";
@@ -215,8 +214,9 @@ export interface AttemptState {
 
 /**
  * The credential rules that hold whatever the attempt's state (403 before anything is
- * stored): a capability token posts only logs and custom events, never a reward or a model
- * call (the proxy records those), and never a key of the control plane.
+ * stored): a capability token never posts a reward, and only the admin posts keys in the
+ * reserved namespace (`reins:`, where the controller, proxy and monitors write: a key taken
+ * first would pre-empt theirs). The gateway app checks the same before calling the store.
  *
  * @example
  * ```ts
@@ -228,27 +228,20 @@ export interface AttemptState {
  * ```
  */
 export function checkCredential(events: ParsedEvent[], credential: Credential): void {
-  if (credential !== "capability") return;
+  if (credential === "admin") return;
   events.forEach((event, i) => {
-    if (event.type === "reward") {
+    if (credential === "capability" && event.type === "reward") {
       throw new StoreError(
         "forbidden",
         `events[${i}].type: a capability token cannot post rewards; rewards come from the ` +
           `admin or reporter credential (a verifier outside the agent's reach)`,
       );
     }
-    if (event.type === "model_request") {
+    if (isReservedEventKey(event.event_key)) {
       throw new StoreError(
         "forbidden",
-        `events[${i}].type: a capability token cannot post model calls; the proxy records ` +
-          `them (a posted call would be training data the agent wrote itself)`,
-      );
-    }
-    if (event.event_key !== undefined && isReservedEventKey(event.event_key)) {
-      throw new StoreError(
-        "forbidden",
-        `events[${i}].event_key: '${event.event_key}' is in the control plane's namespace ` +
-          `(${RESERVED_EVENT_KEY_PREFIXES.join(", ")}); a capability token cannot post it`,
+        `events[${i}].event_key: '${event.event_key}' is in the namespace reserved for reins ` +
+          `itself ('${RESERVED_EVENT_KEY_PREFIX}'); only the admin credential posts it`,
       );
     }
   });

@@ -358,41 +358,11 @@ export type EventInput = z.input<typeof EventInputSchema>;
 /**
  * Who posts events: `admin` (the control plane: controller, proxy, verifier), `reporter` (a
  * reward reporter outside the agent's reach) or `capability` (an attempt's token, which the
- * agent holds: logs and custom events only). Only admin and reporter rewards count.
+ * agent holds). Only admin and reporter rewards count.
  */
 export const CredentialSchema = z.enum(["admin", "reporter", "capability"]);
 /** Who posts events (see {@link CredentialSchema}). */
 export type Credential = z.infer<typeof CredentialSchema>;
-
-/**
- * Event-key prefixes the control plane writes under (`reward:<attempt index>` by the
- * controller, `log:…` its log chunks, `proxy:<call id>` model calls, `monitor_flags:` and
- * `audit_verdict:` the monitors, `reins:` kept for later). A capability token may not post
- * keys here: a key taken first would otherwise pre-empt the control plane's event.
- */
-export const RESERVED_EVENT_KEY_PREFIXES: readonly string[] = [
-  "reward:",
-  "log:",
-  "proxy:",
-  "monitor_flags:",
-  "audit_verdict:",
-  "reins:",
-];
-
-/**
- * True when `key` lies in the control plane's namespace ({@link RESERVED_EVENT_KEY_PREFIXES}).
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { isReservedEventKey } from "./core.ts";
- * assert.equal(isReservedEventKey("reward:1"), true);
- * assert.equal(isReservedEventKey("e-4f1c"), false);
- * ```
- */
-export function isReservedEventKey(key: string): boolean {
-  return RESERVED_EVENT_KEY_PREFIXES.some((prefix) => key.startsWith(prefix));
-}
 
 /** Fields every stored event has. */
 interface EventBase {

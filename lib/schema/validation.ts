@@ -5,17 +5,17 @@
  * @module
  */
 import { z } from "zod";
+import { HttpError } from "../http/error.ts";
 
-/** A validation failure whose message names the offending field. */
-export class ValidationError extends Error {
+/** A validation failure (an {@link HttpError} 400) whose message names the offending field. */
+export class ValidationError extends HttpError {
   /** Dotted path of the first bad field (e.g. `payload.response_logprobs`). */
-  readonly field: string;
+  declare readonly field: string;
   /** Every issue, each as `path: message`. */
   readonly issues: string[];
   constructor(field: string, issues: string[]) {
-    super(issues.join("; "));
+    super(400, issues.join("; "), { code: "invalid", field });
     this.name = "ValidationError";
-    this.field = field;
     this.issues = issues;
   }
 }

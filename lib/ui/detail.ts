@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { capText, PAYLOAD_LIMITS, prettyJsonText, prettyJsonValue } from "./payload.ts";
 import { parseOutput } from "../proxy/parse_output.ts";
 import { assembleRollout, type AssemblyResult } from "../samples/mod.ts";
 import type {
@@ -75,7 +76,7 @@ export function assembleForView(
 }
 
 function pre(text: string): SafeHtml {
-  return html`<pre>${text}</pre>`;
+  return html`<pre>${capText(text, 2 * PAYLOAD_LIMITS.maxChars)}</pre>`;
 }
 
 function messageView(m: ChatMessage): SafeHtml {
@@ -97,13 +98,7 @@ ${
   }</div>`;
 }
 
-function prettyJson(text: string): string {
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return text;
-  }
-}
+const prettyJson = (text: string) => prettyJsonText(text);
 
 function responseView(event: ModelRequestEvent, tokenizer?: ChatTokenizer): SafeHtml {
   const p = event.payload;
@@ -132,9 +127,39 @@ ${
 <details><summary>raw response text</summary>${pre(text)}</details></div>`;
 }
 
+/** Below this probability correlation a call's alignment shows as an error (the monitor's). */
+const MIN_ALIGNMENT = 0.99;
+
+/** The trainer's per-call `alignment` events, by the call's seq. */
+function alignmentByCall(events: readonly RolloutEvent[]): Map<number, Record<string, unknown>> {
+  const out = new Map<number, Record<string, unknown>>();
+  for (const e of events) {
+    if (e.type !== "custom" || e.payload.name !== "alignment") continue;
+    const d = e.payload.data;
+    if (typeof d !== "object" || d === null || Array.isArray(d)) continue;
+    if (typeof d.request_seq === "number") out.set(d.request_seq, d);
+  }
+  return out;
+}
+
+function alignmentView(data: Record<string, unknown> | undefined): HtmlValue {
+  if (!data) return "";
+  const corr = typeof data.corr === "number" ? data.corr : null;
+  const dl = typeof data.max_abs_dlogprob === "number" ? data.max_abs_dlogprob : null;
+  const text = `alignment r ${fmtNum(corr, 4)}, max |Δlogprob| ${fmtNum(dl, 4)}`;
+  return corr !== null && corr < MIN_ALIGNMENT
+    ? html`
+      · <span class="err align">${text}</span>
+    `
+    : html`
+      · <span class="align">${text}</span>
+    `;
+}
+
 function callsView(input: DetailInput, attemptIndex: Map<string, number>): SafeHtml {
   const calls = input.events.filter((e): e is ModelRequestEvent => e.type === "model_request");
   if (calls.length === 0) return html`<p class="muted">No model calls yet.</p>`;
+  const alignment = alignmentByCall(input.events);
   let previous: ChatMessage[] = [];
   return html`${
     calls.map((e) => {
@@ -158,7 +183,9 @@ ${fmtNum(p.latency_ms, 0)} ms · finish ${p.finish_reason ?? "–"}${
             · <span class="err">HTTP ${p.http_status}${p.error ? `: ${p.error}` : ""}</span>
           `
           : ""
-      }${p.mode === "substitute" ? " · substitute" : ""}</summary>
+      }${p.mode === "substitute" ? " · substitute" : ""}${
+        alignmentView(alignment.get(e.seq))
+      }</summary>
 <p class="muted">upstream ${p.upstream ?? "–"} · retries ${p.retry_count} · segment ${
         p.segment
           ? `${p.segment.conversation}#${p.segment.index}${
@@ -415,7 +442,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
   const others = events.filter((e) =>
     e.type === "reward" ||
     (e.type === "custom" && e.payload.name !== MONITOR_FLAGS_EVENT &&
-      e.payload.name !== AUDIT_VERDICT_EVENT)
+      e.payload.name !== AUDIT_VERDICT_EVENT && e.payload.name !== "alignment")
   );
   const result = assembleForView(events, rollout.rollout_id, input.strategy, input.tokenizer);
   return html`
@@ -434,7 +461,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
     <p><a id="export" href="${base}/rollouts/${id}/export.json?strategy=${input
       .strategy}" download>export JSON</a> ·
     <a id="notebook" href="${base}/rollouts/${id}/notebook.ipynb" download>open in a notebook (.ipynb)</a></p>
-    <h2>Input</h2>${pre(JSON.stringify(rollout.input, null, 2))}
+    <h2>Input</h2>${pre(prettyJsonValue(rollout.input))}
     <h2>Monitor flags</h2>${flagsView(input)}
     <h2>Status timeline</h2><table id="timeline">
       <thead>
