@@ -77,6 +77,11 @@ Deno.test({
         }
         for (const r of rollouts) {
           assert.ok(TERMINAL_ROLLOUT_STATUSES.includes(r.status), `${r.rollout_id}: ${r.status}`);
+          // Labelled for the UI's step filter: the step in progress when its group was declared.
+          assert.equal(r.labels.role, "train");
+          const group = Number(r.labels.group);
+          if (mode === "sync") assert.equal(r.labels.step, String(Math.floor(group / 2)));
+          else assert.ok(Number(r.labels.step) <= Math.floor(group / 2), r.rollout_id);
         }
         const seen = new Set<string>();
         for (const { update } of updates) {

@@ -34,7 +34,12 @@ export async function evaluatePolicy(
   config: LoopConfig,
   label: string,
   tasks: LoopTask[],
-  options: { signal?: AbortSignal; onStatus?: (text: string) => void } = {},
+  options: {
+    signal?: AbortSignal;
+    onStatus?: (text: string) => void;
+    /** Training steps done when the eval runs: the eval rollouts' `step` label (overview x). */
+    step?: number;
+  } = {},
 ): Promise<EvalResult> {
   const t0 = performance.now();
   const group = `${config.name}-eval-${label}`;
@@ -48,7 +53,13 @@ export async function evaluatePolicy(
       max_attempts: config.max_attempts,
       harness: config.harness,
     },
-    labels: { run: config.name, eval: label, task: task.id },
+    labels: {
+      run: config.name,
+      role: "eval",
+      eval: label,
+      task: task.id,
+      ...(options.step !== undefined ? { step: String(options.step) } : {}),
+    },
   })));
   while (true) {
     const { items } = await gateway.listRollouts({ group_id: group, limit: 1000 });

@@ -30,9 +30,9 @@ import { detailFragment } from "./detail.ts";
 import { exportRollout, rolloutNotebook } from "./export.ts";
 import { html, type SafeHtml } from "./html.ts";
 import { liveRegion, page, type PageContext } from "./layout.ts";
-import { overviewFragment } from "./overview.ts";
+import { loadEvalPoints, overviewFragment, overviewView, viewQuery } from "./overview.ts";
 import { type CallFact, proxyFragment } from "./proxy_view.ts";
-import { listRolloutPage } from "./query.ts";
+import { listRolloutPage, RolloutText } from "./query.ts";
 import { filterForm, queryString, rolloutTable } from "./rollouts_view.ts";
 import { RunIndex } from "./run_index.ts";
 import { APP_CSS, APP_JS } from "./static.ts";
@@ -181,6 +181,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     })
     : null;
   const callCache = new Map<number, CallFact>();
+  const texts = new RolloutText(store);
 
   // Follow the change feed in the background so that pages rarely wait for it.
   let indexTimer: ReturnType<typeof setTimeout> | undefined;
@@ -294,20 +295,23 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   const phaseSnapshot = () => context.phase?.snapshot() ?? null;
 
   // ---- overview ---------------------------------------------------------------------------
-  const overview = async () => {
+  const overview = async (c: Context) => {
     await index.refresh(2_000);
     if (options.metricsPath) await index.loadMetricsFile(options.metricsPath);
-    return overviewFragment(base, index, phaseSnapshot());
+    const view = overviewView(new URL(c.req.url).searchParams);
+    const evals = await loadEvalPoints(store);
+    return { view, body: overviewFragment(base, index, phaseSnapshot(), evals, view) };
   };
   const overviewPage = async (c: Context) => {
     const ctx = await pageContext();
+    const { view, body: content } = await overview(c);
     const body = html`<h1>Run overview</h1>${
-      liveRegion("overview", `${base}/fragments/overview`, {}, await overview())
+      liveRegion("overview", `${base}/fragments/overview${viewQuery(view)}`, {}, content)
     }`;
     return c.html(page(ctx, "Overview", "overview", body).value);
   };
   app.get("/", overviewPage);
-  app.get("/fragments/overview", async (c) => c.html((await overview()).value));
+  app.get("/fragments/overview", async (c) => c.html((await overview(c)).body.value));
 
   // ---- rollouts ---------------------------------------------------------------------------
   const listQuery = (c: Context) => {
@@ -317,7 +321,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   const rolloutList = async (c: Context) => {
     const query = listQuery(c);
     if (query.flagged || query.order === "newest") await index.refresh(5_000);
-    return { query, page: await listRolloutPage(store, index, query) };
+    return { query, page: await listRolloutPage(store, index, query, 5_000, texts) };
   };
   app.get("/rollouts", async (c) => {
     const ctx = await pageContext();
