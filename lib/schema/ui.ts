@@ -155,9 +155,11 @@ export const RolloutListQuerySchema = z.object({
   step: optionalText,
   /** Group id (the loop's groups are `<run>-g<k>`). */
   group: optionalText,
+  /** Run: the `run` label (the loop's run name). */
+  run: optionalText,
   /** Role: the `role` label (`train` or `eval` for the loop's rollouts). */
   role: optionalText,
-  /** Words that must all occur (case-insensitive) in the input, prompts, responses or tool calls. */
+  /** Text that must occur (case-insensitive) in the input, prompts, responses or tool calls. */
   q: optionalText,
   /**
    * Sort key: `created` (default; `order` picks the direction) or `reward`, `updated`, `step`,

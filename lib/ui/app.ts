@@ -35,6 +35,7 @@ import { type CallFact, proxyFragment } from "./proxy_view.ts";
 import { listRolloutPage, RolloutText } from "./query.ts";
 import { filterForm, queryString, rolloutTable } from "./rollouts_view.ts";
 import { RunIndex } from "./run_index.ts";
+import { runsFragment, runsInDirectory, runsInGateway, runsView } from "./runs.ts";
 import { APP_CSS, APP_JS } from "./static.ts";
 
 /** Options of {@link createUi}. */
@@ -45,6 +46,11 @@ export interface UiOptions {
   tokenizer?: ChatTokenizer;
   /** A metrics JSONL file of {@link TrainStepMetrics} lines, re-read on each overview render. */
   metricsPath?: string;
+  /**
+   * A directory of runs (each subdirectory, up to two levels down, holding a `metrics.jsonl`,
+   * e.g. `runs/` or `experiments/results/`), listed on the runs page with this gateway's runs.
+   */
+  runsDir?: string;
   /** Monitors run on each finished rollout (default: the built-in ones; `false`: none). */
   monitors?: readonly Monitor[] | false;
   /** Reviews flagged rollouts (see `createLlmAuditor`). */
@@ -409,6 +415,20 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     }
     c.header("content-disposition", `attachment; filename="${safeFileName(id)}.ipynb"`);
     return c.json(rolloutNotebook(new URL(c.req.url).origin, base, id));
+  });
+
+  // ---- runs -------------------------------------------------------------------------------
+  app.get("/runs", async (c) => {
+    const ctx = await pageContext();
+    await index.refresh(2_000);
+    const runs = [
+      ...(options.runsDir ? await runsInDirectory(options.runsDir) : []),
+      ...await runsInGateway(store, index),
+    ];
+    const body = html`<h1>Runs</h1>${
+      runsFragment(base, runs, runsView(new URL(c.req.url).searchParams))
+    }`;
+    return c.html(page(ctx, "Runs", "runs", body).value);
   });
 
   // ---- proxy ------------------------------------------------------------------------------

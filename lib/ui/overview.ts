@@ -94,7 +94,11 @@ export function meanCi(values: readonly number[]): { mean: number; lo: number; h
  * Eval rewards per step from the store's `val` rollouts that carry a `step` label (the loop's
  * `evaluatePolicy` sets it), reading at most `budget` rollouts.
  */
-export async function loadEvalPoints(store: Store, budget = 5_000): Promise<EvalPoint[]> {
+export async function loadEvalPoints(
+  store: Store,
+  budget = 5_000,
+  labels?: Record<string, string>,
+): Promise<EvalPoint[]> {
   const byStep = new Map<number, number[]>();
   let after: string | undefined;
   let read = 0;
@@ -102,6 +106,7 @@ export async function loadEvalPoints(store: Store, budget = 5_000): Promise<Eval
     const page = await store.listRollouts({
       mode: "val",
       limit: 500,
+      ...(labels ? { labels } : {}),
       ...(after ? { after } : {}),
     });
     read += page.items.length;

@@ -58,17 +58,17 @@ export class RolloutText {
         parts.push(JSON.stringify(e.payload));
       }
     }
-    const text = parts.join("\n").toLowerCase();
+    const text = parts.join("\n").toLowerCase().replace(/\s+/g, " ");
     this.#cache.delete(rollout.rollout_id);
     this.#cache.set(rollout.rollout_id, { updated: rollout.updated_at, text });
     if (this.#cache.size > this.#max) this.#cache.delete(this.#cache.keys().next().value!);
     return text;
   }
 
-  /** True when every word of `q` occurs in the rollout's text. */
+  /** True when `q` occurs (case-insensitive, runs of white space as one) in the rollout's text. */
   async matches(rollout: Rollout, q: string): Promise<boolean> {
     const text = await this.of(rollout);
-    return q.toLowerCase().split(/\s+/).filter(Boolean).every((w) => text.includes(w));
+    return text.includes(q.toLowerCase().trim().replace(/\s+/g, " "));
   }
 }
 
@@ -121,6 +121,7 @@ export async function listRolloutPage(
     if (query.group !== undefined && r.group_id !== query.group) return false;
     if (query.step !== undefined && r.labels.step !== query.step) return false;
     if (query.role !== undefined && r.labels.role !== query.role) return false;
+    if (query.run !== undefined && r.labels.run !== query.run) return false;
     if (query.harness !== undefined && harnessOf(r) !== query.harness) return false;
     if (query.reward_min !== undefined && (r.reward === null || r.reward < query.reward_min)) {
       return false;
@@ -140,9 +141,10 @@ export async function listRolloutPage(
     ...(query.status ? { status: query.status } : {}),
     ...(query.mode ? { mode: query.mode } : {}),
     ...(query.group !== undefined ? { group_id: query.group } : {}),
-    ...(query.step !== undefined || query.role !== undefined
+    ...(query.step !== undefined || query.role !== undefined || query.run !== undefined
       ? {
         labels: {
+          ...(query.run !== undefined ? { run: query.run } : {}),
           ...(query.step !== undefined ? { step: query.step } : {}),
           ...(query.role !== undefined ? { role: query.role } : {}),
         },

@@ -18,6 +18,7 @@ export function queryString(query: RolloutListQuery, after?: string | null): str
       "q",
       "status",
       "mode",
+      "run",
       "group",
       "step",
       "role",
