@@ -62,6 +62,17 @@ export class Figure {
     return path;
   }
 
+  /**
+   * Shows the figure in the notebook now (a `display_data` output) and waits for the kernel to
+   * send it; outside Jupyter it does nothing. End a figure cell with `await figure.display()`
+   * rather than a bare `figure`: in headless runs the Deno kernel can report a cell done before
+   * its result (the bare expression) reaches nbconvert, and the cell then has no output.
+   */
+  async display(): Promise<void> {
+    await show(this);
+    await flushOutput();
+  }
+
   /** The MIME bundle Deno's Jupyter kernel displays. */
   [JUPYTER_DISPLAY](): MimeBundle {
     return { "image/svg+xml": this.svg(), "text/plain": `Figure <${this.element.tagName}>` };
