@@ -289,8 +289,8 @@ Deno.test({
         return `${seg?.conversation}/${seg?.index}/${seg?.opened_by} tools=${v.tools.length} ` +
           `results=${v.toolResponses} system=${JSON.stringify(v.system.slice(0, 60))}`;
       }).join("\n");
-      // The agent's own conversation is the one offering the CLI's edit tool (the proxy names
-      // whichever conversation comes first "main"; OpenCode's title generator may come first).
+      // The agent's own conversation is the one offering the CLI's edit tool, and the proxy
+      // names it `main` (OpenCode's title generator, which may come first, is `side-title`).
       const editTool = cli === "codex" ? "exec_command" : cli === "claude_code" ? "Edit" : "edit";
       const agent = run.events.filter((e) =>
         viewOf(e).tools.includes(
@@ -300,6 +300,11 @@ Deno.test({
       );
       assert.ok(agent.length >= 3, `${cli}: agent conversation offers ${editTool}\n${summary}`);
       const agentConversation = agent[0].payload.segment!.conversation;
+      assert.equal(
+        agentConversation,
+        "main",
+        `${cli}: the agent's conversation is main\n${summary}`,
+      );
       assert.ok(
         agent.every((e) => e.payload.segment?.conversation === agentConversation),
         `${cli}: the agent's calls form one conversation\n${summary}`,
@@ -358,10 +363,15 @@ Deno.test({
           !agentConversations.has(id),
           `${cli}: ${side.kind} is its own conversation\n${summary}`,
         );
+        assert.equal(
+          id,
+          `side-${side.kind}`,
+          `${cli}: side calls are labelled as such\n${summary}`,
+        );
         const first = run.events.find((e) => e.payload.segment?.conversation === id)!;
-        assert.ok(
-          first.payload.segment?.opened_by === "root" ||
-            first.payload.segment?.opened_by === "branch",
+        assert.equal(
+          first.payload.segment?.opened_by,
+          "branch",
           `${cli}: ${side.kind} opens a new conversation\n${summary}`,
         );
       }
