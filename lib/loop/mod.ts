@@ -77,6 +77,7 @@ export {
   startEmbedded,
 } from "./embedded.ts";
 export { type EvalResult, evaluatePolicy } from "./eval.ts";
+export { LoopConfigError, parseLoopConfig } from "./config.ts";
 export {
   toyArithmeticTasks,
   toyHarness,
