@@ -22,7 +22,8 @@ import type { ChatTokenizer } from "../tokens/types.ts";
 import { createUi } from "./app.ts";
 
 const USAGE = `usage: deno run -A lib/ui/cli.ts [--db FILE] [--port N] [--host H]
-  [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--no-monitors] [--admin-key-file FILE]`;
+  [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--runs-dir DIR] [--no-monitors]
+  [--admin-key-file FILE]`;
 
 /** Options of {@link main} besides the command line. */
 export interface UiCliOptions {
@@ -58,6 +59,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
       host: { type: "string", default: "127.0.0.1" },
       tokenizer: { type: "string", default: "qwen3" },
       metrics: { type: "string" },
+      "runs-dir": { type: "string" },
       "no-monitors": { type: "boolean", default: false },
       "admin-key-file": { type: "string" },
       help: { type: "boolean", default: false },
@@ -90,6 +92,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
   const ui = createUi({
     ...(tokenizer ? { tokenizer } : {}),
     ...(values.metrics ? { metricsPath: values.metrics } : {}),
+    ...(values["runs-dir"] ? { runsDir: values["runs-dir"] } : {}),
     ...(values["no-monitors"] ? { monitors: false as const } : {}),
   });
   const gateway = await startGateway({
