@@ -242,10 +242,13 @@ export function codingEnv(options: CodingEnvOptions = {}): HarnessEnv<CodingTask
       sandbox: { enabled: true, hide: [...hiddenDataPaths(dataDir), workspaceRoot] },
       prepare: (input, spec) => {
         const task = findTask(load(), input.id, "coding");
+        const repos = spec.repos_dir ?? reposDir;
         return {
-          workspace: materializeCodingWorkspace(task, spec.repos_dir ?? reposDir, workspaceRoot),
+          workspace: materializeCodingWorkspace(task, repos, workspaceRoot),
           restore: [task.test_dir],
           edited_restore_reward: 0,
+          // A pristine repository is the fix of every task planted into it.
+          ...(task.patch.trim() !== "" ? { hide: [repos] } : {}),
         };
       },
     }),
