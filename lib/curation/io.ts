@@ -138,14 +138,16 @@ export async function writeTaskSet(
 ): Promise<{ jsonl: string; parquet: string; jsonl_sha256: string }> {
   const jsonlText = rows.map((r) => JSON.stringify(r) + "\n").join("");
   await Deno.writeTextFile(`${base}.jsonl`, jsonlText);
-  const keys = Object.keys(rows[0] ?? SweTaskSchema.parse({
-    instance_id: "x",
-    repo: "x",
-    patch: "",
-    problem_statement: "",
-    FAIL_TO_PASS: [],
-    PASS_TO_PASS: [],
-  }));
+  const keys = Object.keys(
+    rows[0] ?? SweTaskSchema.parse({
+      instance_id: "x",
+      repo: "x",
+      patch: "",
+      problem_statement: "",
+      FAIL_TO_PASS: [],
+      PASS_TO_PASS: [],
+    }),
+  );
   columns(rows as unknown as Record<string, unknown>[], keys).writeParquet(`${base}.parquet`);
   return {
     jsonl: `${base}.jsonl`,
@@ -196,7 +198,9 @@ export function codingTaskToSwe(task: CodingTask, reposDir: string): SweTask {
     const tree = readTree(`${reposDir}/${parsed.repo}`);
     visible = Object.entries(tree)
       .filter(([p]) => p.startsWith(`${parsed.test_dir}/test`) && p.endsWith(".py"))
-      .flatMap(([p, content]) => testIds(parsed.test_dir, p.slice(parsed.test_dir.length + 1), content));
+      .flatMap(([p, content]) =>
+        testIds(parsed.test_dir, p.slice(parsed.test_dir.length + 1), content)
+      );
   } catch { /* a missing repository is the environment stage's finding */ }
   return SweTaskSchema.parse({
     instance_id: parsed.id,

@@ -149,24 +149,30 @@ function section(prompt: string, marker: string): string | null {
   return end < 0 ? rest : rest.slice(0, end);
 }
 
-/** Where to look, from the first test run's output. */
-function target(testOutput: string): { file: string | null; fn: string } | null {
+/**
+ * Where to look, from the first test run's output: the deepest library frame of a traceback,
+ * else the functions the failing assertion calls, else names taken from the failing test's
+ * own name (`test_remove_all` → `remove_all`, `remove`).
+ */
+export function repairTargets(testOutput: string): { file: string | null; fns: string[] } | null {
   const frames = [...testOutput.matchAll(/File "([^"]+\.py)", line (\d+), in (\S+)/g)];
   const library = frames.filter(([, path]) => !/\/tests\//.test(path) && !/\/usr\/lib/.test(path));
   if (library.length > 0) {
     const [, file, , fn] = library[library.length - 1];
-    return { file, fn };
+    return { file, fns: [fn] };
   }
-  // No library frame: the function the failing assertion calls.
+  const fns: string[] = [];
+  const add = (name: string) => {
+    if (!NOT_CALLS.has(name) && !name.startsWith("assert") && !fns.includes(name)) fns.push(name);
+  };
   for (const m of testOutput.matchAll(/^\s+(self\.assert\w*\(.*)$/gm)) {
-    for (const call of m[1].matchAll(/(?<![\w.])([a-z_][a-z0-9_]*)\(/g)) {
-      if (!NOT_CALLS.has(call[1]) && !call[1].startsWith("assert")) return { file: null, fn: call[1] };
-    }
+    for (const call of m[1].matchAll(/([a-z_][a-z0-9_]*)\(/g)) add(call[1]);
   }
-  for (const m of testOutput.matchAll(/(?<![\w.])([a-z_][a-z0-9_]*)\(/g)) {
-    if (!NOT_CALLS.has(m[1])) return { file: null, fn: m[1] };
+  for (const m of testOutput.matchAll(/^(?:FAIL|ERROR): (test_\w+)/gm)) {
+    const words = m[1].slice(5).split("_");
+    for (let n = words.length; n > 0; n--) add(words.slice(0, n).join("_"));
   }
-  return null;
+  return fns.length > 0 ? { file: null, fns } : null;
 }
 
 function bash(command: string, reasoning: string): ScriptedTurn {
@@ -193,7 +199,7 @@ export function repairPolicy(
   options: RepairPolicyOptions = {},
 ): (input: ScriptedPolicyInput) => ScriptedTurn {
   const seed = options.seed ?? 0;
-  const tries = options.tries ?? 3;
+  const tries = options.tries ?? 5;
   const visits = new Map<string, number>();
   const done = (text: string): ScriptedTurn => ({ content: `<answer>${text}</answer>` });
   return ({ promptText }) => {
@@ -204,14 +210,16 @@ export function repairPolicy(
     }
     const listing = section(promptText, "@@R2@@");
     if (listing === null) {
-      const where = target(tests);
+      const where = repairTargets(tests);
       if (!where) return done("the tests pass");
+      // The first name that a library module (not a test) defines.
       const find = where.file
-        ? `f=${JSON.stringify(where.file)}`
-        : `f=$(grep -rlE "def ${where.fn}\\(" --include=*.py . | grep -v "^./tests/" | head -n 1)`;
+        ? `f=${JSON.stringify(where.file)}; fn=${where.fns[0]}`
+        : `for fn in ${where.fns.join(" ")}; do f=$(grep -rlE "def $fn\\(" --include=*.py . | ` +
+          `grep -v "^./tests/" | head -n 1); [ -n "$f" ] && break; done`;
       return bash(
-        `echo "@@R$((2))@@"; ${find}; echo "@@FN ${where.fn}"; echo "@@FILE $f"; cat -n "$f"`,
-        `Read ${where.fn}.`,
+        `echo "@@R$((2))@@"; ${find}; echo "@@FN $fn"; echo "@@FILE $f"; cat -n "$f"`,
+        `Read ${where.fns[0]}.`,
       );
     }
     const fn = listing.match(/@@FN (\S+)/)?.[1] ?? "<module>";
@@ -248,7 +256,9 @@ export function repairPolicy(
     ].join("\n");
     const orig = JSON.stringify(`${file}.reins-orig`);
     return bash(
-      `echo "@@T$((${tried.length + 1}))@@ ${pick}"; echo ${b64(script)} | base64 -d | python3 && ` +
+      `echo "@@T$((${tried.length + 1}))@@ ${pick}"; echo ${
+        b64(script)
+      } | base64 -d | python3 && ` +
         `(${TEST_CMD} >/dev/null 2>&1 && { rm -f ${orig}; echo "@@PA""SS@@"; } || ` +
         `echo "@@FA""IL@@")`,
       `Try line ${edit.line}: ${edit.after.trim()}`,

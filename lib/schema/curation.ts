@@ -81,10 +81,13 @@ export type ProbeClass = z.infer<typeof ProbeClassSchema>;
 /** A curated task: the record, the probe's measurement and the split it landed in. */
 export const CuratedTaskSchema = SweTaskSchema.extend({
   split: z.enum(["train", "validation"]),
+  /** Finished probe rollouts (0: the probe was off). */
   probe_rollouts: z.number().int().min(0),
   probe_solved: z.number().int().min(0),
-  probe_pass_rate: z.number().min(0).max(1),
-  probe_class: ProbeClassSchema,
+  /** Solved / finished rollouts (null: not probed). */
+  probe_pass_rate: z.number().min(0).max(1).nullable(),
+  /** null: not probed. */
+  probe_class: ProbeClassSchema.nullable(),
 });
 /** A curated task. */
 export type CuratedTask = z.infer<typeof CuratedTaskSchema>;
@@ -132,7 +135,7 @@ export const CurationConfigSchema = z.object({
     /** Harness processes at once. */
     concurrency: z.number().int().min(1).max(64).default(4),
     /** Model calls a rollout may make. */
-    max_turns: z.number().int().min(1).max(100).default(8),
+    max_turns: z.number().int().min(1).max(100).default(10),
     max_tokens: z.number().int().positive().default(512),
     timeout_s: z.number().positive().default(180),
     /** Fraction of the all-failed tasks kept (the recipe adds 1,000 to ≈ 5,000 mixed). */
@@ -140,7 +143,7 @@ export const CurationConfigSchema = z.object({
     /** Or an absolute number of all-failed tasks (wins over the fraction). */
     all_failed_count: z.number().int().min(0).nullable().default(null),
     /** Scripted policy: candidate edits it tries per rollout. */
-    scripted_tries: z.number().int().min(1).max(20).default(3),
+    scripted_tries: z.number().int().min(1).max(20).default(5),
   }).prefault({}),
   split: z.object({
     /** Validation share per repository (stratified). */
