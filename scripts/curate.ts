@@ -6,8 +6,8 @@
  * `curate_output: PATH`.
  *
  * Flags: `--input FILE` (`.jsonl` or `.parquet` of SWE-smith records; default: the coding
- * environment's tasks, hand-written and generated), `--quick` (a 12-task probe sample, k=2),
- * `--probe-k N` (4), `--probe-sample N`, `--policy scripted|worker` (scripted), `--checkpoint
+ * environment's tasks, hand-written and generated), `--quick` (an 8-task sample before the test stages, k=2),
+ * `--probe-k N` (4), `--probe-sample N` (a sample right before the probe), `--policy scripted|worker` (scripted), `--checkpoint
  * PATH` (worker policy: a saved model), `--name NAME`, `--out DIR`, `--repos DIR`, `--seed N`,
  * `--config FILE` (JSON of the pipeline's config; flags win).
  *
@@ -52,13 +52,14 @@ const config: CurationConfigInput & { probe: Record<string, unknown> } = {
 };
 config.probe ??= {};
 if (values.quick) {
-  config.probe_sample ??= 12;
+  // A seeded 8-task sample taken before the test stages, and 2 rollouts per task.
+  config.sample ??= { size: 8, before: "tests" };
   config.probe.k ??= 2;
 }
 const k = int("probe-k", values["probe-k"]);
 if (k !== undefined) config.probe.k = k;
 const sample = int("probe-sample", values["probe-sample"]);
-if (sample !== undefined) config.probe_sample = sample;
+if (sample !== undefined) config.sample = { size: sample, before: "probe" };
 const seed = int("seed", values.seed);
 if (seed !== undefined) config.seed = seed;
 if (values.policy) {

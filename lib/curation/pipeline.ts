@@ -98,7 +98,29 @@ export async function runCuration(
     options.log?.(`${stage}: ${before} -> ${kept}`);
   };
   let tasks = input;
+  let sampled = false;
+  const sample = () => {
+    sampled = true;
+    const size = config.sample.size;
+    if (size === null || tasks.length <= size) return;
+    const chosen = stratifiedSample(tasks, size, config.seed, "sample");
+    const keep = new Set(chosen.map((t) => t.instance_id));
+    const dropped = tasks.filter((t) => !keep.has(t.instance_id)).map((task) => ({
+      task,
+      reason: "not_sampled",
+      detail: `outside the seeded ${size}-task sample`,
+    }));
+    record(
+      "sample",
+      `seeded sample of ${size} before the ${config.sample.before} (stratified by repository)`,
+      tasks.length,
+      chosen.length,
+      dropped,
+    );
+    tasks = chosen;
+  };
   for (const stage of options.stages ?? ruleStages()) {
+    if (stage.executes && config.sample.before === "tests" && !sampled) sample();
     if (!stage.enabled(config)) {
       record(stage.name, `${stage.description} (disabled)`, tasks.length, tasks.length, []);
       continue;
@@ -108,23 +130,7 @@ export async function runCuration(
     tasks = kept;
   }
   const afterRules = tasks;
-  if (config.probe_sample !== null && tasks.length > config.probe_sample) {
-    const sample = stratifiedSample(tasks, config.probe_sample, config.seed, "probe_sample");
-    const chosen = new Set(sample.map((t) => t.instance_id));
-    const dropped = tasks.filter((t) => !chosen.has(t.instance_id)).map((task) => ({
-      task,
-      reason: "not_sampled",
-      detail: `outside the seeded ${config.probe_sample}-task sample`,
-    }));
-    record(
-      "sample",
-      "seeded sample before the probe (stratified by repository)",
-      tasks.length,
-      sample.length,
-      dropped,
-    );
-    tasks = sample;
-  }
+  if (!sampled) sample();
 
   let probe: ProbeRun | null = null;
   const outcome = new Map<string, ProbeResult>();

@@ -34,7 +34,8 @@ export interface LineEdit {
   after: string;
 }
 
-const TEST_CMD = "python3 -m unittest discover -s tests -t .";
+// A mutated loop may never end: the policy's own test runs stop after 20 seconds.
+const TEST_CMD = "timeout 20 python3 -m unittest discover -s tests -t .";
 const NOT_CALLS = new Set([
   "self",
   "len",

@@ -8,6 +8,7 @@ import type { CurationConfig, FunnelRow } from "../schema.ts";
 /** One repository's counts through the pipeline. */
 export interface RepoCounts {
   input: number;
+  /** Out of the last rule stage (a sample before the tests counts). */
   after_rules: number;
   probed: number;
   kept: number;

@@ -48,6 +48,8 @@ export interface Stage {
   name: string;
   /** One line for the funnel table. */
   description: string;
+  /** True for stages that run the tests (the expensive ones). */
+  executes?: boolean;
   enabled(config: CurationConfig): boolean;
   run(tasks: SweTask[], ctx: StageContext): Promise<StageResult>;
 }
@@ -254,6 +256,7 @@ function executionStage(
   return {
     name,
     description,
+    executes: true,
     enabled,
     run: async (tasks, ctx) => {
       let done = 0;

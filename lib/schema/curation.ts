@@ -125,8 +125,14 @@ export const CurationConfigSchema = z.object({
   test_concurrency: z.number().int().min(1).max(64).default(2),
   /** Per test run. */
   test_timeout_ms: z.number().int().positive().default(30_000),
-  /** Keep at most this many tasks before the probe (seeded sample; null: all). */
-  probe_sample: z.number().int().positive().nullable().default(null),
+  /**
+   * A seeded sample (stratified by repository) of at most `size` tasks (null: all), taken
+   * before the sandboxed test stages or right before the probe.
+   */
+  sample: z.object({
+    size: z.number().int().positive().nullable().default(null),
+    before: z.enum(["tests", "probe"]).default("probe"),
+  }).prefault({}),
   probe: z.object({
     enabled: z.boolean().default(true),
     /** Rollouts per task (the recipe's 4). */
@@ -143,7 +149,7 @@ export const CurationConfigSchema = z.object({
     /** Or an absolute number of all-failed tasks (wins over the fraction). */
     all_failed_count: z.number().int().min(0).nullable().default(null),
     /** Scripted policy: candidate edits it tries per rollout. */
-    scripted_tries: z.number().int().min(1).max(20).default(5),
+    scripted_tries: z.number().int().min(1).max(20).default(4),
   }).prefault({}),
   split: z.object({
     /** Validation share per repository (stratified). */
