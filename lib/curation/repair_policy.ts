@@ -67,7 +67,9 @@ const SWAPS: [RegExp, string][] = [
   [/ \+ /g, " - "],
   [/ - /g, " + "],
   [/ \* /g, " // "],
+  [/ \* /g, " / "],
   [/ \/\/ /g, " * "],
+  [/ \/\/ /g, " % "],
   [/ \/ /g, " * "],
   [/ % /g, " // "],
   [/ and /g, " or "],
@@ -117,11 +119,20 @@ export function lineEdits(lines: [number, string][]): LineEdit[] {
         push(line, text, text.slice(0, at) + String(next) + text.slice(at + m[0].length));
       }
     }
+    // A negated sub-expression (`x if not (c) else y`): drop the negation.
+    for (const m of code.matchAll(/\bnot \(([^()]*(?:\([^()]*\)[^()]*)*)\)/g)) {
+      const at = m.index!;
+      push(line, text, text.slice(0, at) + m[1] + text.slice(at + m[0].length));
+    }
     const cond = code.match(/^(\s*(?:if|elif|while) )(not \((.*)\)|not (.*)|(.*)):\s*$/);
     if (cond) {
       const inner = cond[3] ?? cond[4];
-      const negated = inner !== undefined ? inner : `not (${cond[5]})`;
-      push(line, text, `${cond[1]}${negated}:`);
+      if (inner !== undefined) {
+        push(line, text, `${cond[1]}${inner}:`);
+      } else {
+        push(line, text, `${cond[1]}not ${cond[5]}:`);
+        push(line, text, `${cond[1]}not (${cond[5]}):`);
+      }
     }
   }
   return out;
