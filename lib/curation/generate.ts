@@ -80,7 +80,20 @@ export interface GenerateOptions {
 
 const MUTATE_PY = new URL("./mutate.py", import.meta.url).pathname;
 
-/** Candidate mutations of one Python file. */
+/**
+ * Candidate mutations of one Python file (`mutate.py`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { mutationCandidates } from "./generate.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/m.py`, "def f(x):\n    return x + 1\n");
+ * const kinds = (await mutationCandidates(`${dir}/m.py`)).map((c) => c.kind);
+ * assert.deepEqual(kinds.sort(), ["off_by_one", "off_by_one", "op_swap", "wrong_return"]);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
 export async function mutationCandidates(path: string): Promise<MutationCandidate[]> {
   const out = await new Deno.Command(pythonBinary(), {
     args: [MUTATE_PY, path],

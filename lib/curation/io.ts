@@ -219,6 +219,15 @@ export function codingTaskToSwe(task: CodingTask, reposDir: string): SweTask {
 /**
  * Every task of a coding dataset directory (`<dataDir>/coding`) as SWE-smith records: the
  * hand-written `tasks.jsonl` mapped by {@link codingTaskToSwe}, then `swesmith.jsonl`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { DEFAULT_DATA_DIR } from "../harness/envs/common.ts";
+ * import { codingDatasetTasks } from "./io.ts";
+ * const tasks = codingDatasetTasks(DEFAULT_DATA_DIR);
+ * assert.deepEqual(tasks.slice(0, 3).map((t) => t.source), ["handwritten", "handwritten", "handwritten"]);
+ * ```
  */
 export function codingDatasetTasks(dataDir: string): SweTask[] {
   const reposDir = `${dataDir}/coding/repos`;

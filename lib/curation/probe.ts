@@ -61,7 +61,20 @@ export interface ProbeOptions {
   log?: (line: string) => void;
 }
 
-/** The probe's class of a task from its solved count out of n finished rollouts. */
+/**
+ * The probe's class of a task from its solved count out of n finished rollouts.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { probeClass } from "./probe.ts";
+ * assert.deepEqual([probeClass(4, 4), probeClass(1, 4), probeClass(0, 4)], [
+ *   "all_solved",
+ *   "mixed",
+ *   "all_failed",
+ * ]);
+ * ```
+ */
 export function probeClass(solved: number, n: number): ProbeClass {
   if (solved === n) return "all_solved";
   if (solved === 0) return "all_failed";

@@ -138,7 +138,17 @@ export function lineEdits(lines: [number, string][]): LineEdit[] {
   return out;
 }
 
-/** The lines of function `fn` (its whole body; `<module>`: every line) in a `cat -n` listing. */
+/**
+ * The lines of function `fn` (its whole body; `<module>`: every line) in a `cat -n` listing.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { functionLines } from "./repair_policy.ts";
+ * const listing: [number, string][] = [[1, "def f(x):"], [2, "    return x"], [3, "def g():"]];
+ * assert.deepEqual(functionLines(listing, "f"), [[2, "    return x"]]);
+ * ```
+ */
 export function functionLines(listing: [number, string][], fn: string): [number, string][] {
   if (fn === "<module>") return listing;
   const start = listing.findIndex(([, text]) => new RegExp(`^\\s*def ${fn}\\(`).test(text));
@@ -165,6 +175,14 @@ function section(prompt: string, marker: string): string | null {
  * Where to look, from the first test run's output: the deepest library frame of a traceback,
  * else the functions the failing assertion calls, else names taken from the failing test's
  * own name (`test_remove_all` → `remove_all`, `remove`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { repairTargets } from "./repair_policy.ts";
+ * const output = "FAIL: test_first_day (t.T.test_first_day)\n    self.assertEqual(day_of_year(2024, 1, 1), 1)";
+ * assert.deepEqual(repairTargets(output), { file: null, fns: ["day_of_year", "first_day", "first"] });
+ * ```
  */
 export function repairTargets(testOutput: string): { file: string | null; fns: string[] } | null {
   const frames = [...testOutput.matchAll(/File "([^"]+\.py)", line (\d+), in (\S+)/g)];
@@ -178,7 +196,7 @@ export function repairTargets(testOutput: string): { file: string | null; fns: s
     if (!NOT_CALLS.has(name) && !name.startsWith("assert") && !fns.includes(name)) fns.push(name);
   };
   for (const m of testOutput.matchAll(/^\s+(self\.assert\w*\(.*)$/gm)) {
-    for (const call of m[1].matchAll(/([a-z_][a-z0-9_]*)\(/g)) add(call[1]);
+    for (const call of m[1].matchAll(/(?<![A-Za-z0-9_])([a-z_][a-z0-9_]*)\(/g)) add(call[1]);
   }
   for (const m of testOutput.matchAll(/^(?:FAIL|ERROR): (test_\w+)/gm)) {
     const words = m[1].slice(5).split("_");
