@@ -79,7 +79,7 @@ const result = await runCuration(input, {
   config,
   reposDir: values.repos!,
   outDir: values.out ?? `runs/curate/${name}`,
-  inputPath: values.input ?? `${DEFAULT_DATA_DIR}/coding (tasks.jsonl + swesmith.jsonl)`,
+  inputPath: values.input ?? "data/envs/coding (tasks.jsonl + swesmith.jsonl)",
   ...(values.checkpoint
     ? { probe: { model: { kind: "checkpoint", path: values.checkpoint } } }
     : {}),
@@ -89,6 +89,7 @@ const result = await runCuration(input, {
 console.log(`curate_input: ${input.length}`);
 for (const row of result.funnel) console.log(`curate_${row.stage}: ${row.out}`);
 console.log(`curate_probe_rollouts: ${result.probe?.rollouts ?? 0}`);
+if (result.probe?.reused) console.log(`curate_probe_reused: ${result.probe.reused}`);
 console.log(
   `curate_split: train=${result.report.splits.train} validation=${result.report.splits.validation}`,
 );

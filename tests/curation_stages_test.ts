@@ -277,10 +277,20 @@ Deno.test("selection: largest-remainder shares, seeded stratified samples and sp
   const perRepo = new Map<string, number>();
   for (const t of a) perRepo.set(t.repo, (perRepo.get(t.repo) ?? 0) + 1);
   assert.deepEqual([...perRepo.values()], [2, 2, 2, 2, 2, 2, 2], "7 repositories, 2 each");
+  // Validation gets round(0.2 n) tasks; each repository within one of its proportional share.
   const split = splitByRepo(tasks, 0.2, 0);
+  const total = [...split.values()].filter((s) => s === "validation").length;
+  assert.equal(total, Math.round(tasks.length * 0.2));
   for (const repo of new Set(tasks.map((t) => t.repo))) {
     const mine = tasks.filter((t) => t.repo === repo);
     const val = mine.filter((t) => split.get(t.instance_id) === "validation").length;
-    assert.equal(val, Math.round(mine.length * 0.2), repo);
+    const exact = (mine.length * total) / tasks.length;
+    assert.ok(val === Math.floor(exact) || val === Math.ceil(exact), `${repo}: ${val} vs ${exact}`);
   }
+  // Small sets still get their validation share (10 tasks over 7 repositories: 2).
+  const small = stratifiedSample(tasks, 10, 0, "small");
+  assert.equal(
+    [...splitByRepo(small, 0.2, 0).values()].filter((s) => s === "validation").length,
+    2,
+  );
 });

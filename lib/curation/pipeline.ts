@@ -266,6 +266,7 @@ export async function runCuration(
         k: config.probe.k,
         tasks: probe.results.length,
         rollouts: probe.rollouts,
+        reused: probe.reused,
         finished: probe.results.reduce((a, r) => a + r.rewards.length, 0),
         classes,
         histogram: passRateHistogram(probe.results, config.probe.k),

@@ -37,6 +37,11 @@ export interface ProbeResult {
 export interface ProbeRun {
   results: ProbeResult[];
   rollouts: number;
+  /**
+   * Rollouts already final in the gateway when the probe started (a rerun with the same name
+   * and output directory finds its rollouts again instead of running them twice).
+   */
+  reused: number;
   /** The gateway database the rollouts are recorded in. */
   gateway_db: string;
   /** The dataset directory the harness and verifier read. */
@@ -162,6 +167,12 @@ export async function runProbe(tasks: SweTask[], options: ProbeOptions): Promise
       info: { curate: options.name, role: "difficulty probe" },
     });
     await stack.client.setPhase("rollout");
+    let reused = 0;
+    for await (
+      const r of stack.client.iterateRollouts({ labels: { curate: options.name }, limit: 500 })
+    ) {
+      if (TERMINAL_ROLLOUT_STATUSES.includes(r.status)) reused++;
+    }
     const group = (t: SweTask) => `${options.name}-${t.instance_id}`;
     const ids = (t: SweTask) => Array.from({ length: k }, (_, j) => `${group(t)}-r${j}`);
     await stack.client.createRollouts(tasks.flatMap((task) =>
@@ -230,6 +241,7 @@ export async function runProbe(tasks: SweTask[], options: ProbeOptions): Promise
     return {
       results,
       rollouts: total,
+      reused,
       gateway_db: `${await Deno.realPath(options.outDir)}/gateway.db`,
       data_dir: dataDir,
       policy: scripted ? "scripted repair heuristic (lib/curation/repair_policy.ts)" : "worker",

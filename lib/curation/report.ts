@@ -35,6 +35,8 @@ export interface CurationReport {
     k: number;
     tasks: number;
     rollouts: number;
+    /** Of which already in the gateway from an earlier run of the same name (not rerun). */
+    reused: number;
     /** Rollouts that finished (succeeded) and count in the pass rates. */
     finished: number;
     classes: { all_solved: number; mixed: number; all_failed: number; error: number };
@@ -107,7 +109,8 @@ export function funnelMarkdown(report: CurationReport): string {
   if (report.probe) {
     const p = report.probe;
     lines.push(
-      `Probe: ${p.tasks} tasks × k=${p.k} = ${p.rollouts} rollouts (${p.finished} finished), ` +
+      `Probe: ${p.tasks} tasks × k=${p.k} = ${p.rollouts} rollouts (${p.finished} finished` +
+        `${p.reused > 0 ? `, ${p.reused} found in the gateway from an earlier run` : ""}), ` +
         `policy: ${p.policy}; all solved ${p.classes.all_solved}, mixed ${p.classes.mixed}, ` +
         `all failed ${p.classes.all_failed}, errors ${p.classes.error}.`,
       "",

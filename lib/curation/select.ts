@@ -98,8 +98,9 @@ export function stratifiedSample<T extends { repo: string; instance_id: string }
 }
 
 /**
- * Train / validation split stratified by repository: in each repository a seeded
- * `fraction` (rounded) of its tasks goes to validation.
+ * Train / validation split stratified by repository: `round(fraction × n)` tasks go to
+ * validation, shared out over the repositories in proportion to their sizes (largest
+ * remainders), each repository's share drawn at random (seeded).
  *
  * @example
  * ```ts
@@ -107,7 +108,8 @@ export function stratifiedSample<T extends { repo: string; instance_id: string }
  * import { splitByRepo } from "./select.ts";
  * const tasks = Array.from({ length: 10 }, (_, i) => ({ repo: i < 5 ? "a" : "b", instance_id: `t${i}` }));
  * const split = splitByRepo(tasks, 0.2, 0);
- * assert.equal([...split.values()].filter((s) => s === "validation").length, 2);
+ * const val = tasks.filter((t) => split.get(t.instance_id) === "validation");
+ * assert.deepEqual(val.map((t) => t.repo), ["a", "b"]);
  * ```
  */
 export function splitByRepo<T extends { repo: string; instance_id: string }>(
@@ -116,11 +118,12 @@ export function splitByRepo<T extends { repo: string; instance_id: string }>(
   seed: number,
 ): Map<string, "train" | "validation"> {
   const out = new Map<string, "train" | "validation">();
-  for (const [repo, group] of byRepo(tasks)) {
-    const nVal = Math.round(group.length * fraction);
-    shuffled(rngFor(seed, `split\0${repo}`), group).forEach((t, i) => {
-      out.set(t.instance_id, i < nVal ? "validation" : "train");
+  const groups = [...byRepo(tasks)];
+  const counts = shares(groups.map(([, g]) => g.length), Math.round(tasks.length * fraction));
+  groups.forEach(([repo, group], i) => {
+    shuffled(rngFor(seed, `split\0${repo}`), group).forEach((t, j) => {
+      out.set(t.instance_id, j < counts[i] ? "validation" : "train");
     });
-  }
+  });
   return out;
 }
