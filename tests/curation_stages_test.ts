@@ -294,3 +294,36 @@ Deno.test("selection: largest-remainder shares, seeded stratified samples and sp
     2,
   );
 });
+
+Deno.test("deno task curate: bad flags and configs fail with the flag or field named, before any work", async () => {
+  const run = async (...args: string[]) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "scripts/curate.ts", ...args],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return { code: out.code, err: new TextDecoder().decode(out.stderr) };
+  };
+  const k = await run("--probe-k", "four");
+  assert.equal(k.code, 2);
+  assert.match(k.err, /--probe-k: expected a whole number, got "four"/);
+  const policy = await run("--policy", "oracle");
+  assert.equal(policy.code, 2);
+  assert.match(policy.err, /--policy: expected scripted or worker, got "oracle"/);
+  const dir = await Deno.makeTempDir({ prefix: "reins-curate-cli-" });
+  try {
+    await Deno.writeTextFile(`${dir}/c.json`, JSON.stringify({ probe: { k: 0 } }));
+    const bad = await run("--config", `${dir}/c.json`, "--out", `${dir}/out`);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /config\.probe\.k/);
+    await Deno.writeTextFile(`${dir}/typo.json`, JSON.stringify({ probe_sample: 3 }));
+    const typo = await run("--config", `${dir}/typo.json`, "--out", `${dir}/out`);
+    assert.notEqual(typo.code, 0);
+    assert.match(typo.err, /probe_sample/);
+    const missing = await run("--input", `${dir}/none.jsonl`, "--out", `${dir}/out`);
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.err, /cannot read task set .*none\.jsonl/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -97,30 +97,33 @@ export const ProbePolicySchema = z.enum(["scripted", "worker"]);
 /** Which policy the probe runs. */
 export type ProbePolicy = z.infer<typeof ProbePolicySchema>;
 
-/** Configuration of the curation pipeline: every stage's knobs, with the paper's defaults. */
-export const CurationConfigSchema = z.object({
+/**
+ * Configuration of the curation pipeline: every stage's knobs, with the paper's defaults. Unknown
+ * keys are errors (a misspelt knob would otherwise be silently ignored).
+ */
+export const CurationConfigSchema = z.strictObject({
   /** Seed of every random choice (all-failed sample, split, scripted policy). */
   seed: z.number().int().default(0),
-  statement: z.object({
+  statement: z.strictObject({
     enabled: z.boolean().default(true),
     /** Shorter statements count as trivial. */
     min_chars: z.number().int().min(0).default(40),
     min_words: z.number().int().min(0).default(6),
   }).prefault({}),
-  environment: z.object({ enabled: z.boolean().default(true) }).prefault({}),
-  max_tests: z.object({
+  environment: z.strictObject({ enabled: z.boolean().default(true) }).prefault({}),
+  max_tests: z.strictObject({
     enabled: z.boolean().default(true),
     /** Agent Lightning's recipe drops tasks with more than 200 tests. */
     max: z.number().int().positive().default(200),
   }).prefault({}),
-  duplicates: z.object({ enabled: z.boolean().default(true) }).prefault({}),
-  leak: z.object({
+  duplicates: z.strictObject({ enabled: z.boolean().default(true) }).prefault({}),
+  leak: z.strictObject({
     enabled: z.boolean().default(true),
     /** Added lines shorter than this (stripped) are too generic to count as a leak. */
     min_chars: z.number().int().min(1).default(12),
   }).prefault({}),
-  already_solved: z.object({ enabled: z.boolean().default(true) }).prefault({}),
-  broken: z.object({ enabled: z.boolean().default(true) }).prefault({}),
+  already_solved: z.strictObject({ enabled: z.boolean().default(true) }).prefault({}),
+  broken: z.strictObject({ enabled: z.boolean().default(true) }).prefault({}),
   /** Test runs at once in the execution stages. */
   test_concurrency: z.number().int().min(1).max(64).default(2),
   /** Per test run. */
@@ -129,11 +132,11 @@ export const CurationConfigSchema = z.object({
    * A seeded sample (stratified by repository) of at most `size` tasks (null: all), taken
    * before the sandboxed test stages or right before the probe.
    */
-  sample: z.object({
+  sample: z.strictObject({
     size: z.number().int().positive().nullable().default(null),
     before: z.enum(["tests", "probe"]).default("probe"),
   }).prefault({}),
-  probe: z.object({
+  probe: z.strictObject({
     enabled: z.boolean().default(true),
     /** Rollouts per task (the recipe's 4). */
     k: z.number().int().min(1).max(64).default(4),
@@ -151,7 +154,7 @@ export const CurationConfigSchema = z.object({
     /** Scripted policy: candidate edits it tries per rollout. */
     scripted_tries: z.number().int().min(1).max(20).default(4),
   }).prefault({}),
-  split: z.object({
+  split: z.strictObject({
     /** Validation share per repository (stratified). */
     validation_fraction: z.number().min(0).max(1).default(0.2),
   }).prefault({}),
