@@ -75,7 +75,7 @@ export function sourcesHash(nb: Notebook): string {
   return sha256(JSON.stringify(nb.cells.map((c) => [c.cell_type, sourceOf(c)])));
 }
 
-const FIGURE = /saveFigure\(|\.display\(\)|await show\(/;
+const FIGURE = /saveFigure\(|\.display\(\)|await show\(|^(await )?plot\(/m;
 
 /**
  * Indices of figure cells: code cells that save or display a figure (or are tagged `figure`).
