@@ -357,6 +357,14 @@ Deno.test({
           ),
           ["reward", "pass", "alignment", "entropy", "samples", "breaks", "timings"],
         );
+        // The eval curve is recomputed at most every 5 s: reload until it shows.
+        for (let i = 0; i < 20; i++) {
+          if (/eval reward/.test(await page.textContent('.chart[data-chart="reward"]') ?? "")) {
+            break;
+          }
+          await new Promise((r) => setTimeout(r, 500));
+          await page.reload();
+        }
         assert.match(await page.textContent('.chart[data-chart="reward"]') ?? "", /eval reward/);
         // y tick labels sit inside their chart (0.996 and its neighbours are not clipped).
         const clipped = await page.$$eval(".chart svg", (svgs) =>

@@ -35,7 +35,13 @@ import { detailFragment } from "./detail.ts";
 import { exportRollout, rolloutNotebook } from "./export.ts";
 import { html, type SafeHtml } from "./html.ts";
 import { liveRegion, page, type PageContext } from "./layout.ts";
-import { loadEvalPoints, overviewFragment, overviewView, viewQuery } from "./overview.ts";
+import {
+  type EvalPoint,
+  loadEvalPoints,
+  overviewFragment,
+  overviewView,
+  viewQuery,
+} from "./overview.ts";
 import { type CallFact, proxyFragment } from "./proxy_view.ts";
 import { listRolloutPage, RolloutText } from "./query.ts";
 import { filterForm, queryString, rolloutTable } from "./rollouts_view.ts";
@@ -305,11 +311,25 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   const phaseSnapshot = () => context.phase?.snapshot() ?? null;
 
   // ---- overview ---------------------------------------------------------------------------
+  let evalCache: { seq: number; at: number; points: EvalPoint[] } = {
+    seq: -1,
+    at: -Infinity,
+    points: [],
+  };
   const overview = async (c: Context) => {
     await index.refresh(2_000);
     if (options.metricsPath) await index.loadMetricsFile(options.metricsPath);
     const view = overviewView(new URL(c.req.url).searchParams);
-    const evals = await loadEvalPoints(store);
+    // The eval curve scans the store's `val` rollouts: at most once per 5 s, and only after
+    // something changed.
+    if (evalCache.seq !== index.lastSeq && performance.now() - evalCache.at > 5_000) {
+      evalCache = {
+        seq: index.lastSeq,
+        at: performance.now(),
+        points: await loadEvalPoints(store),
+      };
+    }
+    const evals = evalCache.points;
     return { view, body: overviewFragment(base, index, phaseSnapshot(), evals, view) };
   };
   const overviewPage = async (c: Context) => {
