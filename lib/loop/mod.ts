@@ -89,4 +89,5 @@ export {
   writeToyDataset,
 } from "./toy.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
+export { ReplicatedGateway } from "./replicas.ts";
 export * from "../schema/loop.ts";
