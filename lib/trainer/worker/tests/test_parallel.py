@@ -321,7 +321,7 @@ class RankFailureTest(unittest.TestCase):
             worker.close()
 
     def test_a_hung_rank_times_out_the_collective(self) -> None:
-        worker = Worker(["--ranks", "2", "--collective-timeout-s", "3"])
+        worker = Worker(["--ranks", "2", "--collective-timeout-s", "8"])
         pid = None
         try:
             worker.ok("/init", INIT)
