@@ -16,19 +16,11 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { expandGrid, type GridSpecInput } from "./grid.ts";
+import { ABLATION_SETTINGS, expandGrid, type GridSpecInput } from "./grid.ts";
 import { FULL_SETTINGS, QUICK_SETTINGS, startLoopCells } from "./loop_cell.ts";
 import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
 import { runGrid } from "./runner.ts";
 import { orderingVerdict, summarise } from "./stats.ts";
-
-/** The four settings of the ablation. */
-export const ABLATION_SETTINGS: GridSpecInput["settings"] = [
-  { advantage: "sample", normalization: "seq_mean_token_mean" },
-  { advantage: "rollout", normalization: "seq_mean_token_mean" },
-  { advantage: "rollout", normalization: "rollout_token_mean" },
-  { advantage: "rollout", normalization: "token_mean" },
-];
 
 /**
  * The ablation grid (`quick`: the CI-sized one).
@@ -43,7 +35,7 @@ export function ablationGrid(quick: boolean, seeds = 3): GridSpecInput {
   const settings = quick ? QUICK_SETTINGS : FULL_SETTINGS;
   return {
     name: quick ? "ablation_quick" : "ablation",
-    settings: ABLATION_SETTINGS,
+    settings: [...ABLATION_SETTINGS],
     merge: ["prefix_merge"],
     seeds: Array.from({ length: seeds }, (_, i) => i),
     env: ["split-arithmetic"],
@@ -103,5 +95,7 @@ async function pendingCells(resultsDir: string, grid: GridSpecInput): Promise<nu
   const done = new Set((await readGridResults(resultsDir, grid.name)).map((r) => r.cell.id));
   return expandGrid(grid).filter((c) => !done.has(c.id)).length;
 }
+
+export { ABLATION_SETTINGS };
 
 if (import.meta.main) await main();

@@ -1,44 +1,11 @@
 /**
  * Summary statistics of a grid's results: per setting, the mean over seeds with a Student-t
- * 95% confidence interval, and the verdict on the paper's ordering.
+ * 95% confidence interval (quantiles from `@stdlib/stats-base-dists-t-quantile`), and the verdict on the paper's ordering.
  *
  * @module
  */
+import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import type { CellResult } from "./results.ts";
-
-/** Two-sided 95% Student-t quantiles for 1..30 degrees of freedom. */
-const T95 = [
-  12.706,
-  4.303,
-  3.182,
-  2.776,
-  2.571,
-  2.447,
-  2.365,
-  2.306,
-  2.262,
-  2.228,
-  2.201,
-  2.179,
-  2.16,
-  2.145,
-  2.131,
-  2.12,
-  2.11,
-  2.101,
-  2.093,
-  2.086,
-  2.08,
-  2.074,
-  2.069,
-  2.064,
-  2.06,
-  2.056,
-  2.052,
-  2.048,
-  2.045,
-  2.042,
-];
 
 /** Mean, sample standard deviation (n − 1) and 95% CI half-width of `xs`. */
 export interface MeanCi {
@@ -66,8 +33,7 @@ export function meanCi(xs: number[]): MeanCi {
   const mean = xs.reduce((a, b) => a + b, 0) / n;
   if (n < 2) return { n, mean, std: Number.NaN, ci95: Number.NaN };
   const std = Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1));
-  const t = T95[Math.min(n - 1, T95.length) - 1] ?? 1.96;
-  return { n, mean, std, ci95: (t * std) / Math.sqrt(n) };
+  return { n, mean, std, ci95: (tQuantile(0.975, n - 1) * std) / Math.sqrt(n) };
 }
 
 /** One setting's summary over its seeds. */
