@@ -52,19 +52,29 @@ export const LEARNING_RATES = { adam: 0.05, sgd: 0.3 } as const;
 /** The headline regime: coding-like splitting, all-token credit, Adam. */
 export const HEADLINE: Regime = regime(1.4, -0.8, "all_tokens", "adam");
 
+/**
+ * The regime that resembles the loop grid's environment (`split_env.ts`): a rollout that uses
+ * the tool succeeds and splits, a guess fails short and whole — splitting correlates with
+ * success, failures are shorter.
+ */
+export const GRID_MATCHED: Regime = regime(0.5, 1, "all_tokens", "adam", 0.5, "split_env_like");
+
 function regime(
   split_rate: number,
   split_reward_corr: number,
   credit: "all_tokens" | "first_token",
   optimizer: "adam" | "sgd",
+  fail_length = 1.5,
+  prefix = "",
 ): Regime {
   return {
-    name: `split${split_rate}_corr${split_reward_corr}_${credit}_${optimizer}`,
+    name: `${prefix ? `${prefix}_` : ""}split${split_rate}_corr${split_reward_corr}_${credit}_` +
+      optimizer,
     env: {
       strategies: DEFAULT_STRATEGIES,
       split_rate,
       split_reward_corr,
-      fail_length: 1.5,
+      fail_length,
       sample_tokens: [8, 40],
     },
     run: {
@@ -81,13 +91,13 @@ function regime(
 /**
  * The regimes of the full study: split rate {0.25, 1.4, 3} extra samples per rollout ×
  * correlation between splitting and reward {−0.8, 0, +0.8} × credit {all_tokens, first_token}
- * × optimizer {adam, sgd}.
+ * × optimizer {adam, sgd} (failing rollouts 1.5× longer), plus {@link GRID_MATCHED}.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { HEADLINE, regimeGrid } from "./mechanism.ts";
- * assert.equal(regimeGrid().length, 36);
+ * assert.equal(regimeGrid().length, 37);
  * assert.ok(regimeGrid().some((r) => r.name === HEADLINE.name));
  * ```
  */
@@ -100,6 +110,7 @@ export function regimeGrid(): Regime[] {
       }
     }
   }
+  out.push(GRID_MATCHED);
   return out;
 }
 
