@@ -21,8 +21,8 @@
  */
 import { parseArgs } from "node:util";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
-import { type CodeSpecInput, writeProvenance } from "./provenance.ts";
-import { type MeanCi, meanCi } from "./stats.ts";
+import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
+import { type MeanCi, meanCi } from "./ci.ts";
 import {
   DEFAULT_STRATEGIES,
   runTestbed,
@@ -281,6 +281,8 @@ async function main(): Promise<void> {
   });
   const seeds = Number(values.seeds);
   if (!Number.isInteger(seeds) || seeds < 2) throw new Error("--seeds: expected an integer ≥ 2");
+  // The code that runs is the code on disk now; an edit during the run is caught on writing.
+  const code = await codeFingerprint(MECHANISM_CODE);
   const study = runStudy({ quick: values.quick, seeds, log: (l) => console.log(l) });
   if (!values["no-write"]) {
     const dir = studyDir(values.results, values.quick);
@@ -294,7 +296,7 @@ async function main(): Promise<void> {
         regimes: study.regimes.map((r) => r.regime),
         settings: ABLATION_SETTINGS,
       },
-      code: MECHANISM_CODE,
+      code,
     });
     console.log(`[mechanism] results and provenance in ${dir}`);
   }

@@ -231,12 +231,16 @@ export function provenancePath(dir: string): string {
 
 /**
  * Writes `provenance.json` into a results folder: the command, the config and the code
- * fingerprint of the current checkout.
+ * fingerprint. Pass the fingerprint taken when the experiment started: it is checked against
+ * the checkout again now, and an edit made while the experiment ran throws
+ * {@link StaleResultsError} (naming the files) instead of recording code that did not run.
  *
  * @example
  * ```ts ignore
+ * const code = await codeFingerprint(MECHANISM_CODE); // before running
+ * // … run …
  * await writeProvenance("experiments/results/mechanism_quick", {
- *   command: "deno task ablation:mechanism --quick", config, code: MECHANISM_CODE,
+ *   command: "deno task ablation:mechanism --quick", config, code,
  * });
  * ```
  */
@@ -244,7 +248,20 @@ export async function writeProvenance(
   dir: string,
   input: { command: string; config: unknown; code: CodeSpecInput | CodeFingerprint },
 ): Promise<Provenance> {
-  const code = "hash" in input.code ? input.code : await codeFingerprint(input.code);
+  let code: CodeFingerprint;
+  if ("hash" in input.code) {
+    code = input.code;
+    const now = await codeFingerprint(code.spec);
+    if (now.hash !== code.hash) {
+      throw new StaleResultsError(
+        dir,
+        `the code changed while the experiment ran (${
+          describe(diffFingerprints(code, now))
+        }); not recording results under ${relative(dir)} — rerun \`${input.command}\``,
+        diffFingerprints(code, now),
+      );
+    }
+  } else code = await codeFingerprint(input.code);
   const provenance: Provenance = {
     command: input.command,
     config: JSON.parse(JSON.stringify(input.config ?? null)),

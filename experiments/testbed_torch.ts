@@ -33,8 +33,8 @@ import type { TrainerClient } from "../lib/trainer/client.ts";
 import { startLocalWorker } from "../lib/trainer/local_worker.ts";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { GRID_MATCHED, HEADLINE } from "./mechanism.ts";
-import { type CodeSpecInput, writeProvenance } from "./provenance.ts";
-import { type MeanCi, meanCi } from "./stats.ts";
+import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
+import { type MeanCi, meanCi } from "./ci.ts";
 import {
   drawRollout,
   expectedSuccess,
@@ -259,6 +259,7 @@ async function main(): Promise<void> {
   const steps = Number(values.steps);
   if (!Number.isInteger(seeds) || seeds < 2) throw new Error("--seeds: expected an integer ≥ 2");
   if (!Number.isInteger(steps) || steps < 1) throw new Error("--steps: expected an integer ≥ 1");
+  const code = await codeFingerprint(TORCH_CODE);
   const t0 = performance.now();
   const options = { ...TORCH_RUN, steps };
   const regimes = [HEADLINE, GRID_MATCHED];
@@ -292,7 +293,7 @@ async function main(): Promise<void> {
   await writeProvenance(dir, {
     command: `deno task ablation:mechanism:torch --seeds ${seeds} --steps ${steps}`,
     config: { seeds, run: options, regimes: regimes.map((r) => r.env) },
-    code: TORCH_CODE,
+    code,
   });
   console.log(`torch_seeds: ${seeds}`);
   console.log(`torch_wall_s: ${wall_s.toFixed(1)}`);
