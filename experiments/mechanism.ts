@@ -90,27 +90,26 @@ function regime(
 
 /**
  * The regimes of the full study: split rate {0.25, 1.4, 3} extra samples per rollout ×
- * correlation between splitting and reward {−0.8, 0, +0.8} × credit {all_tokens, first_token}
- * × optimizer {adam, sgd} (failing rollouts 1.5× longer), plus {@link GRID_MATCHED}.
+ * correlation between splitting and reward {−0.8, 0, +0.8} × credit {all_tokens,
+ * first_token}, with Adam and failing rollouts 1.5× longer; plus {@link GRID_MATCHED} and the
+ * headline regime with SGD (the optimizer's sensitivity).
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { HEADLINE, regimeGrid } from "./mechanism.ts";
- * assert.equal(regimeGrid().length, 37);
+ * assert.equal(regimeGrid().length, 20);
  * assert.ok(regimeGrid().some((r) => r.name === HEADLINE.name));
  * ```
  */
 export function regimeGrid(): Regime[] {
   const out: Regime[] = [];
-  for (const optimizer of ["adam", "sgd"] as const) {
-    for (const credit of ["all_tokens", "first_token"] as const) {
-      for (const corr of [-0.8, 0, 0.8]) {
-        for (const rate of [0.25, 1.4, 3]) out.push(regime(rate, corr, credit, optimizer));
-      }
+  for (const credit of ["all_tokens", "first_token"] as const) {
+    for (const corr of [-0.8, 0, 0.8]) {
+      for (const rate of [0.25, 1.4, 3]) out.push(regime(rate, corr, credit, "adam"));
     }
   }
-  out.push(GRID_MATCHED);
+  out.push(GRID_MATCHED, regime(1.4, -0.8, "all_tokens", "sgd"));
   return out;
 }
 

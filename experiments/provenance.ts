@@ -247,11 +247,12 @@ export function provenancePath(dir: string): string {
 export async function writeProvenance(
   dir: string,
   input: { command: string; config: unknown; code: CodeSpecInput | CodeFingerprint },
+  root: string = REPO_ROOT,
 ): Promise<Provenance> {
   let code: CodeFingerprint;
   if ("hash" in input.code) {
     code = input.code;
-    const now = await codeFingerprint(code.spec);
+    const now = await codeFingerprint(code.spec, root);
     if (now.hash !== code.hash) {
       throw new StaleResultsError(
         dir,
@@ -261,7 +262,7 @@ export async function writeProvenance(
         diffFingerprints(code, now),
       );
     }
-  } else code = await codeFingerprint(input.code);
+  } else code = await codeFingerprint(input.code, root);
   const provenance: Provenance = {
     command: input.command,
     config: JSON.parse(JSON.stringify(input.config ?? null)),

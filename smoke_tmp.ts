@@ -1,0 +1,11 @@
+import { ablationGrid, ABLATION_CODE } from "./experiments/ablation.ts";
+import { startLoopCells } from "./experiments/loop_cell.ts";
+import { runGrid } from "./experiments/runner.ts";
+const dir = await Deno.makeTempDir({ prefix: "smoke_" });
+const cacheDir = "/tmp/smoke_cache"; await Deno.mkdir(cacheDir, { recursive: true });
+const grid = { ...ablationGrid(true), name: "smoke", settings: [{ advantage: "rollout", normalization: "rollout_token_mean" }, { advantage: "sample", normalization: "seq_mean_token_mean" }], seeds: [0], base: { ...ablationGrid(true).base, steps: 1, sft_steps: 5, val_tasks: 4, group_size: 2, groups_per_step: 1 } };
+const t0 = performance.now();
+await using cells = await startLoopCells({ concurrency: 4, cacheDir, log: (l) => console.log(l) });
+const report = await runGrid(grid as never, cells.runner, { resultsDir: dir, code: ABLATION_CODE, command: "smoke" });
+console.log(dir, ((performance.now() - t0) / 1000).toFixed(1), "s");
+for (const r of report.results) console.log(r.cell.id, JSON.stringify(r.summary));
