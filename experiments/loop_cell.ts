@@ -2,10 +2,14 @@
  * The default cell runner: one training-loop run per cell on the split-arithmetic environment
  * (`split_env.ts`), on an embedded CPU stack shared by the grid's cells. The policy of every
  * cell starts from the same SFT warm-start checkpoint (trained once, cached by its settings),
- * so cells differ only in advantage level, normalization, merge strategy and seed. The quick
- * and full grids train on two questions whose rollouts split, with a wrong guess mixed into the
- * demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate fresh rollouts of them
- * before the first RL step and after the last.
+ * so cells differ only in advantage level, normalization, merge strategy and seed. The pilot
+ * and the sized grid train on two questions whose rollouts split, with a wrong guess mixed into
+ * the demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate 200 fresh rollouts of
+ * them with common random numbers (`crn_eval.ts`): once before RL for the whole grid (same
+ * checkpoint, same prompts, same seeds: `<grid>/start_eval.json`) and after each cell's last
+ * step (`<cell>/eval.json`, rollout by rollout, so before/after pairs prompt by prompt). Each
+ * step's trained batch (per rollout: reward and trained tokens per sample) goes to
+ * `<cell>/batches.jsonl`, the material of the mechanism analysis on the project's own runs.
  *
  * Reward: 1 for the exact answer, otherwise partial credit for a numeric answer close to it
  * (`0.5 · max(0, 1 − |answer − expected| / 10)`), 0 without a bare number (a guess in a
