@@ -24,8 +24,8 @@
  */
 import { parseArgs } from "node:util";
 import { meanCi } from "./ci.ts";
-import { ABLATION_SETTINGS, expandGrid, type GridSpecInput } from "./grid.ts";
-import { type GridPlan, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
+import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
+import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { CELL_SETTINGS, startLoopCells } from "./loop_cell.ts";
 import { readStudy, studyDir } from "./mechanism.ts";
 import {
@@ -63,14 +63,25 @@ export const PILOT_SEEDS = 2;
  * ```
  */
 export function ablationGrid(pilot: boolean, seeds = PILOT_SEEDS): GridSpecInput {
+  // Cells run settings first, seeds within: the pilot starts with the two settings of the
+  // primary comparison, so a pilot stopped half-way still measures both.
+  const first = [PLAN_REFERENCE, PLAN_PRIMARY];
+  const order = [...ABLATION_SETTINGS].sort((a, b) =>
+    rank(first, settingLabel(a)) - rank(first, settingLabel(b))
+  );
   return {
     name: pilot ? "ablation_pilot" : "ablation",
-    settings: [...ABLATION_SETTINGS],
+    settings: pilot ? order : [...ABLATION_SETTINGS],
     merge: ["prefix_merge"],
     seeds: Array.from({ length: pilot ? PILOT_SEEDS : seeds }, (_, i) => i),
     env: ["split-arithmetic"],
     base: { ...CELL_SETTINGS },
   };
+}
+
+function rank(first: string[], label: string): number {
+  const i = first.indexOf(label);
+  return i < 0 ? first.length : i;
 }
 
 /**

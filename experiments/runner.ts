@@ -161,6 +161,17 @@ export async function runGrid(
   const code = options.code ? await codeFingerprint(options.code, options.codeRoot) : null;
   if (code) await assertResumable(gridDir, code);
   await Deno.mkdir(gridDir, { recursive: true });
+  // Written now (a grid stopped half-way still says which code its cells come from; each
+  // cell also carries the hash) and checked again when the grid ends.
+  const provenance = code
+    ? () =>
+      writeProvenance(gridDir, {
+        command: options.command ?? `runGrid(${grid.name})`,
+        config: grid,
+        code,
+      }, options.codeRoot)
+    : () => Promise.resolve();
+  await provenance();
   await Deno.writeTextFile(
     `${resultsDir}/${grid.name}/grid.json`,
     JSON.stringify(grid, null, 2) + "\n",
@@ -223,13 +234,7 @@ export async function runGrid(
   if (errors.length > 0) {
     throw new Error(`grid ${grid.name}: ${errors.length} cell(s) failed:\n${errors.join("\n")}`);
   }
-  if (code) {
-    await writeProvenance(gridDir, {
-      command: options.command ?? `runGrid(${grid.name})`,
-      config: grid,
-      code,
-    }, options.codeRoot);
-  }
+  await provenance();
   return {
     grid,
     cells,
