@@ -105,12 +105,13 @@ function regime(
  * ```
  */
 export function regimeGrid(): Regime[] {
-  const out: Regime[] = [];
+  // The grid-matched regime first: the power plan needs it, and a partial sweep has it.
+  const out: Regime[] = [GRID_MATCHED];
   for (const corr of [-0.8, 0, 0.8]) {
     for (const rate of [0.25, 1.4, 3]) out.push(regime(rate, corr, "all_tokens", "adam"));
   }
   for (const corr of [-0.8, 0, 0.8]) out.push(regime(1.4, corr, "first_token", "adam"));
-  out.push(GRID_MATCHED, regime(1.4, -0.8, "all_tokens", "sgd"));
+  out.push(regime(1.4, -0.8, "all_tokens", "sgd"));
   return out;
 }
 
@@ -217,6 +218,8 @@ export interface MechanismStudy {
   headline: string;
   regimes: RegimeResult[];
   wall_s: number;
+  /** False while a sweep is still running (results are saved after each regime). */
+  complete?: boolean;
 }
 
 /** Where a study's results go. */
@@ -240,6 +243,8 @@ export function runStudy(options: {
   seeds: number;
   steps?: number;
   log?: (line: string) => void;
+  /** Called after each regime with the study so far (to save a partial sweep). */
+  onRegime?: (partial: MechanismStudy) => void;
 }): MechanismStudy {
   const t0 = performance.now();
   const regimes = options.quick ? [HEADLINE] : regimeGrid();
@@ -248,6 +253,14 @@ export function runStudy(options: {
     const run = options.steps ? { ...r.run, steps: options.steps } : r.run;
     const result = runRegime({ ...r, run }, options.seeds);
     out.push(result);
+    options.onRegime?.({
+      quick: options.quick,
+      seeds: options.seeds,
+      headline: HEADLINE.name,
+      regimes: [...out],
+      wall_s: (performance.now() - t0) / 1000,
+      complete: out.length === regimes.length,
+    });
     options.log?.(
       `[mechanism] regime ${i + 1}/${regimes.length} ${r.name}: ` +
         result.settings.map((s) => `${s.setting} ${s.final.mean.toFixed(3)} (${s.verdict})`)
@@ -261,6 +274,7 @@ export function runStudy(options: {
     headline: HEADLINE.name,
     regimes: out,
     wall_s: (performance.now() - t0) / 1000,
+    complete: true,
   };
 }
 
@@ -283,21 +297,38 @@ async function main(): Promise<void> {
   if (!Number.isInteger(seeds) || seeds < 2) throw new Error("--seeds: expected an integer ≥ 2");
   // The code that runs is the code on disk now; an edit during the run is caught on writing.
   const code = await codeFingerprint(MECHANISM_CODE);
-  const study = runStudy({ quick: values.quick, seeds, log: (l) => console.log(l) });
-  if (!values["no-write"]) {
-    const dir = studyDir(values.results, values.quick);
-    await Deno.mkdir(dir, { recursive: true });
-    await Deno.writeTextFile(`${dir}/results.json`, JSON.stringify(study) + "\n");
-    await writeProvenance(dir, {
+  const dir = studyDir(values.results, values.quick);
+  const save = (study: MechanismStudy) => {
+    if (values["no-write"]) return;
+    Deno.mkdirSync(dir, { recursive: true });
+    Deno.writeTextFileSync(`${dir}/results.json`, JSON.stringify(study) + "\n");
+  };
+  // Provenance now (a partial sweep, saved after each regime, still names its code) and
+  // again at the end, which also checks that the code did not change meanwhile.
+  const provenance = () =>
+    writeProvenance(dir, {
       command: `deno task ablation:mechanism${values.quick ? " --quick" : ""} --seeds ${seeds}`,
       config: {
         quick: values.quick,
         seeds,
-        regimes: study.regimes.map((r) => r.regime),
+        regimes: values.quick ? [HEADLINE] : regimeGrid(),
         settings: ABLATION_SETTINGS,
       },
       code,
     });
+  if (!values["no-write"]) {
+    await Deno.remove(`${dir}/results.json`).catch(() => undefined);
+    await provenance();
+  }
+  const study = runStudy({
+    quick: values.quick,
+    seeds,
+    log: (l) => console.log(l),
+    onRegime: save,
+  });
+  if (!values["no-write"]) {
+    save(study);
+    await provenance();
     console.log(`[mechanism] results and provenance in ${dir}`);
   }
   console.log(`mechanism_wall_s: ${study.wall_s.toFixed(1)}`);
