@@ -25,6 +25,7 @@ import {
 import { runGrid, silentGridProgress } from "../experiments/runner.ts";
 import type { CellResult } from "../experiments/results.ts";
 import { runTestbed, updateWeights } from "../experiments/testbed.ts";
+import { EXPERIMENTS_DOC, fillBlocks, renderBlocks } from "../experiments/report.ts";
 
 async function tempRepo(): Promise<string> {
   const root = await Deno.makeTempDir({ prefix: "reins_provenance_" });
@@ -343,4 +344,10 @@ Deno.test("grid plan: pooled SD from the pilot, the testbed's relative effect sc
   assert.equal(plan.seeds_in_budget, 18);
   assert.equal(plan.predicted_wall_s, 2 * plan.seeds_per_setting * 100);
   assert.throws(() => planGrid(pilot, { ...study, regimes: [] }), /no regime/);
+});
+
+Deno.test("docs/experiments.md quotes the committed results (deno task ablation:report)", async () => {
+  const text = await Deno.readTextFile(EXPERIMENTS_DOC);
+  assert.match(text, /<!-- generated:mechanism_quick -->/);
+  assert.equal(text, fillBlocks(text, await renderBlocks()), "run deno task ablation:report");
 });
