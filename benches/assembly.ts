@@ -23,11 +23,18 @@ function sampleMemory(): void {
   peakHeap = Math.max(peakHeap, m.heapUsed);
 }
 
+// buffer_substitute compares decoded texts; one code point per id (injective) serves the bench.
+const decode = (ids: Uint32Array) => {
+  let text = "";
+  for (const id of ids) text += String.fromCodePoint(id);
+  return text;
+};
+
 function run(work: Workload, strategy: MergeStrategy, count = work.rollouts.length) {
   const results: AssemblyResult[] = new Array(count);
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
-    results[i] = assembleRollout(work.rollouts[i], { strategy });
+    results[i] = assembleRollout(work.rollouts[i], { strategy, decode });
     if ((i & 31) === 31) sampleMemory();
   }
   const ms = performance.now() - t0;

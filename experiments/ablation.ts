@@ -45,7 +45,7 @@ import { orderingVerdict, summarise, welchDiff } from "./stats.ts";
  */
 export const ABLATION_CODE: CodeSpecInput = {
   entries: ["experiments/loop_cell.ts", "experiments/runner.ts", "lib/harness/builtin/main.ts"],
-  extra: ["lib/trainer/worker/*.py"],
+  extra: ["lib/trainer/worker/reins_worker/*.py"],
 };
 
 /** Seeds per setting of the pilot. */

@@ -36,7 +36,7 @@ export const CodeSpecSchema = z.object({
   entries: z.array(z.string().min(1)).min(1),
   /**
    * Other files the experiment runs, relative to the root: plain paths or `dir/*.ext`
-   * (one level, no recursion) — e.g. `lib/trainer/worker/*.py`.
+   * (one level, no recursion) — e.g. `lib/trainer/worker/reins_worker/*.py`.
    */
   extra: z.array(z.string().min(1)).default([]),
 });

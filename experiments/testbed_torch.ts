@@ -240,7 +240,7 @@ export async function runTorchStudy(
 /** What produced the torch results (see `provenance.ts`). */
 export const TORCH_CODE: CodeSpecInput = {
   entries: ["experiments/testbed_torch.ts"],
-  extra: ["lib/trainer/worker/*.py"],
+  extra: ["lib/trainer/worker/reins_worker/*.py"],
 };
 
 async function main(): Promise<void> {
