@@ -61,10 +61,11 @@ Deno.test("grid: expands settings × merge × seeds × env with stable, unique i
   const ablation = expandGrid(ablationGrid(true));
   assert.equal(ablation.length, 4 * 2);
   assert.equal(expandGrid(ablationGrid(false, 7)).length, 4 * 7);
+  // The pilot runs the primary comparison's two settings first.
   assert.deepEqual([...new Set(ablation.map((c) => c.setting))], [
+    "rollout/rollout_token_mean",
     "sample/seq_mean_token_mean",
     "rollout/seq_mean_token_mean",
-    "rollout/rollout_token_mean",
     "rollout/token_mean",
   ]);
 });
