@@ -89,4 +89,5 @@ export {
   writeToyDataset,
 } from "./toy.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
+export { type TaskSource, withTaskSource } from "./task_source.ts";
 export * from "../schema/loop.ts";
