@@ -6,14 +6,15 @@
  * the ones its outputs were computed from, and (2) the code those cells import is unchanged.
  * `deno task notebooks --write` stamps both into the notebook's metadata (`metadata.reins`):
  * the SHA-256 of the cell sources, and the code fingerprint of the local modules the cells
- * import (their whole static module graph, as `deno info --json` reports it, each file by its
- * path and SHA-256, plus the npm packages by `name@version`). `--check` recomputes both and
+ * import (their whole static module graph, each file by its path and SHA-256, plus the npm
+ * packages by `name@version`: `codeFingerprint` of `experiments/provenance.ts`). `--check` recomputes both and
  * names what changed. A figure cell (one that saves or displays a figure) must hold an image.
  *
  * @module
  */
 import { createHash } from "node:crypto";
 import { dirname, relative, resolve } from "node:path";
+import { codeFingerprint as experimentFingerprint } from "../experiments/provenance.ts";
 
 /** The repository root, without a trailing slash. */
 export const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname).replace(/\/$/, "");
@@ -130,45 +131,15 @@ export function notebookImports(nb: Notebook, notebookPath: string): string[] {
   return [...found].sort();
 }
 
-interface DenoInfo {
-  modules: { specifier: string; local?: string; kind?: string }[];
-  npmPackages?: Record<string, unknown>;
-}
-
 /**
  * The fingerprint of the module graphs of `entries` (absolute paths): every local file in them
- * by path and SHA-256, and the npm packages they resolve to.
+ * by path and SHA-256, and the npm packages they resolve to — the rule of the experiments'
+ * provenance (`experiments/provenance.ts`), applied to the modules a notebook imports.
  */
 export async function codeFingerprint(entries: readonly string[]): Promise<CodeFingerprint> {
-  const files: Record<string, string> = {};
-  const npm = new Set<string>();
-  for (const entry of entries) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["info", "--json", entry],
-      cwd: ROOT,
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (!out.success) {
-      throw new Error(`deno info ${entry}: ${new TextDecoder().decode(out.stderr).trim()}`);
-    }
-    const info = JSON.parse(new TextDecoder().decode(out.stdout)) as DenoInfo;
-    for (const m of info.modules) {
-      if (!m.specifier.startsWith("file://")) continue;
-      const path = decodeURIComponent(new URL(m.specifier).pathname);
-      const rel = relative(ROOT, path);
-      if (rel.startsWith("..") || rel.includes("node_modules/")) continue;
-      files[rel] ??= sha256(await Deno.readFile(path));
-    }
-    for (const key of Object.keys(info.npmPackages ?? {})) npm.add(key);
-  }
-  const sorted = Object.fromEntries(Object.entries(files).sort(([a], [b]) => a < b ? -1 : 1));
-  const npmList = [...npm].sort();
-  return {
-    hash: sha256(JSON.stringify([sorted, npmList])),
-    files: sorted,
-    npm: npmList,
-  };
+  if (entries.length === 0) return { hash: sha256("no imports"), files: {}, npm: [] };
+  const fp = await experimentFingerprint({ entries: entries.map((e) => relative(ROOT, e)) }, ROOT);
+  return { hash: fp.hash, files: fp.files, npm: fp.npm };
 }
 
 /** The stamp `--write` puts into a freshly executed notebook. */

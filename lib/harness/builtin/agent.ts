@@ -252,6 +252,7 @@ export async function runAgent(run: RunAgentOptions): Promise<AgentResult> {
       messages: messages as unknown as OpenAI.Chat.Completions.ChatCompletionMessageParam[],
       max_tokens: maxTokens,
       ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+      ...(options.seed !== undefined ? { seed: options.seed + stats.calls - 1 } : {}),
       ...(tools.length > 0 ? { tools: toolDefs(tools) } : {}),
     };
     if (!options.stream) {
