@@ -19,7 +19,7 @@ import {
 } from "../lib/batching/mod.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { toyArithmeticTasks, toyModel, toySftRows } from "../lib/loop/mod.ts";
-import { startLocalWorker, type TrainerClient } from "../lib/trainer/mod.ts";
+import { describeCpu, startLocalWorker, type TrainerClient } from "../lib/trainer/mod.ts";
 
 const CONFIG = {
   vocab_size: 512,
@@ -113,6 +113,8 @@ try {
     dtype: "float32",
   });
   console.log(`model: ${state.parameter_count} parameters, torch ${state.torch_version}, cpu`);
+  // The throughput below is only as good as the BLAS under torch (README: set-up).
+  console.log(`worker: ${describeCpu(worker.health)}`);
 
   const rand = rng(1);
   const rows: TrainingRow[] = Array.from({ length: ROWS }, (_, i) => {

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+from cpu_probe import cpu_probe  # noqa: E402
 from engine import Engine, GenJob, not_initialized  # noqa: E402
 from generation import BatchDecoder  # noqa: E402
 from validate import (  # noqa: E402
@@ -33,6 +34,8 @@ from validate import (  # noqa: E402
 )
 
 MAX_BODY_BYTES = 512 * 1024 * 1024
+# Measured once at start-up (cpu_probe.py); served by /health.
+CPU_PROBE: Dict[str, Any] = {}
 
 
 class GenerateScheduler:
@@ -205,6 +208,7 @@ def make_handler(engine: Engine, scheduler: GenerateScheduler):
                 "device": str(engine.device),
                 "pid": os.getpid(),
                 **engine.generation_status(),
+                **CPU_PROBE,
             }
 
         def state(self, _body: Any) -> Dict[str, Any]:
@@ -342,6 +346,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         _watch_parent(os.getppid())
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    CPU_PROBE.update(cpu_probe())
+    if CPU_PROBE["cpu_warning"]:
+        print(f"reins worker: warning: {CPU_PROBE['cpu_warning']}", file=sys.stderr, flush=True)
     engine = Engine()
     scheduler = GenerateScheduler(engine, args.batch_window_ms / 1000.0, args.max_batch)
     server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, scheduler))
