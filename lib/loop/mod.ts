@@ -49,7 +49,15 @@ export {
 } from "./context.ts";
 export { type RolloutData, type UpdateOptions, updatePolicy, type UpdateResult } from "./train.ts";
 export { MetricsWriter, openRunRecord, readMetrics, type RunRecord } from "./metrics.ts";
-export { type ProgressSink, silentProgress, stepLine, terminalProgress } from "./progress.ts";
+export {
+  formatDuration,
+  type ProgressCount,
+  type ProgressSink,
+  silentProgress,
+  stepLine,
+  terminalProgress,
+  type TerminalProgressOptions,
+} from "./progress.ts";
 export { loadState, restoreWorker, saveCheckpoint, statePath } from "./checkpoint.ts";
 export {
   runSft,
@@ -65,7 +73,17 @@ export {
   type StackWorker,
   startEmbedded,
 } from "./embedded.ts";
-export { type EvalResult, evaluatePolicy } from "./eval.ts";
+export {
+  compareEvals,
+  type EvalComparison,
+  type EvalOptions,
+  type EvalResult,
+  evalSeeds,
+  evaluatePolicy,
+  formatCi,
+  type MeanCi,
+  meanCi,
+} from "./eval.ts";
 export {
   toyArithmeticTasks,
   toyHarness,

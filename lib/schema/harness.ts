@@ -56,6 +56,11 @@ export const BuiltinHarnessOptionsSchema = z.object({
   max_turns: z.number().int().min(1).max(500).default(12),
   max_tokens: z.number().int().positive().max(131_072).default(512),
   temperature: z.number().min(0).max(2).optional(),
+  /**
+   * Sampling seed: call `i` (0-based, all conversations) sends `seed + i`, so a rerun samples the
+   * same tokens from the same policy (evaluations compare policies on the same seeds).
+   */
+  seed: z.number().int().min(0).max(2 ** 31).optional(),
   /** Use streaming chat completions (SSE) instead of one JSON answer. */
   stream: z.boolean().default(false),
   /** Client retries (the `openai` SDK's, with backoff) on connection errors, 408/409/429/5xx. */
