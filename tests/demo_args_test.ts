@@ -158,7 +158,7 @@ Deno.test("progress without a terminal: a line when a phase starts, then every ~
   // RL steps: every step line carries the ETA of the remaining steps; waits in between print
   // every ~10 s with that ETA counting down.
   progress.step(step(0, 8000), 10);
-  assert.match(lines.at(-1)!, /^step  1\/10 .* · eta 1m12s$/);
+  assert.match(lines.at(-1)!, /^step {2}1\/10 .* · eta 1m12s$/);
   const n = lines.length;
   t += 4000;
   progress.status("step 2: 1/3 groups complete");
