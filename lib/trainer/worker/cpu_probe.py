@@ -14,7 +14,7 @@ from typing import Any, Dict
 import torch
 
 # Below this fp32 rate the BLAS is almost surely the unoptimised reference one: a single AVX2
-# core with OpenBLAS does 30-100 GFLOP/s at n=512, the reference BLAS 2-6 (docs/trainer.md).
+# core with OpenBLAS does 30-100 GFLOP/s at n=512, the reference BLAS 2-6 (README: Set up).
 SLOW_GFLOPS = 20.0
 
 
