@@ -103,7 +103,9 @@ async function trainStep(
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const worker = await startLocalWorker();
+// One torch and one BLAS thread: stable on a shared machine (extra BLAS threads spin against
+// the other processes) and what the demo and the loop tests use.
+const worker = await startLocalWorker({ threads: 1 });
 try {
   const { client } = worker;
   const state = await client.init({

@@ -132,7 +132,12 @@ export interface LocalWorkerOptions extends TrainerClientOptions {
   host?: string;
   /** Extra environment variables for the worker (e.g. CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
-  /** torch intra-op threads (default: torch's own choice). */
+  /**
+   * torch intra-op threads (default: torch's own choice). Also caps OpenBLAS's and OpenMP's own
+   * thread pools (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, unless `env` sets them): Debian's
+   * torch does not pass its thread count to the system BLAS, whose extra threads only spin
+   * against the others on a busy machine.
+   */
   threads?: number;
   /** How long to wait for the worker to listen and answer /health (default 120 s). */
   startupTimeoutMs?: number;
@@ -194,7 +199,15 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
   const proc = spawnWorkerProcess(
     new Deno.Command(python.python, {
       args,
-      env: options.env,
+      env: {
+        ...(options.threads
+          ? {
+            OPENBLAS_NUM_THREADS: String(options.threads),
+            OMP_NUM_THREADS: String(options.threads),
+          }
+          : {}),
+        ...options.env,
+      },
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
