@@ -106,6 +106,12 @@ Deno.test("sandbox mounts: what lies under /tmp is bound back, nested paths once
     extra: [],
   });
   assert.deepEqual(elsewhere.binds, []);
+  // A top-level symlink of the source tree that leads out of it (a node_modules linked from
+  // another checkout under /tmp) is bound too: inside, the link points there.
+  await Deno.mkdir(`${dir}/other/node_modules`, { recursive: true });
+  await Deno.symlink(`${dir}/other/node_modules`, `${dir}/src/node_modules`);
+  const linked = sourceMounts({ argv: [], env: {}, own: [], sourceRoot: `${dir}/src`, extra: [] });
+  assert.deepEqual(linked.binds, [`${dir}/src`, `${dir}/other/node_modules`]);
   await Deno.remove(dir, { recursive: true });
 });
 

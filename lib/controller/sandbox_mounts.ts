@@ -107,7 +107,7 @@ export function sourceMounts(req: {
   const needed = [...new Set([...commandPaths(req.argv), ...req.extra])].filter((p) => !isOwn(p));
   const source = req.sourceRoot === undefined ? REINS_SOURCE_ROOT : req.sourceRoot;
   const candidates = [
-    ...(source ? [source] : []),
+    ...(source ? [source, ...linkedOut(source)] : []),
     ...(req.env.DENO_DIR ? [resolve(req.env.DENO_DIR)] : []),
     ...needed,
   ].filter((p) => REPLACED_DIRS.some((dir) => within(p, dir)) && existsOnHost(p) && !isOwn(p));
@@ -116,6 +116,24 @@ export function sourceMounts(req: {
     if (!binds.some((outer) => within(path, outer))) binds.push(path);
   }
   return { binds, needed };
+}
+
+/**
+ * The targets of `dir`'s top-level symlinks that lie outside it (e.g. a `node_modules` linked
+ * from another checkout): inside the sandbox the link points there, so the target is needed too.
+ */
+function linkedOut(dir: string): string[] {
+  const out: string[] = [];
+  try {
+    for (const entry of Deno.readDirSync(dir)) {
+      if (!entry.isSymlink) continue;
+      try {
+        const target = Deno.realPathSync(`${dir}/${entry.name}`);
+        if (!within(target, dir)) out.push(target);
+      } catch { /* dangling link */ }
+    }
+  } catch { /* unreadable: nothing to add */ }
+  return out;
 }
 
 /** bubblewrap arguments for {@link SourceMounts.binds}. */
