@@ -57,14 +57,13 @@ const WORKER_DIR = new URL("../lib/trainer/worker", import.meta.url).pathname;
 export async function torchBlas(env: Record<string, string> = {}): Promise<string | null> {
   const python = await torchPython();
   if (!python) return null;
-  const code = `import sys; sys.path.insert(0, ${JSON.stringify(WORKER_DIR)}); ` +
-    "from cpu_probe import blas_library; print(blas_library())";
+  const code = "from reins_worker.cpu_probe import blas_library; print(blas_library())";
   try {
     const out = await new Deno.Command(python, {
       args: ["-c", code],
       stdout: "piped",
       stderr: "null",
-      env: { PYTHONDONTWRITEBYTECODE: "1", ...env },
+      env: { PYTHONDONTWRITEBYTECODE: "1", PYTHONPATH: WORKER_DIR, ...env },
     }).output();
     return out.success ? new TextDecoder().decode(out.stdout).trim() : null;
   } catch {

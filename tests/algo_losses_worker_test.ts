@@ -1,29 +1,29 @@
 /**
- * The TS reference losses against the PyTorch worker's (`lib/trainer/worker/losses.py`) on the
- * same random inputs: Σ w·ℓ and the reported metrics must agree to float64 error. Needs the
+ * The TS reference losses against the PyTorch worker's (`reins_worker/losses.py`) on the
+ * same random inputs: Σ w·ℓ and the reported metrics must agree to float64 error, on every path:
+ * π_old = μ (`rollout`), π_old = a proximal policy ≠ μ with the behaviour weight
+ * (`recompute` + `tis_cap`, decoupled PPO), GSPO per sample or per model call
+ * (`tests/trainer_decoupled_ppo_test.ts` runs the same through a live worker). Needs the
  * Debian `python3-torch` (torch for /usr/bin/python3), which `scripts/ensure_deps.ts` installs.
  */
 import assert from "node:assert/strict";
-import { fileURLToPath } from "node:url";
 import { policyLoss, weightedSum } from "../lib/algo/mod.ts";
 import type { LossConfigInput } from "../lib/schema.ts";
+import { workerEnv } from "../lib/trainer/mod.ts";
 import { mulberry32, randInt } from "./fixtures/algo/samples.ts";
-
-const WORKER_DIR = fileURLToPath(new URL("../lib/trainer/worker/", import.meta.url));
 
 const PY = `
 import json, sys
-sys.path.insert(0, sys.argv[1])
 import torch
-from losses import LossInputs, policy_loss
-from validate import parse_loss
+from reins_worker.losses import LossInputs, policy_loss
+from reins_worker.validate import parse_loss
 out = []
 for case in json.load(sys.stdin):
     t = lambda k: torch.tensor(case[k], dtype=torch.float64)
     x = LossInputs(
         new_logprobs=t("new"), old_logprobs=t("old"), behaviour_logprobs=t("behaviour"),
         advantages=t("adv"), weights=t("weights"),
-        sequence_ids=torch.tensor(case["seq"], dtype=torch.long),
+        sequence_ids=torch.tensor(case.get("ids", case["seq"]), dtype=torch.long),
     )
     loss, metrics = policy_loss(parse_loss(case["spec"]), x)
     out.append({"loss": float(loss.item()), **metrics})
@@ -38,6 +38,8 @@ interface Case {
   adv: number[];
   weights: number[];
   seq: number[];
+  /** Sequence ids by model call (GSPO `gspo_sequence: "call"`); absent: `seq`. */
+  ids?: number[];
 }
 
 function randomCases(count: number): Case[] {
@@ -51,6 +53,9 @@ function randomCases(count: number): Case[] {
     const old = behaviour.map((b) => b + (rand() - 0.5) * 0.4);
     const newLp = old.map((o) => o + (rand() - 0.5) * 1.4);
     const advPerSeq = Array.from({ length: sequences }, () => (rand() - 0.5) * 4);
+    // GSPO per model call: some cases cut each sequence into calls (ids, as the loop sends).
+    const byCall = rand() < 0.5;
+    const ids = seq.map((s, t) => (byCall ? 2 * s + (t % 5 < 2 ? 0 : 1) : s));
     const spec: LossConfigInput = {
       kind: kinds[k % 3],
       clip_low: 0.1 + rand() * 0.2,
@@ -70,6 +75,7 @@ function randomCases(count: number): Case[] {
       adv: seq.map((s) => advPerSeq[s]),
       weights: Array.from({ length: n }, () => rand() / n),
       seq,
+      ...(byCall ? { ids } : {}),
     };
   });
 }
@@ -77,7 +83,8 @@ function randomCases(count: number): Case[] {
 Deno.test("TS reference losses match the PyTorch worker's on random inputs", async () => {
   const cases = randomCases(60);
   const child = new Deno.Command("/usr/bin/python3", {
-    args: ["-c", PY, WORKER_DIR],
+    args: ["-c", PY],
+    env: workerEnv(),
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
@@ -99,6 +106,7 @@ Deno.test("TS reference losses match the PyTorch worker's on random inputs", asy
       advantages: c.adv,
       loss_mask: c.new.map(() => 1),
       segment_starts: starts,
+      ...(c.ids ? { sequence_ids: c.ids } : {}),
     }, c.spec);
     const py = results[i];
     const at = `case ${i} (${JSON.stringify(c.spec)})`;
@@ -115,4 +123,6 @@ Deno.test("TS reference losses match the PyTorch worker's on random inputs", asy
     kinds.add(String(c.spec.kind));
   });
   assert.deepEqual([...kinds].sort(), ["ce", "gspo", "ppo"]);
+  assert.ok(cases.some((c) => c.spec.kind === "gspo" && c.ids), "no GSPO-per-call case");
+  assert.ok(cases.some((c) => c.spec.old_logprobs === "recompute" && c.spec.tis_cap));
 });

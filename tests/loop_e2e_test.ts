@@ -99,6 +99,34 @@ Deno.test({
         }
         if (mode === "sync") assert.equal(aligned.length, 3);
 
+        // Per call: every trained call sampled at the version it was trained at has one
+        // `alignment` event on its attempt (the same worker samples and trains: ≥ 0.99), and
+        // no alignment flag came of them.
+        const sameVersion = updates.flatMap(({ update }) => update.call_alignment);
+        assert.ok(sameVersion.length > 0, "no per-call alignment was measured");
+        let alignmentEvents = 0;
+        for (const r of rollouts) {
+          const events = await stack.client.listEvents(r.rollout_id, { type: "custom" });
+          for (const e of events) {
+            if (e.type !== "custom") continue;
+            if (e.payload.name === "monitor_flags") {
+              const flags = (e.payload.data as { flags: { evidence: { source: string }[] }[] })
+                .flags;
+              const low = flags.some((f) =>
+                f.evidence.some((x) => x.source === "custom:alignment")
+              );
+              assert.ok(!low, `${r.rollout_id}: a call was flagged as misaligned`);
+            }
+            if (e.payload.name !== "alignment") continue;
+            alignmentEvents++;
+            const data = e.payload.data as { corr: number | null; request_seq: number };
+            const call = sameVersion.find((c) => c.request_seq === data.request_seq);
+            assert.ok(call && call.attempt_id === e.attempt_id, `alignment of ${data.request_seq}`);
+            assert.ok(data.corr === null || data.corr >= 0.99, `call ${data.request_seq}`);
+          }
+        }
+        assert.equal(alignmentEvents, sameVersion.length);
+
         // No LLM call lost or duplicated across phase switches: each finished attempt's harness
         // count equals the calls recorded for it, each once.
         let attempts = 0;

@@ -4,115 +4,10 @@
  * same-version samples only, and config errors that name the field.
  */
 import assert from "node:assert/strict";
-import {
-  type ForwardBackwardRequest,
-  type ModelRequestEvent,
-  parseOrThrow,
-  type Rollout,
-  type RolloutEvent,
-  ValidationError,
-} from "../lib/schema.ts";
+import { type ForwardBackwardRequest, parseOrThrow, ValidationError } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
-import type { TrainerClient } from "../lib/trainer/client.ts";
-import { type RolloutData, updatePolicy } from "../lib/loop/mod.ts";
-
-let seq = 0;
-function call(rolloutId: string, prompt: number[], response: number[], version: number) {
-  const event: ModelRequestEvent = {
-    type: "model_request",
-    seq: ++seq,
-    rollout_id: rolloutId,
-    attempt_id: `${rolloutId}-a1`,
-    event_key: `k${seq}`,
-    created_at: Date.now(),
-    payload: {
-      flavor: "openai_chat",
-      request: {},
-      prompt_token_ids: Uint32Array.from(prompt),
-      response_token_ids: Uint32Array.from(response),
-      response_logprobs: Float32Array.from(response.map((t) => -0.1 * (t % 7) - 0.05)),
-      policy_version: version,
-      finish_reason: "stop",
-      upstream: null,
-      latency_ms: 1,
-      retry_count: 0,
-      http_status: 200,
-      error: null,
-      segment: null,
-      mode: "faithful",
-      client_disconnected: false,
-    },
-  };
-  return event;
-}
-
-function rollout(
-  id: string,
-  group: string,
-  reward: number,
-  status: Rollout["status"] = "succeeded",
-): Rollout {
-  return {
-    rollout_id: id,
-    group_id: group,
-    input: {},
-    mode: "train",
-    config: { timeout_s: 60, max_attempts: 1 },
-    labels: {},
-    status,
-    version: 3,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward,
-  };
-}
-
-/** Two calls that prefix-merge into one sample; a third on another conversation (2 samples). */
-function data(
-  id: string,
-  group: string,
-  reward: number,
-  version: number,
-  opts: { split?: boolean; status?: Rollout["status"] } = {},
-): RolloutData {
-  const events: RolloutEvent[] = [
-    call(id, [1, 2, 3], [4, 5, 6], version),
-    call(id, [1, 2, 3, 4, 5, 6, 7], [8, 9], version),
-  ];
-  if (opts.split) events.push(call(id, [1, 11, 12], [13, 14], version));
-  return { rollout: rollout(id, group, reward, opts.status), events };
-}
-
-/** A fake worker: records requests, echoes behaviour logprobs as its own. */
-function fakeClient(version: number) {
-  const requests: ForwardBackwardRequest[] = [];
-  let v = version;
-  const client = {
-    forwardBackward: (req: ForwardBackwardRequest) => {
-      requests.push(req);
-      const row = req.rows[0];
-      return Promise.resolve({
-        loss: 0.5,
-        metrics: {
-          tokens: row.loss_mask.filter((m) => m === 1).length,
-          clip_fraction: 0,
-          entropy: 1,
-          ratio_mean: 1,
-          ratio_max: 1,
-          ratio_min: 1,
-          kl: 0,
-        },
-        policy_version: v,
-        logprobs: [row.rollout_logprobs.slice()],
-      });
-    },
-    optimStep: () => Promise.resolve({ grad_norm: 0.25, policy_version: ++v }),
-  };
-  return { client: client as unknown as TrainerClient, requests };
-}
+import { updatePolicy } from "../lib/loop/mod.ts";
+import { data, fakeClient } from "./support/loop_update.ts";
 
 const baseConfig = parseOrThrow(LoopConfigSchema, {
   name: "unit",
@@ -134,7 +29,16 @@ Deno.test("update: filters are counted by reason and batches keep rollouts whole
 
   assert.equal(result.updated, true);
   assert.equal(result.policy_version, 6);
-  assert.deepEqual(result.filtered, { error: 1, no_samples: 0, zero_variance: 3, stale: 0 });
+  assert.deepEqual(result.filtered, {
+    unfinished: 0,
+    no_reward: 0,
+    error: 1,
+    no_samples: 0,
+    singleton: 1,
+    zero_variance: 2,
+    stale: 0,
+  });
+  assert.equal(result.singleton_groups, 1);
   assert.equal(result.rollouts, 6);
   // One break (r1's second conversation); without segments or a decoder its reason is unknown.
   assert.equal(Object.values(result.break_reasons).reduce((a, b) => a + b, 0), 1);

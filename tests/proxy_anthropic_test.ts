@@ -69,7 +69,7 @@ Deno.test("messages: a streamed tool-using turn then a non-streamed answer, capt
       tools: [TOOL],
     });
     assert.equal(second.stop_reason, "end_turn");
-    assert.deepEqual(second.content, [{ type: "text", text: "2 + 5 = 7." }]);
+    assert.deepEqual(second.content, [{ type: "text", text: "2 + 5 = 7.", citations: null }]);
     assert.equal(second.usage.output_tokens, fx.upstream!.calls[1].responseIds.length);
 
     const short = await client.messages.create({

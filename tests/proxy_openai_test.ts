@@ -231,7 +231,7 @@ Deno.test("responses: function calls, reasoning items and the streamed event seq
     for (
       const expected of [
         "response.output_item.added",
-        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
         "response.content_part.added",
         "response.output_text.delta",
         "response.output_text.done",

@@ -122,3 +122,33 @@ Deno.test("parse: tool-call arguments keep the model's exact JSON text", () => {
     '{"k": 1}',
   );
 });
+
+/** Whether `small` can be had from `big` by deleting characters. */
+function isSubsequence(small: string, big: string): boolean {
+  let j = 0;
+  for (const ch of big) if (j < small.length && ch === small[j]) j++;
+  return j === small.length;
+}
+
+Deno.test("parse: every part's span is where its text came from (in order, disjoint), however the text is split", () => {
+  for (const c of CASES) {
+    for (let cut = 0; cut <= c.text.length; cut++) {
+      const parser = new OutputParser({ startInReasoning: c.start, newToolCallId: ids() });
+      const parts = [...parser.push(c.text.slice(0, cut))];
+      for (const ch of c.text.slice(cut)) parts.push(...parser.push(ch));
+      parts.push(...parser.finish());
+      let end = 0;
+      for (const p of parts) {
+        const where = `${JSON.stringify(c.text)} cut at ${cut}: ${JSON.stringify(p)}`;
+        assert.ok(p.span, `${where}: has a span`);
+        const [from, to] = p.span;
+        assert.ok(end <= from && from < to && to <= c.text.length, `${where}: in order, disjoint`);
+        end = to;
+        const raw = c.text.slice(from, to);
+        if (p.type === "tool_call") {
+          assert.ok(raw.includes("<tool_call>") && raw.includes("</tool_call>"), where);
+        } else assert.ok(isSubsequence(p.text, raw), `${where}: the text comes from its span`);
+      }
+    }
+  }
+});

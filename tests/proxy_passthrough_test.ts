@@ -9,6 +9,12 @@ import type OpenAI from "openai";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import { ADD_TOOL, openaiClient, startProxyFixture } from "./proxy_helpers.ts";
+import { checkMessageStream } from "./support/wire/anthropic_stream.ts";
+import { checkChatStream } from "./support/wire/chat_stream.ts";
+import { conform, post, readSse } from "./support/wire/conformance.ts";
+import { ChatCompletion, Completion } from "./support/wire/openai_chat.ts";
+import { ResponseResource } from "./support/wire/openresponses.ts";
+import { checkResponsesStream } from "./support/wire/responses_stream.ts";
 
 type Json = Record<string, unknown>;
 
@@ -198,6 +204,77 @@ Deno.test("passthrough (vLLM): ids and logprobs come from the upstream; version 
     await new Promise((r) => setTimeout(r, 300));
     await openai.completions.create({ model: "policy", prompt: "4 + 4 =", max_tokens: 8 });
     assert.equal((await fx.modelRequests()).at(-1)!.payload.policy_version, 8);
+  } finally {
+    await fx.close();
+    await vllm.close();
+  }
+});
+
+Deno.test("passthrough (vLLM): answers in every flavor match the published wire schemas", async () => {
+  const tokenizer = await loadQwen3Tokenizer();
+  const vllm = startFakeVllm(tokenizer);
+  const fx = await startProxyFixture({
+    tokenizer,
+    noScripted: true,
+    upstream: () => ({ kind: "openai_compatible", endpoints: [vllm.url], model: "served-model" }),
+  });
+  try {
+    const messages = [{ role: "user", content: "4 + 4?" }];
+    const chatUrl = `${fx.openaiBase}/chat/completions`;
+    const chat = conform(
+      ChatCompletion,
+      await (await post(fx, chatUrl, { model: "policy", messages, logprobs: true })).json(),
+      "chat",
+    );
+    // The passthrough attaches no per-token logprobs to answers (they are recorded only).
+    assert.equal(chat.choices[0].logprobs, null);
+    const folded = checkChatStream(
+      await readSse(
+        await post(fx, chatUrl, {
+          model: "policy",
+          messages,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
+      ),
+      true,
+    );
+    assert.equal(folded.content, "Eight.");
+    const responsesUrl = `${fx.openaiBase}/responses`;
+    conform(
+      ResponseResource,
+      await (await post(fx, responsesUrl, { model: "policy", input: "4 + 4?" })).json(),
+      "response",
+    );
+    const streamed = checkResponsesStream(
+      await readSse(
+        await post(fx, responsesUrl, { model: "policy", input: "4 + 4?", stream: true }),
+      ),
+    );
+    assert.equal(streamed.final.status, "completed");
+    const message = checkMessageStream(
+      await readSse(
+        await post(fx, `${fx.anthropicBase}/v1/messages`, {
+          model: "policy",
+          max_tokens: 64,
+          messages,
+          stream: true,
+        }),
+      ),
+    );
+    assert.equal(message.message.stop_reason, "end_turn");
+    // (The look-alike streams chat chunks only: completions are checked non-streamed.)
+    const completion = conform(
+      Completion,
+      await (await post(fx, `${fx.openaiBase}/completions`, {
+        model: "policy",
+        prompt: "4 + 4 =",
+        logprobs: 0,
+      })).json(),
+      "completion",
+    );
+    assert.equal(completion.choices[0].logprobs, null);
+    assert.equal(completion.choices[0].text, "Eight.");
   } finally {
     await fx.close();
     await vllm.close();

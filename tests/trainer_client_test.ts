@@ -10,7 +10,8 @@ import {
   resolvePython,
   startLocalWorker,
   TrainerWorkerError,
-  workerScriptPath,
+  workerEnv,
+  workerPackageDir,
 } from "../lib/trainer/mod.ts";
 import { row, TINY, withWorker } from "./trainer_helpers.ts";
 
@@ -139,7 +140,8 @@ Deno.test("trainer client: the built-in model is a pure function of config and s
 Deno.test("trainer client: launch() starts a worker from a command or connects to a URL", async () => {
   const python = (await resolvePython()).python;
   const worker = await launch({
-    command: [python, "-u", workerScriptPath(), "--port", "0"],
+    command: [python, "-u", "-m", "reins_worker", "--port", "0"],
+    env: workerEnv(),
     healthTimeoutMs: 60_000,
   });
   try {
@@ -158,7 +160,8 @@ Deno.test("trainer client: launch() starts a worker from a command or connects t
   );
   // A compound shell command: close() must stop the worker, not only the shell.
   const shellWorker = await launch({
-    command: `echo launching && "${python}" -u "${workerScriptPath()}" --port 0; echo after`,
+    command:
+      `echo launching && cd "${workerPackageDir()}" && "${python}" -u -m reins_worker --port 0; echo after`,
     healthTimeoutMs: 60_000,
   });
   assert.equal((await shellWorker.client.health()).ok, true);

@@ -88,9 +88,11 @@ export function meanStd(
  * per-token structure, and masking lives in one place only (`loss_mask` and the zero
  * `loss_weight` of context tokens), so a masking bug cannot hide behind a zeroed advantage.
  *
- * A group with one rollout (singleton) or with all-equal rewards (zero variance) has advantage
- * 0; with `zero_variance: "drop"` its samples are removed instead and counted in `dropped`
- * (singletons under `singleton`, the rest under `zero_variance`).
+ * A group with all-equal rewards (zero variance) has advantage 0, and so has a group with one
+ * rollout (singleton) unless `singleton: "baseline"` gives it A = r − `singleton_baseline`
+ * (verl-style; no std division). With `zero_variance: "drop"` the samples of groups left at 0
+ * are removed instead and counted in `dropped` (singletons under `singleton`, the rest under
+ * `zero_variance`). Every singleton is visible in `groups[].singleton` either way.
  *
  * `outcomes` adds rollouts that produced no sample (e.g. a harness that failed before its first
  * model call) to the rollout-level baseline; the sample-level baseline only sees samples.
@@ -173,7 +175,8 @@ export function computeAdvantages(
     const singleton = entries.length === 1;
     // Exact equality: equal rewards give no learning signal, however they were computed.
     const zeroVariance = min === max;
-    const flat = singleton || zeroVariance;
+    const singletonBaseline = singleton && opts.singleton === "baseline";
+    const flat = !singletonBaseline && (singleton || zeroVariance);
     const drop = flat && opts.zero_variance === "drop";
     const scale = opts.normalize_std ? std + opts.epsilon : 1;
     let advMin = Infinity;
@@ -181,7 +184,11 @@ export function computeAdvantages(
     entries.forEach((e, k) => {
       // Rewards are per rollout, so at both levels a sample's advantage is its rollout's
       // reward against the group baseline; only the baseline's population differs.
-      const a = flat ? 0 : (e.reward - mean) / scale;
+      const a = singletonBaseline
+        ? e.reward - opts.singleton_baseline
+        : flat
+        ? 0
+        : (e.reward - mean) / scale;
       perRollout.push({
         rollout_id: ids[k],
         group_id,

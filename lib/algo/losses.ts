@@ -11,6 +11,12 @@
  * ratio is taken against, `behaviour_logprobs` = μ, the logprobs the inference engine reported
  * while sampling (a row's `rollout_logprobs`).
  *
+ * Decoupled PPO (`old_logprobs: "recompute"` with `tis_cap`) keeps the three apart: the ratio
+ * r = π_θ / π_prox is clipped against the proximal policy π_prox (the policy at the start of the
+ * update, computed once by its first pass in the trainer's own numerics), and the behaviour
+ * weight min(π_prox / μ, tis_cap) corrects for the samples having been drawn by μ. With
+ * `old_logprobs: "rollout"`, π_old = μ and the weight is 1.
+ *
  * @module
  */
 import {
@@ -111,15 +117,21 @@ export function ppoClipLoss(
 }
 
 /**
- * GSPO sequence ratios: for each sequence (a row, or each `segment_starts` segment of a packed
- * row), s = exp(mean over its trained tokens of logprob − old_logprob), broadcast to its tokens
- * (1 on tokens of a sequence without trained tokens).
+ * GSPO sequence ratios: for each sequence (a row, each `segment_starts` segment of a packed
+ * row, or, when given, each distinct `sequence_ids` value — the worker's rule), s = exp(mean
+ * over its trained tokens of logprob − old_logprob), broadcast to its tokens (1 on tokens of a
+ * sequence without trained tokens). `sequence` lists one ratio per segment, or per id in
+ * increasing id order.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { gspoRatios } from "./losses.ts";
- * gspoRatios({ logprobs: [0.1, 0.3], old_logprobs: [0, 0], loss_mask: [1, 1] }).sequence[0];
- * // exp(0.2)
+ * const input = { logprobs: [0.1, 0.3, 0.5], old_logprobs: [0, 0, 0], loss_mask: [1, 1, 1] };
+ * assert.equal(gspoRatios(input).sequence[0], Math.exp(0.3));
+ * // Per model call: tokens 0–1 are one call, token 2 another.
+ * const calls = gspoRatios({ ...input, sequence_ids: [0, 0, 1] }).sequence;
+ * assert.deepEqual(Array.from(calls), [Math.exp(0.2), Math.exp(0.5)]);
  * ```
  */
 export function gspoRatios(input: {
@@ -127,10 +139,12 @@ export function gspoRatios(input: {
   old_logprobs: Values;
   loss_mask: Values;
   segment_starts?: readonly number[];
+  sequence_ids?: Values;
 }): { per_token: Float64Array; sequence: Float64Array } {
   const n = input.logprobs.length;
   sameLength("old_logprobs", input.old_logprobs, n);
   sameLength("loss_mask", input.loss_mask, n);
+  if (input.sequence_ids !== undefined) return gspoRatiosById(input, input.sequence_ids);
   const starts = checkSegmentStarts(input.segment_starts ?? [0], n);
   const perToken = new Float64Array(n);
   const seq = new Float64Array(starts.length);
@@ -149,6 +163,35 @@ export function gspoRatios(input: {
     perToken.fill(seq[k], begin, end);
   }
   return { per_token: perToken, sequence: seq };
+}
+
+function gspoRatiosById(
+  input: { logprobs: Values; old_logprobs: Values; loss_mask: Values },
+  ids: Values,
+): { per_token: Float64Array; sequence: Float64Array } {
+  const n = input.logprobs.length;
+  sameLength("sequence_ids", ids, n);
+  const sums = new Map<number, { sum: number; count: number }>();
+  for (let t = 0; t < n; t++) {
+    const id = ids[t];
+    if (!Number.isInteger(id) || id < 0) {
+      throw new ValidationError(`sequence_ids[${t}]`, [
+        `sequence_ids[${t}]: expected a non-negative integer, got ${id}`,
+      ]);
+    }
+    const entry = sums.get(id) ?? { sum: 0, count: 0 };
+    if (input.loss_mask[t]) {
+      entry.sum += input.logprobs[t] - input.old_logprobs[t];
+      entry.count += 1;
+    }
+    sums.set(id, entry);
+  }
+  const ratioOf = new Map<number, number>();
+  for (const [id, e] of sums) ratioOf.set(id, e.count ? Math.exp(e.sum / e.count) : 1);
+  const perToken = new Float64Array(n);
+  for (let t = 0; t < n; t++) perToken[t] = ratioOf.get(ids[t])!;
+  const order = [...ratioOf.keys()].sort((a, b) => a - b);
+  return { per_token: perToken, sequence: Float64Array.from(order, (id) => ratioOf.get(id)!) };
 }
 
 function checkSegmentStarts(starts: readonly number[], n: number): readonly number[] {
@@ -236,11 +279,16 @@ export interface PolicyLossInput {
   logprobs: Values;
   /** μ: the row's `rollout_logprobs`; π_old too when the config says `old_logprobs: "rollout"`. */
   behaviour_logprobs: Values;
-  /** π_old recomputed by the trainer; required when the config says `old_logprobs: "recompute"`. */
+  /**
+   * π_prox, the proximal policy (the policy at the start of the update, as the trainer computes
+   * it); required when the config says `old_logprobs: "recompute"`.
+   */
   old_logprobs?: Values;
   advantages: Values;
   loss_mask: Values;
   segment_starts?: readonly number[];
+  /** GSPO sequences by id, as a row's `sequence_ids` (overrides `segment_starts`). */
+  sequence_ids?: Values;
 }
 
 /** Output of {@link policyLoss}; metrics are over trained tokens, as the worker reports them. */

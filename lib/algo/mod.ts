@@ -26,5 +26,6 @@ export * from "./advantages.ts";
 export * from "./normalization.ts";
 export * from "./losses.ts";
 export * from "./alignment.ts";
+export * from "./calls.ts";
 export { assertSamples, type SampleRequirements, trainedTokens } from "./validate.ts";
 export * from "../schema/algo.ts";

@@ -7,7 +7,9 @@
  * @module
  */
 import type { GatewayClient } from "../gateway/client.ts";
-import type { Rollout } from "../schema.ts";
+import type { EventInput, Rollout, RolloutEvent } from "../schema.ts";
+import { MONITOR_FLAGS_EVENT } from "../schema/ui.ts";
+import { alignmentFindings } from "../monitors/logprob.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
@@ -157,6 +159,8 @@ export async function finishStep(
 ): Promise<LoopStepMetrics> {
   const { config, state } = ctx;
   const trainedRollouts = update.trained.length;
+  const f = update.filtered;
+  const assembled = update.rollouts - f.unfinished - f.error - f.no_reward;
   const adv = update.advantages;
   const metrics: LoopStepMetrics = {
     step: extras.step,
@@ -170,9 +174,7 @@ export async function finishStep(
       ? update.rewards.filter((r) => r > config.pass_threshold).length / update.rewards.length
       : 0,
     samples: update.samples,
-    samples_per_rollout: update.rollouts - update.filtered.error > 0
-      ? update.samples / (update.rollouts - update.filtered.error)
-      : 0,
+    samples_per_rollout: assembled > 0 ? update.samples / assembled : 0,
     trained_rollouts: trainedRollouts,
     trained_samples: update.trained_samples,
     trained_tokens: update.trained_tokens,
@@ -181,6 +183,7 @@ export async function finishStep(
     advantage_abs_max: adv.reduce((a, x) => Math.max(a, Math.abs(x)), 0),
     break_reasons: update.break_reasons,
     filtered: update.filtered,
+    singleton_groups: update.singleton_groups,
     tis_samples: update.tis_samples,
     staleness_max: update.staleness.reduce((a, x) => Math.max(a, x), 0),
     staleness_mean: mean(update.staleness),
@@ -191,6 +194,7 @@ export async function finishStep(
     loss: update.loss,
     entropy: update.entropy,
     clip_fraction: update.clip_fraction,
+    clip_fraction_last_epoch: update.clip_fraction_epochs.at(-1) ?? 0,
     grad_norm: update.grad_norm,
     held_calls: extras.held_calls,
     in_flight_at_update: extras.in_flight_at_update,
@@ -210,6 +214,7 @@ export async function finishStep(
   });
   // Metrics first: a run killed before the checkpoint repeats this step and rewrites its line.
   await ctx.metrics.write(metrics);
+  await postRolloutEvents(ctx.gateway, update, extras.step);
   if (config.checkpoint_every > 0 && state.nextStep % config.checkpoint_every === 0) {
     await saveCheckpoint(ctx.client, ctx.outDir, {
       name: config.name,
@@ -224,6 +229,107 @@ export async function finishStep(
   ctx.progress.step(metrics, config.steps);
   await ctx.hooks.afterStep?.(metrics, update);
   return metrics;
+}
+
+/** Name of the per-call alignment event (read by the logprob monitor and the rollout page). */
+export const ALIGNMENT_EVENT = "alignment";
+/** Name of the event that says why a rollout did not train, or trained as a singleton. */
+export const TRAINING_NOTE_EVENT = "training_note";
+
+/**
+ * Posts the update's per-rollout facts on the rollouts themselves: one `alignment` event per
+ * trained model call (on the call's attempt) and one `training_note` per rollout left out or
+ * trained as a one-member group. Calls whose probability correlation is below `minAlignment`
+ * also get the logprob monitor's flag (a `monitor_flags` event, as the monitor runner writes:
+ * it checked the rollout when it finished, before these events existed). Event keys make a
+ * repeated step store nothing twice.
+ *
+ * @example
+ * ```ts ignore
+ * await postRolloutEvents(gateway, update, 3);
+ * ```
+ */
+export async function postRolloutEvents(
+  gateway: Pick<GatewayClient, "postEvents">,
+  update: Pick<UpdateResult, "call_alignment" | "notes">,
+  step: number,
+  minAlignment = 0.99,
+): Promise<void> {
+  const byAttempt = new Map<
+    string,
+    { rollout_id: string; attempt_id: string; events: EventInput[] }
+  >();
+  const add = (rollout_id: string, attempt_id: string, event: EventInput) => {
+    const key = `${rollout_id}\u0000${attempt_id}`;
+    const entry = byAttempt.get(key) ?? { rollout_id, attempt_id, events: [] };
+    entry.events.push(event);
+    byAttempt.set(key, entry);
+  };
+  for (const c of update.call_alignment) {
+    const m = c.metrics;
+    add(c.rollout_id, c.attempt_id, {
+      type: "custom",
+      event_key: `${ALIGNMENT_EVENT}:${c.request_seq}`,
+      payload: {
+        name: ALIGNMENT_EVENT,
+        data: {
+          request_seq: c.request_seq,
+          policy_version: c.policy_version,
+          step,
+          tokens: m.tokens,
+          corr: m.pearson_prob,
+          logprob_corr: m.pearson_logprob,
+          max_abs_dlogprob: m.max_abs_dlogprob,
+          mean_abs_dlogprob: m.mean_abs_dlogprob,
+          max_abs_dp: m.max_abs_dp,
+          k3_kl: m.k3_kl,
+        },
+      },
+    });
+  }
+  for (const n of update.notes) {
+    if (n.attempt_id === null) continue; // never started: nowhere to post
+    add(n.rollout_id, n.attempt_id, {
+      type: "custom",
+      event_key: `${TRAINING_NOTE_EVENT}:${n.rollout_id}`,
+      payload: {
+        name: TRAINING_NOTE_EVENT,
+        data: {
+          step,
+          reason: n.reason,
+          trained: n.reason === "singleton_group",
+          ...(n.advantage !== undefined ? { advantage: n.advantage } : {}),
+        },
+      },
+    });
+  }
+  for (const { rollout_id, attempt_id, events } of byAttempt.values()) {
+    // Posted in slices: a step can hold many calls of one attempt.
+    const stored: RolloutEvent[] = [];
+    for (let i = 0; i < events.length; i += 256) {
+      stored.push(...await gateway.postEvents(rollout_id, attempt_id, events.slice(i, i + 256)));
+    }
+    // The monitors checked the rollout when it finished, before this evidence existed: the
+    // logprob monitor's alignment check runs here on it, stored as monitor flags like theirs.
+    const findings = alignmentFindings(stored, minAlignment);
+    if (findings.length === 0) continue;
+    await gateway.postEvents(rollout_id, attempt_id, [{
+      type: "custom",
+      event_key: `${MONITOR_FLAGS_EVENT}:${attempt_id}:${ALIGNMENT_EVENT}`,
+      payload: {
+        name: MONITOR_FLAGS_EVENT,
+        data: {
+          flags: findings.map((f) => ({
+            monitor: "logprob",
+            ...f,
+            evidence: f.evidence.map((e) => ({ ...e })),
+          })),
+          monitors: ["logprob"],
+          checked_at: Date.now(),
+        },
+      },
+    }]);
+  }
 }
 
 function clampCorr(x: number | null): number | null {

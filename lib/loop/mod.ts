@@ -40,14 +40,25 @@ export {
 export { runSync } from "./sync.ts";
 export { runAsync } from "./async.ts";
 export {
+  ALIGNMENT_EVENT,
   createGroup,
   groupId,
   type LoopContext,
   type LoopHooks,
   type LoopProgressState,
+  postRolloutEvents,
   rolloutIds,
+  TRAINING_NOTE_EVENT,
 } from "./context.ts";
-export { type RolloutData, type UpdateOptions, updatePolicy, type UpdateResult } from "./train.ts";
+export {
+  type CallAlignmentRecord,
+  type RolloutData,
+  type RolloutNote,
+  type UpdateOptions,
+  updatePolicy,
+  type UpdateResult,
+} from "./train.ts";
+export { type Exclusion, type Selection, selectSamples, updatesBehind } from "./select.ts";
 export { MetricsWriter, openRunRecord, readMetrics, type RunRecord } from "./metrics.ts";
 export {
   formatDuration,

@@ -1,41 +1,62 @@
 /**
- * One policy update from a set of finished GRPO groups: assemble samples → filter (errors,
- * empty rollouts, stale samples, zero-variance groups; every drop counted by reason) →
- * advantages → loss weights over the whole batch → rollout-whole packed micro-batches (a shared
- * prompt stored once per micro-batch under `share_prefix`) →
- * `forward_backward` (fresh samples with the configured loss; stale ones, under `tis`, with
- * truncated importance sampling against their behaviour logprobs) → `optim_step`, repeated
- * `ppo_epochs` times over the same batch.
+ * One policy update from a set of GRPO groups: select samples (`select.ts`: unfinished,
+ * reward-less, failed and empty rollouts and stale samples left out, each counted by reason) →
+ * advantages (one-member groups counted) → loss weights over the whole batch → rollout-whole
+ * packed micro-batches (a shared prompt stored once per micro-batch under `share_prefix`) →
+ * `forward_backward` → `optim_step`, repeated `ppo_epochs` times over the same batch.
  *
- * Alignment is measured inside the same forward passes, on the trained tokens of samples that
- * were sampled at exactly the version being trained (for older samples the policy moved in
- * between, so a gap is expected and says nothing about token alignment).
+ * Decoupled PPO: samples older than the staleness bound (under `stale_policy: "tis"`) and every
+ * sample under `loss.old_logprobs: "recompute"` take their ratio against the proximal policy
+ * π_prox, the policy this update starts from. The first epoch's pass computes it (its own
+ * logprobs, in the trainer's numerics, before any optimizer step) and returns it; later epochs
+ * send it back as `proximal_logprobs`, so their ratio π_θ / π_prox is clipped. The behaviour
+ * weight min(π_prox / μ, tis_cap) corrects for the sampling policy μ.
+ *
+ * Alignment is measured inside the first epoch's passes, on trained tokens sampled at exactly
+ * the version being trained (for older ones the policy moved in between, so a gap is expected
+ * and says nothing about token alignment): per step over whole samples of that version, and per
+ * model call (`call_alignment`, posted as `alignment` events by the step's close).
  *
  * @module
  */
-import { alignmentMetrics, computeAdvantages, computeLossWeights } from "../algo/mod.ts";
+import {
+  alignmentMetrics,
+  callAlignments,
+  callIndex,
+  computeAdvantages,
+  computeLossWeights,
+} from "../algo/mod.ts";
 import {
   packMicroBatches,
   packSharedPrefix,
   sampleRowView,
   segmentTokenIndex,
 } from "../batching/mod.ts";
-import { assembleRollout } from "../samples/mod.ts";
-import type {
-  AlignmentMetrics,
-  LossConfigInput,
-  Rollout,
-  RolloutEvent,
-  Sample,
-} from "../schema.ts";
+import type { AlignmentMetrics, LossConfigInput, MicroBatch, Sample } from "../schema.ts";
 import type { LoopConfig, LoopFilterReason } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
+import { type RolloutData, selectSamples, updatesBehind } from "./select.ts";
 
-/** A finished rollout with its events. */
-export interface RolloutData {
-  rollout: Rollout;
-  events: RolloutEvent[];
+export type { RolloutData };
+
+/** A rollout that did not train this step, or trained as a one-member group. */
+export interface RolloutNote {
+  rollout_id: string;
+  /** Its last attempt (where the note is posted); null when it never started. */
+  attempt_id: string | null;
+  reason: LoopFilterReason | "singleton_group";
+  /** For `singleton_group`: the advantage its samples got. */
+  advantage?: number;
+}
+
+/** Alignment of one trained model call (posted as an `alignment` event on its attempt). */
+export interface CallAlignmentRecord {
+  rollout_id: string;
+  attempt_id: string;
+  request_seq: number;
+  policy_version: number;
+  metrics: AlignmentMetrics;
 }
 
 /** What one update did (the step metrics are built from it). */
@@ -44,10 +65,15 @@ export interface UpdateResult {
   policy_version: number;
   updated: boolean;
   rollouts: number;
+  /** Rewards of the rollouts that have one (each once). */
   rewards: number[];
   samples: number;
   break_reasons: Record<string, number>;
   filtered: Record<LoopFilterReason, number>;
+  /** Groups with one member among the step's samples (see `advantage.singleton`). */
+  singleton_groups: number;
+  /** Rollouts left out whole, and rollouts that trained as one-member groups. */
+  notes: RolloutNote[];
   /** Every trained rollout with the number of its samples in this (single) optimizer step. */
   trained: { rollout_id: string; group_id: string; samples: number; assembled: number }[];
   trained_samples: number;
@@ -56,9 +82,13 @@ export interface UpdateResult {
   staleness: number[];
   advantages: number[];
   alignment: AlignmentMetrics | null;
+  call_alignment: CallAlignmentRecord[];
   loss: number;
   entropy: number;
+  /** Token-weighted mean over the update's epochs. */
   clip_fraction: number;
+  /** Clip fraction of each epoch. */
+  clip_fraction_epochs: number[];
   /** Mean over the update's optimizer steps. */
   grad_norm: number;
   timings_ms: { assemble: number; train: number };
@@ -74,15 +104,52 @@ export interface UpdateOptions {
   tokenizer?: Pick<ChatTokenizer, "decode" | "vocabSize">;
 }
 
-const emptyFiltered = (): Record<LoopFilterReason, number> => ({
-  error: 0,
-  no_samples: 0,
-  zero_variance: 0,
-  stale: 0,
-});
+interface CallMeta {
+  attempt_id: string;
+  policy_version: number;
+}
+
+/** Per rollout, its model calls by seq (attempt and policy version). */
+function callsOf(groups: RolloutData[][]): Map<string, Map<number, CallMeta>> {
+  const out = new Map<string, Map<number, CallMeta>>();
+  for (const group of groups) {
+    for (const { rollout, events } of group) {
+      const calls = new Map<number, CallMeta>();
+      for (const e of events) {
+        if (e.type !== "model_request") continue;
+        calls.set(e.seq, { attempt_id: e.attempt_id, policy_version: e.payload.policy_version });
+      }
+      out.set(rollout.rollout_id, calls);
+    }
+  }
+  return out;
+}
 
 /**
- * Trains one optimizer step on `groups` (each a list of finished rollouts of one task).
+ * Gives every model call of every packed sample its own `sequence_ids` value (GSPO with
+ * `gspo_sequence: "call"`): trained tokens of one call share an id; context tokens keep 0
+ * (they are never trained, so their id is never read).
+ */
+function withCallSequences(mb: MicroBatch, samples: readonly Sample[]): MicroBatch {
+  const ids = new Array<number>(mb.row.tokens.length).fill(0);
+  const idOf = new Map<string, number>();
+  mb.segments.forEach((seg, k) => {
+    const sample = samples[seg.source];
+    const at = segmentTokenIndex(mb, seg);
+    const call = callIndex(sample);
+    for (let t = 0; t < at.length; t++) {
+      if (!sample.loss_mask[t]) continue;
+      const key = `${k}:${call[t]}`;
+      let id = idOf.get(key);
+      if (id === undefined) idOf.set(key, id = idOf.size);
+      ids[at[t]] = id;
+    }
+  });
+  return { ...mb, row: { ...mb.row, sequence_ids: ids } };
+}
+
+/**
+ * Trains one optimizer step per PPO epoch on `groups` (each a list of rollouts of one task).
  *
  * @example
  * ```ts ignore
@@ -96,79 +163,57 @@ export async function updatePolicy(
 ): Promise<UpdateResult> {
   const { client, config, version } = options;
   const t0 = performance.now();
-  const filtered = emptyFiltered();
-  const breakReasons: Record<string, number> = {};
-  const assembledCount = new Map<string, number>();
-  const rewards: number[] = [];
-  const fresh: Sample[] = [];
-  let totalSamples = 0;
-  let rollouts = 0;
-  // Copies made downstream keep the same token arrays, which identify the stale samples.
-  const staleTokens = new Set<Uint32Array>();
-  // Each update advances the version by `ppo_epochs`; the staleness bound counts updates.
-  const updatesBehind = (versions: number) =>
-    versions < 0 ? versions : Math.ceil(versions / config.ppo_epochs);
+  const selection = selectSamples(groups, {
+    config,
+    version,
+    ...(options.tokenizer ? { tokenizer: options.tokenizer } : {}),
+  });
+  const { filtered } = selection;
+  const calls = callsOf(groups);
+  const lastAttempt = new Map(
+    groups.flat().map(({ rollout }) => [
+      rollout.rollout_id,
+      rollout.attempts.at(-1)?.attempt_id ?? null,
+    ]),
+  );
+  const notes: RolloutNote[] = selection.excluded.map((e) => ({
+    ...e,
+    attempt_id: lastAttempt.get(e.rollout_id) ?? null,
+  }));
 
-  for (const group of groups) {
-    for (const { rollout, events } of group) {
-      rollouts++;
-      const reward = rollout.reward ?? 0;
-      rewards.push(reward);
-      if (rollout.status !== "succeeded" && config.filters.drop_errors) {
-        filtered.error++;
-        continue;
-      }
-      const assembled = assembleRollout(events, {
-        strategy: config.merge_strategy,
-        group_id: rollout.group_id,
-        reward,
-        ...(options.tokenizer ? { tokenizer: options.tokenizer } : {}),
-      });
-      for (const [reason, n] of Object.entries(assembled.metrics.break_reasons)) {
-        breakReasons[reason] = (breakReasons[reason] ?? 0) + n;
-      }
-      totalSamples += assembled.samples.length;
-      assembledCount.set(rollout.rollout_id, assembled.samples.length);
-      if (assembled.samples.length === 0) {
-        filtered.no_samples++;
-        continue;
-      }
-      for (const sample of assembled.samples) {
-        const lag = updatesBehind(version - sample.policy_version);
-        // lag < 0: sampled by a policy a killed run produced after its last checkpoint.
-        if (lag < 0 || lag > config.schedule.max_staleness) {
-          if (lag >= 0 && config.schedule.stale_policy === "tis") {
-            staleTokens.add(sample.tokens);
-          } else {
-            filtered.stale++;
-            continue;
-          }
-        }
-        fresh.push(sample);
-      }
-    }
-  }
-
-  const advantaged = fresh.length > 0
-    ? computeAdvantages(fresh, {
+  const advantaged = selection.samples.length > 0
+    ? computeAdvantages(selection.samples, {
       ...config.advantage,
       zero_variance: config.filters.drop_zero_variance ? "drop" : "keep",
     })
     : null;
-  // A singleton group has no variance either.
-  filtered.zero_variance = (advantaged?.dropped.rollouts.zero_variance ?? 0) +
-    (advantaged?.dropped.rollouts.singleton ?? 0);
+  filtered.zero_variance = advantaged?.dropped.rollouts.zero_variance ?? 0;
+  filtered.singleton = advantaged?.dropped.rollouts.singleton ?? 0;
+  const singletons = new Set(
+    (advantaged?.groups ?? []).filter((g) => g.singleton).map((g) => g.group_id),
+  );
+  for (const r of advantaged?.rollouts ?? []) {
+    if (!singletons.has(r.group_id)) continue;
+    notes.push({
+      rollout_id: r.rollout_id,
+      attempt_id: lastAttempt.get(r.rollout_id) ?? null,
+      reason: r.dropped ? "singleton" : "singleton_group",
+      advantage: r.advantage,
+    });
+  }
   const kept = advantaged?.samples ?? [];
   const assembleMs = performance.now() - t0;
 
   const base: UpdateResult = {
     policy_version: version,
     updated: false,
-    rollouts,
-    rewards,
-    samples: totalSamples,
-    break_reasons: breakReasons,
+    rollouts: selection.rollouts,
+    rewards: selection.rewards,
+    samples: selection.total_samples,
+    break_reasons: selection.break_reasons,
     filtered,
+    singleton_groups: singletons.size,
+    notes,
     trained: [],
     trained_samples: 0,
     trained_tokens: 0,
@@ -176,9 +221,11 @@ export async function updatePolicy(
     staleness: [],
     advantages: advantaged?.rollouts.filter((r) => !r.dropped).map((r) => r.advantage) ?? [],
     alignment: null,
+    call_alignment: [],
     loss: 0,
     entropy: 0,
     clip_fraction: 0,
+    clip_fraction_epochs: [],
     grad_norm: 0,
     timings_ms: { assemble: assembleMs, train: 0 },
   };
@@ -187,7 +234,8 @@ export async function updatePolicy(
   // Weights come from the whole batch's denominators, so however rows are split into
   // micro-batches and calls, the gradient is that of one batch.
   const { samples: weighted } = computeLossWeights(kept, config.normalization);
-  const isStale = (s: Sample) => staleTokens.has(s.tokens);
+  // Copies made downstream keep the same token arrays, which identify the stale samples.
+  const isStale = (s: Sample) => selection.stale.has(s.tokens);
   const parts: { samples: Sample[]; loss: LossConfigInput }[] = [];
   const freshPart = weighted.filter((s) => !isStale(s));
   const tisPart = weighted.filter((s) => isStale(s));
@@ -203,53 +251,87 @@ export async function updatePolicy(
   // Shared-prefix packing stores a prompt shared by several samples once per micro-batch; the
   // worker computes the same logprobs and gradient either way (tests/trainer_shared_prefix_test).
   const pack = config.share_prefix ? packSharedPrefix : packMicroBatches;
-  const packed = parts.map((part) => ({
-    ...part,
-    mbs: pack(part.samples.map(sampleRowView), { token_budget: config.micro_token_budget }),
-  }));
+  const perCall = config.loss.kind === "gspo" && config.loss.gspo_sequence === "call";
+  const packed = parts.map((part) => {
+    const mbs = pack(part.samples.map(sampleRowView), { token_budget: config.micro_token_budget });
+    return {
+      ...part,
+      mbs: perCall ? mbs.map((mb) => withCallSequences(mb, part.samples)) : mbs,
+      // π_prox per micro-batch row, from the first epoch (recompute parts only).
+      proximal: [] as number[][],
+    };
+  });
   const alignInputs: { rollout_logprobs: number[]; trainer_logprobs: number[] }[] = [];
+  const callAlignment: CallAlignmentRecord[] = [];
   let lossSum = 0;
   let entropySum = 0;
   let firstTokens = 0;
   let clipSum = 0;
   let tokenSum = 0;
   let gradNormSum = 0;
+  const clipEpochs: number[] = [];
   let policyVersion = version;
   for (let epoch = 0; epoch < config.ppo_epochs; epoch++) {
     // Loss, entropy and alignment come from the first epoch: the pass at the behaviour policy.
     const first = epoch === 0;
+    let epochClip = 0;
+    let epochTokens = 0;
     for (const part of packed) {
-      for (const mb of part.mbs) {
+      const recompute = part.loss.old_logprobs === "recompute";
+      for (const [m, mb] of part.mbs.entries()) {
         const out = await client.forwardBackward({
           rows: [mb.row],
           loss: part.loss,
           return_logprobs: first,
+          ...(!first && recompute ? { proximal_logprobs: [part.proximal[m]] } : {}),
         });
         const n = out.metrics.tokens;
-        clipSum += out.metrics.clip_fraction * n;
-        tokenSum += n;
+        epochClip += out.metrics.clip_fraction * n;
+        epochTokens += n;
         if (!first) continue;
         lossSum += out.loss;
         entropySum += out.metrics.entropy * n;
         firstTokens += n;
         const lp = out.logprobs?.[0];
         if (!lp) continue;
+        if (recompute) part.proximal[m] = lp;
         for (const seg of mb.segments) {
           const sample = part.samples[seg.source];
-          if (sample.policy_version !== version) continue;
           // Where each of the sample's tokens sits in the packed row (shared prompts included).
           const at = segmentTokenIndex(mb, seg);
+          const trainer = Array.from(at, (i) => lp[i]);
+          const meta = calls.get(sample.rollout_id);
+          for (
+            const c of callAlignments(
+              sample,
+              trainer,
+              (s) => meta?.get(s)?.policy_version === version,
+            )
+          ) {
+            const call = meta!.get(c.request_seq)!;
+            callAlignment.push({
+              rollout_id: sample.rollout_id,
+              attempt_id: call.attempt_id,
+              request_seq: c.request_seq,
+              policy_version: call.policy_version,
+              metrics: c.metrics,
+            });
+          }
+          if (sample.policy_version !== version) continue;
           const rolloutLp: number[] = [];
           const trainerLp: number[] = [];
           for (let t = 0; t < at.length; t++) {
             if (!sample.loss_mask[t]) continue;
             rolloutLp.push(sample.rollout_logprobs[t]);
-            trainerLp.push(lp[at[t]]);
+            trainerLp.push(trainer[t]);
           }
           alignInputs.push({ rollout_logprobs: rolloutLp, trainer_logprobs: trainerLp });
         }
       }
     }
+    clipSum += epochClip;
+    tokenSum += epochTokens;
+    clipEpochs.push(epochTokens > 0 ? epochClip / epochTokens : 0);
     const step = await client.optimStep();
     gradNormSum += step.grad_norm;
     policyVersion = step.policy_version;
@@ -272,16 +354,18 @@ export async function updatePolicy(
       rollout_id,
       group_id: e.group_id,
       samples: e.samples,
-      assembled: assembledCount.get(rollout_id) ?? 0,
+      assembled: selection.assembled.get(rollout_id) ?? 0,
     })),
     trained_samples: weighted.length,
     trained_tokens: trainedTokens,
     tis_samples: tisPart.length,
-    staleness: weighted.map((s) => updatesBehind(version - s.policy_version)),
+    staleness: weighted.map((s) => updatesBehind(version - s.policy_version, config.ppo_epochs)),
     alignment: alignInputs.length > 0 ? alignmentMetrics(alignInputs) : null,
+    call_alignment: callAlignment,
     loss: lossSum,
     entropy: firstTokens > 0 ? entropySum / firstTokens : 0,
     clip_fraction: tokenSum > 0 ? clipSum / tokenSum : 0,
+    clip_fraction_epochs: clipEpochs,
     grad_norm: gradNormSum / config.ppo_epochs,
     timings_ms: { assemble: assembleMs, train: trainMs },
   };

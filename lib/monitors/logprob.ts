@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { RolloutEvent } from "../schema.ts";
 import type { Finding, Monitor } from "./types.ts";
 
 /** Options of {@link logprobMonitor}. */
@@ -12,7 +13,11 @@ export interface LogprobOptions {
   minLogprob?: number;
   /** A response at least this long whose logprobs are all exactly 0 looks uncaptured (16). */
   zeroRunMin?: number;
-  /** `alignment` custom events with `data.corr` below this raise a flag (default 0.99). */
+  /**
+   * `alignment` custom events (one per trained model call, posted by the training loop) whose
+   * `data.corr` — the Pearson correlation of the call's token probabilities under the inference
+   * engine and the trainer, same policy version — is below this raise a flag (default 0.99).
+   */
   minAlignment?: number;
 }
 
@@ -40,26 +45,8 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
       const zeros = [];
       const backwards = [];
       const lastVersion = new Map<string, { seq: number; version: number }>();
+      findings.push(...alignmentFindings(events, minAlignment));
       for (const event of events) {
-        if (event.type === "custom" && event.payload.name === "alignment") {
-          const data = event.payload.data;
-          const corr = typeof data === "object" && data !== null && !Array.isArray(data)
-            ? data.corr
-            : undefined;
-          if (typeof corr === "number" && corr < minAlignment) {
-            findings.push({
-              severity: "alert",
-              message: `rollout/trainer probability correlation ${
-                corr.toFixed(4)
-              } < ${minAlignment}`,
-              evidence: [{
-                seq: event.seq,
-                source: "custom:alignment",
-                excerpt: JSON.stringify(data),
-              }],
-            });
-          }
-        }
         if (event.type !== "model_request") continue;
         const lp = event.payload.response_logprobs;
         let max = -Infinity;
@@ -136,4 +123,56 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
       return findings;
     },
   };
+}
+
+/**
+ * The alignment part of {@link logprobMonitor}: one `alert` listing every model call whose
+ * `alignment` event (posted by the training loop, one per trained call) has a probability
+ * correlation `corr` below `minAlignment`; the evidence points at the call's seq. The loop runs
+ * it on the events it posts, since those arrive after the rollout was first checked.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { alignmentFindings } from "./logprob.ts";
+ * const event = (seq: number, corr: number) => ({
+ *   type: "custom" as const, seq, rollout_id: "r", attempt_id: "a", event_key: null,
+ *   created_at: 0, payload: { name: "alignment", data: { request_seq: seq - 100, corr } },
+ * });
+ * const [finding] = alignmentFindings([event(101, 0.9995), event(102, 0.62)], 0.99);
+ * assert.deepEqual(finding.evidence.map((e) => e.seq), [2]);
+ * ```
+ */
+export function alignmentFindings(
+  events: readonly RolloutEvent[],
+  minAlignment = 0.99,
+): Finding[] {
+  const misaligned = [];
+  let lowest = Infinity;
+  for (const event of events) {
+    if (event.type !== "custom" || event.payload.name !== "alignment") continue;
+    const data = event.payload.data;
+    const record = typeof data === "object" && data !== null && !Array.isArray(data) ? data : {};
+    const corr = record.corr;
+    if (typeof corr !== "number" || corr >= minAlignment) continue;
+    lowest = Math.min(lowest, corr);
+    const call = typeof record.request_seq === "number" ? record.request_seq : null;
+    const dl = typeof record.max_abs_dlogprob === "number"
+      ? `, max |Δlogprob| ${record.max_abs_dlogprob.toFixed(4)}`
+      : "";
+    misaligned.push({
+      seq: call ?? event.seq,
+      source: "custom:alignment",
+      excerpt: `${call !== null ? `call seq ${call}: ` : ""}probability Pearson ${
+        corr.toFixed(4)
+      } < ${minAlignment}${dl}`,
+    });
+  }
+  if (misaligned.length === 0) return [];
+  return [{
+    severity: "alert",
+    message: `rollout/trainer probability correlation ${lowest.toFixed(4)} < ${minAlignment}` +
+      ` (lowest of ${misaligned.length} model call(s) below it)`,
+    evidence: misaligned,
+  }];
 }

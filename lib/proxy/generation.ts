@@ -18,6 +18,7 @@ import type { OpenAICompatibleUpstream } from "./upstreams/openai_compatible.ts"
 import type { TryContext, UpstreamPool } from "./upstreams/pool.ts";
 import type { TokenUpstream } from "./upstreams/token_level.ts";
 import { StreamDecoder } from "../tokens/stream_decoder.ts";
+import { PartTokens } from "./codecs/logprobs.ts";
 
 /** The finished generation. */
 export interface GenerationOutcome {
@@ -151,17 +152,24 @@ export async function generate(
     }
     const tokenEnds: number[] = [];
     const parts: OutputPart[] = [];
+    const tokens = new PartTokens(tokenizer);
     let text = "";
     const emit = (fresh: OutputPart[]) => {
       if (fresh.length === 0) return;
+      tokens.attach(fresh);
       parts.push(...fresh);
       ctx.commit();
       call.onParts?.(fresh);
     };
     const show = (visible: string) => {
       if (visible === "") return;
+      const at = text.length;
       text += visible;
-      emit(parser ? parser.push(visible) : [{ type: "content", text: visible }]);
+      emit(
+        parser
+          ? parser.push(visible)
+          : [{ type: "content", text: visible, span: [at, text.length] }],
+      );
     };
     let finish: FinishReason = "stop";
     let version: number | null = null;
@@ -175,8 +183,10 @@ export async function generate(
           for (let i = 0; i < newIds.length; i++) {
             ids.push(newIds[i]);
             logprobs.push(newLps[i]);
-            if (!stopIds.has(newIds[i])) show(scanner.push(decoder.push(newIds[i])));
+            const visible = stopIds.has(newIds[i]) ? "" : scanner.push(decoder.push(newIds[i]));
             tokenEnds.push(scanner.length);
+            tokens.add(newIds[i], newLps[i], scanner.length);
+            show(visible);
             if (scanner.found) throw new StopReached();
           }
         },
@@ -211,7 +221,7 @@ export async function generate(
       finish_reason: finish,
       stop_sequence: stopSequence,
       policy_version: version,
-      output: parser ? collectOutput(parts) : { content: text, reasoning: "", tool_calls: [] },
+      output: collectOutput(parts),
       text,
     };
   });

@@ -40,7 +40,9 @@ export {
   type OutputParserOptions,
   type OutputPart,
   parseOutput,
+  type TokenLogprob,
 } from "./parse_output.ts";
+export { PartTokens } from "./codecs/logprobs.ts";
 export { anthropicMessagesCodec } from "./codecs/anthropic_messages.ts";
 export { openaiChatCodec } from "./codecs/openai_chat.ts";
 export { openaiCompletionsCodec } from "./codecs/openai_completions.ts";

@@ -9,11 +9,36 @@
  * @module
  */
 
+/**
+ * One sampled token of a part, with its exact behaviour logprob (token-level upstreams attach
+ * these while generating: see `lib/proxy/codecs/logprobs.ts`).
+ */
+export interface TokenLogprob {
+  /** The token's text on its own (U+FFFD where it holds only part of a UTF-8 character). */
+  readonly token: string;
+  readonly logprob: number;
+  /** The token's exact UTF-8 bytes. */
+  readonly bytes: number[];
+  /** Character offset in the generated text where the token starts. */
+  readonly offset: number;
+}
+
+/** What every part may carry besides its text. */
+interface PartExtras {
+  /**
+   * `[start, end)` character offsets of the generated text the part was parsed from (tags and
+   * whitespace the parser dropped inside it included); set by {@link OutputParser}.
+   */
+  span?: [number, number];
+  /** The tokens whose text lies in `span` (the first part a token touches owns it). */
+  logprobs?: TokenLogprob[];
+}
+
 /** A piece of assistant output, in the order it was generated. */
 export type OutputPart =
-  | { type: "reasoning"; text: string }
-  | { type: "content"; text: string }
-  | { type: "tool_call"; id: string; name: string; arguments: string };
+  | ({ type: "reasoning"; text: string } & PartExtras)
+  | ({ type: "content"; text: string } & PartExtras)
+  | ({ type: "tool_call"; id: string; name: string; arguments: string } & PartExtras);
 
 /** A tool call the model made, OpenAI-shaped (`arguments` is JSON text). */
 export interface ParsedToolCall {
@@ -27,6 +52,11 @@ export interface AssistantOutput {
   content: string;
   reasoning: string;
   tool_calls: ParsedToolCall[];
+  /**
+   * The tokens of each kind with their logprobs, when the generation attached them (token-level
+   * upstreams; absent for the OpenAI-compatible passthrough).
+   */
+  logprobs?: { content: TokenLogprob[]; reasoning: TokenLogprob[]; tool_calls: TokenLogprob[] };
 }
 
 /** Options of {@link OutputParser}. */
@@ -158,29 +188,41 @@ type State = "start" | "reasoning" | "content" | "tool";
 
 /**
  * Streaming parser: `push(text)` returns the parts that are decided so far, `finish()` the rest.
+ * Every part carries its `span` in the text pushed so far, so that the tokens behind it can be
+ * found (the proxy attaches each token's logprob to the part it produced).
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { OutputParser } from "./parse_output.ts";
- * const parser = new OutputParser();
+ * const parser = new OutputParser({ newToolCallId: () => "call_0" });
  * const parts = [
  *   ...parser.push("<think>\nadd them\n</think>\n\nSure.\n<tool_"),
  *   ...parser.push('call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'),
  *   ...parser.finish(),
  * ];
- * // reasoning "add them", content "Sure.", tool_call add({"a": 1})
+ * assert.deepEqual(parts.map((p) => [p.type, p.span]), [
+ *   ["reasoning", [7, 17]],
+ *   ["content", [27, 32]],
+ *   ["tool_call", [32, 96]],
+ * ]);
  * ```
  */
 export class OutputParser {
   #state: State;
   #buffer = "";
+  /** Offset of `#buffer[0]` in all the text pushed so far. */
+  #offset = 0;
   #options: Required<Omit<OutputParserOptions, "startInReasoning">>;
   #sawToolCall = false;
   #sawContent = false;
   #reasoningStarted = false;
-  /** Whitespace held back at the end of content (dropped before a tool call). */
+  /** Whitespace held back at the end of content (dropped before a tool call), and its offset. */
   #pendingSpace = "";
+  #pendingStart = 0;
   #toolLead = "";
+  /** Where the current tool block starts (its leading whitespace included). */
+  #toolStart = 0;
 
   constructor(options: OutputParserOptions = {}) {
     this.#options = {
@@ -203,32 +245,44 @@ export class OutputParser {
   finish(): OutputPart[] {
     const out: OutputPart[] = [];
     this.#drain(out, true);
+    const end = this.#offset + this.#buffer.length;
     if (this.#state === "tool" && this.#buffer) {
       // An unterminated tool call stays visible as text rather than vanishing.
-      this.#content(out, this.#toolLead + TOOL_OPEN + this.#buffer);
-      this.#buffer = "";
+      this.#content(out, this.#toolLead + TOOL_OPEN + this.#buffer, this.#toolStart, end);
     } else if (this.#buffer) {
-      if (this.#state === "reasoning") this.#reasoning(out, this.#buffer, true);
-      else this.#content(out, this.#buffer);
-      this.#buffer = "";
+      if (this.#state === "reasoning") this.#reasoning(out, this.#buffer, this.#offset, true);
+      else this.#content(out, this.#buffer, this.#offset, end);
     }
+    this.#drop(this.#buffer.length);
     if (this.#pendingSpace && !this.#sawToolCall) {
-      out.push({ type: "content", text: this.#pendingSpace });
+      const start = this.#pendingStart;
+      out.push({
+        type: "content",
+        text: this.#pendingSpace,
+        span: [start, start + this.#pendingSpace.length],
+      });
     }
     this.#pendingSpace = "";
     return merge(out);
   }
 
+  /** Consumes `n` characters from the front of the buffer. */
+  #drop(n: number): void {
+    this.#buffer = this.#buffer.slice(n);
+    this.#offset += n;
+  }
+
   #drain(out: OutputPart[], final: boolean): void {
     while (this.#buffer.length > 0) {
       if (this.#state === "start") {
-        const trimmed = this.#buffer.replace(/^\s+/, "");
+        const lead = /^\s*/.exec(this.#buffer)![0].length;
+        const trimmed = this.#buffer.slice(lead);
         if (!this.#options.reasoning) {
           this.#state = "content";
           continue;
         }
         if (trimmed.startsWith(THINK_OPEN)) {
-          this.#buffer = trimmed.slice(THINK_OPEN.length);
+          this.#drop(lead + THINK_OPEN.length);
           this.#state = "reasoning";
           continue;
         }
@@ -239,58 +293,63 @@ export class OutputParser {
       if (this.#state === "reasoning") {
         const end = this.#buffer.indexOf(THINK_CLOSE);
         if (end >= 0) {
-          this.#reasoning(out, this.#buffer.slice(0, end), true);
-          this.#buffer = this.#buffer.slice(end + THINK_CLOSE.length).replace(/^\n+/, "");
-          this.#state = "content";
+          this.#reasoning(out, this.#buffer.slice(0, end), this.#offset, true);
+          this.#drop(end + THINK_CLOSE.length);
           // Leading newlines after </think> may still be arriving.
+          this.#drop(leadingNewlines(this.#buffer));
+          this.#state = "content";
           continue;
         }
         if (final) return;
         // Newlines right before </think> are not reasoning: hold them with any partial tag.
         const tag = partialTagLength(this.#buffer, THINK_CLOSE);
         const hold = tag + trailingNewlines(this.#buffer.slice(0, this.#buffer.length - tag));
-        this.#reasoning(out, this.#buffer.slice(0, this.#buffer.length - hold), false);
-        this.#buffer = this.#buffer.slice(this.#buffer.length - hold);
+        const take = this.#buffer.length - hold;
+        this.#reasoning(out, this.#buffer.slice(0, take), this.#offset, false);
+        this.#drop(take);
         return;
       }
       if (this.#state === "content") {
         if (!this.#sawContent && !this.#sawToolCall) {
-          this.#buffer = this.#buffer.replace(/^\n+/, "");
+          this.#drop(leadingNewlines(this.#buffer));
           if (this.#buffer === "") return;
         }
         const start = this.#options.toolCalls ? this.#buffer.indexOf(TOOL_OPEN) : -1;
         if (start >= 0) {
-          this.#content(out, this.#buffer.slice(0, start));
+          this.#content(out, this.#buffer.slice(0, start), this.#offset, this.#offset + start);
           // Whitespace before a tool call belongs to the template, unless the call is invalid.
           this.#toolLead = this.#pendingSpace;
+          this.#toolStart = this.#pendingSpace ? this.#pendingStart : this.#offset + start;
           this.#pendingSpace = "";
-          this.#buffer = this.#buffer.slice(start + TOOL_OPEN.length);
+          this.#drop(start + TOOL_OPEN.length);
           this.#state = "tool";
           continue;
         }
         if (final) return;
         const hold = this.#options.toolCalls ? partialTagLength(this.#buffer, TOOL_OPEN) : 0;
-        this.#content(out, this.#buffer.slice(0, this.#buffer.length - hold));
-        this.#buffer = this.#buffer.slice(this.#buffer.length - hold);
+        const take = this.#buffer.length - hold;
+        this.#content(out, this.#buffer.slice(0, take), this.#offset, this.#offset + take);
+        this.#drop(take);
         return;
       }
       // tool
       const end = this.#buffer.indexOf(TOOL_CLOSE);
       if (end < 0) return;
       const body = this.#buffer.slice(0, end);
-      this.#buffer = this.#buffer.slice(end + TOOL_CLOSE.length);
+      this.#drop(end + TOOL_CLOSE.length);
+      const span: [number, number] = [this.#toolStart, this.#offset];
       const call = parseToolCallBody(body.trim(), this.#options.newToolCallId);
       if (call) {
         this.#sawToolCall = true;
-        out.push({ type: "tool_call", ...call });
+        out.push({ type: "tool_call", ...call, span });
       } else {
-        this.#content(out, this.#toolLead + TOOL_OPEN + body + TOOL_CLOSE);
+        this.#content(out, this.#toolLead + TOOL_OPEN + body + TOOL_CLOSE, ...span);
       }
       this.#state = "content";
     }
   }
 
-  #reasoning(out: OutputPart[], text: string, closing: boolean): void {
+  #reasoning(out: OutputPart[], text: string, start: number, closing: boolean): void {
     let piece = text;
     if (!this.#reasoningStarted) {
       piece = piece.replace(/^\n+/, "");
@@ -298,25 +357,33 @@ export class OutputParser {
       this.#reasoningStarted = true;
     }
     if (closing) piece = piece.replace(/\n+$/, "");
-    if (piece) out.push({ type: "reasoning", text: piece });
+    if (piece) out.push({ type: "reasoning", text: piece, span: [start, start + text.length] });
   }
 
-  #content(out: OutputPart[], text: string): void {
+  /** Content text that came from `[start, end)` of the generated text. */
+  #content(out: OutputPart[], text: string, start: number, end: number): void {
     if (text === "") return;
     const body = text.replace(/\s+$/, "");
     const space = text.slice(body.length);
     if (body === "") {
+      if (this.#pendingSpace === "") this.#pendingStart = start;
       this.#pendingSpace += space;
       return;
     }
     let piece = this.#pendingSpace + body;
+    const from = this.#pendingSpace ? this.#pendingStart : start;
     if (!this.#sawContent && this.#sawToolCall) piece = piece.replace(/^\s+/, "");
     this.#pendingSpace = space;
+    this.#pendingStart = end - space.length;
     if (piece) {
       this.#sawContent = true;
-      out.push({ type: "content", text: piece });
+      out.push({ type: "content", text: piece, span: [from, end - space.length] });
     }
   }
+}
+
+function leadingNewlines(text: string): number {
+  return /^\n*/.exec(text)![0].length;
 }
 
 function trailingNewlines(text: string): number {
@@ -324,13 +391,17 @@ function trailingNewlines(text: string): number {
   return match ? match[0].length : 0;
 }
 
-/** Joins neighbouring parts of the same text kind. */
+/** Joins neighbouring parts of the same text kind (their spans and tokens too). */
 function merge(parts: OutputPart[]): OutputPart[] {
   const out: OutputPart[] = [];
   for (const part of parts) {
     const last = out[out.length - 1];
     if (last && part.type !== "tool_call" && last.type === part.type) {
       (last as { text: string }).text += part.text;
+      if (last.span && part.span) {
+        last.span = [Math.min(last.span[0], part.span[0]), Math.max(last.span[1], part.span[1])];
+      }
+      if (part.logprobs) last.logprobs = [...last.logprobs ?? [], ...part.logprobs];
     } else out.push({ ...part });
   }
   return out;
@@ -341,19 +412,25 @@ function merge(parts: OutputPart[]): OutputPart[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { collectOutput } from "./parse_output.ts";
- * collectOutput([{ type: "content", text: "hi" }]).content; // "hi"
+ * assert.equal(collectOutput([{ type: "content", text: "hi" }]).content, "hi");
  * ```
  */
 export function collectOutput(
   parts: Iterable<OutputPart>,
   into?: AssistantOutput,
 ): AssistantOutput {
-  const out = into ?? { content: "", reasoning: "", tool_calls: [] };
+  const out: AssistantOutput = into ?? { content: "", reasoning: "", tool_calls: [] };
   for (const part of parts) {
     if (part.type === "content") out.content += part.text;
     else if (part.type === "reasoning") out.reasoning += part.text;
     else out.tool_calls.push({ id: part.id, name: part.name, arguments: part.arguments });
+    if (part.logprobs) {
+      out.logprobs ??= { content: [], reasoning: [], tool_calls: [] };
+      const kind = part.type === "tool_call" ? "tool_calls" : part.type;
+      for (const token of part.logprobs) out.logprobs[kind].push(token);
+    }
   }
   return out;
 }
@@ -363,8 +440,9 @@ export function collectOutput(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOutput } from "./parse_output.ts";
- * parseOutput("<think>hm</think>\n\nHello").reasoning; // "hm"
+ * assert.equal(parseOutput("<think>hm</think>\n\nHello").reasoning, "hm");
  * ```
  */
 export function parseOutput(text: string, options?: OutputParserOptions): AssistantOutput {

@@ -22,11 +22,22 @@ export const ZeroVariancePolicySchema = z.enum(["keep", "drop"]);
 export type ZeroVariancePolicy = z.infer<typeof ZeroVariancePolicySchema>;
 
 /**
+ * What a one-member group (a rollout created without `group_id`, or the only survivor of its
+ * group) gets: `zero` — advantage 0, like a zero-variance group (it teaches nothing, and is
+ * counted and flagged as a singleton); `baseline` — A = r − `singleton_baseline`, no std
+ * division (verl's GRPO gives a one-member group mean 0 and std 1, i.e. A = r: the default
+ * baseline 0 reproduces it).
+ */
+export const SingletonPolicySchema = z.enum(["zero", "baseline"]);
+/** What a one-member group's advantage is. */
+export type SingletonPolicy = z.infer<typeof SingletonPolicySchema>;
+
+/**
  * GRPO advantage options.
  *
  * Defaults: `rollout` level (the paper's choice), std normalisation on, `epsilon` 1e-6, the
- * `unbiased` (n − 1) std that verl, TRL and OpenRLHF get from `torch.std`, and zero-variance
- * groups kept with advantage 0.
+ * `unbiased` (n − 1) std that verl, TRL and OpenRLHF get from `torch.std`, zero-variance
+ * groups kept with advantage 0, and one-member groups given advantage 0 (`singleton: "zero"`).
  */
 export const AdvantageOptionsSchema = z.object({
   level: AdvantageLevelSchema.default("rollout"),
@@ -36,6 +47,9 @@ export const AdvantageOptionsSchema = z.object({
   epsilon: z.number().min(0).refine(Number.isFinite, "must be a finite number").default(1e-6),
   std: StdKindSchema.default("unbiased"),
   zero_variance: ZeroVariancePolicySchema.default("keep"),
+  singleton: SingletonPolicySchema.default("zero"),
+  /** The baseline b of `singleton: "baseline"` (A = r − b); 0 is verl's. */
+  singleton_baseline: z.number().refine(Number.isFinite, "must be a finite number").default(0),
 });
 /** GRPO advantage options (input form: every field optional). */
 export type AdvantageOptions = z.input<typeof AdvantageOptionsSchema>;

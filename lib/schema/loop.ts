@@ -57,7 +57,10 @@ export const ScheduleConfigSchema = z.object({
    */
   max_staleness: z.number().int().min(0).default(1),
   stale_policy: StalePolicySchema.default("drop"),
-  /** Cap of the TIS weight π_current / π_behaviour (stale samples, `tis`). */
+  /**
+   * Cap of the behaviour weight π_prox / μ of stale samples kept under `tis` (decoupled PPO:
+   * their ratio is clipped against π_prox, the policy the update starts from).
+   */
   tis_cap: z.number().positive().default(2),
   /** How long an update waits for in-flight LLM calls to finish (ms). */
   drain_timeout_ms: z.number().int().positive().default(120_000),
@@ -113,9 +116,11 @@ export const LoopConfigSchema = z.object({
   optimizer: OptimizerConfigSchema.prefault({ lr: 1e-3 }),
   /**
    * Optimizer steps per batch (PPO epochs): each a `forward_backward` over the whole batch and
-   * an `optim_step`. Later epochs take the ratio against the behaviour logprobs, so the clip
-   * keeps them inside a trust region; the policy version advances by this much per update,
-   * and staleness is counted in updates.
+   * an `optim_step`. Later epochs take the ratio against π_old — the behaviour logprobs under
+   * `loss.old_logprobs: "rollout"`, the proximal logprobs the first epoch computed under
+   * `"recompute"` (and always for stale samples under TIS) — so the clip keeps them inside a
+   * trust region; the policy version advances by this much per update, and staleness is
+   * counted in updates.
    */
   ppo_epochs: z.number().int().min(1).max(64).default(1),
   /** Token budget of one packed micro-batch row. */
@@ -145,15 +150,36 @@ export type LoopConfig = z.infer<typeof LoopConfigSchema>;
 /** The config of an RL run as a caller writes it. */
 export type LoopConfigInput = z.input<typeof LoopConfigSchema>;
 
-/** Why rollouts or samples did not reach training (counted per step). */
+/**
+ * Why rollouts or samples did not reach training (counted per step): `unfinished` (not in a
+ * final status when the update read it), `no_reward` (final, but no reward event), `error`
+ * (did not succeed, under `filters.drop_errors`), `no_samples`, `singleton` (a one-member group
+ * left at advantage 0 and dropped under `filters.drop_zero_variance`), `zero_variance`, `stale`
+ * (samples).
+ */
 export const LoopFilterReasonSchema = z.enum([
+  "unfinished",
+  "no_reward",
   "error",
   "no_samples",
+  "singleton",
   "zero_variance",
   "stale",
 ]);
 /** A filter reason. */
 export type LoopFilterReason = z.infer<typeof LoopFilterReasonSchema>;
+
+const count = z.number().int().min(0);
+/** Per-reason counts; reasons added later default to 0 so older metrics files still read. */
+export const LoopFilteredSchema = z.object({
+  unfinished: count.default(0),
+  no_reward: count.default(0),
+  error: count,
+  no_samples: count,
+  singleton: count.default(0),
+  zero_variance: count,
+  stale: count,
+});
 
 /**
  * Metrics of one RL step: one JSONL line and one `train_step` custom event (the UI's
@@ -177,8 +203,14 @@ export const LoopStepMetricsSchema = z.object({
   advantage_std: finite,
   advantage_abs_max: finite,
   break_reasons: z.record(z.string(), z.number().min(0)),
-  /** Rollouts (error, no_samples, zero_variance) or samples (stale) left out, per reason. */
-  filtered: z.record(LoopFilterReasonSchema, z.number().int().min(0)),
+  /** Rollouts (all reasons but stale) or samples (stale) left out, per reason. */
+  filtered: LoopFilteredSchema,
+  /**
+   * Groups of the step with one member (a rollout without `group_id`, or the only one left of
+   * its group): advantage 0 under `advantage.singleton: "zero"` (dropped, and counted under
+   * `filtered.singleton`, with `filters.drop_zero_variance`), or r − baseline.
+   */
+  singleton_groups: count.default(0),
   /** Samples trained with TIS because they were older than the bound. */
   tis_samples: z.number().int().min(0),
   /** Policy versions of the trained samples: how far behind the updated policy they were. */
@@ -192,6 +224,9 @@ export const LoopStepMetricsSchema = z.object({
   loss: finite,
   entropy: finite,
   clip_fraction: finite,
+  /** Clip fraction of the update's last PPO epoch (with `ppo_epochs` > 1, the trust region at
+   * work; the first epoch's ratio is 1 wherever π_old is the proximal policy). */
+  clip_fraction_last_epoch: finite.default(0),
   grad_norm: finite,
   /** LLM calls held by the phase gate when the update began. */
   held_calls: z.number().int().min(0),

@@ -127,13 +127,25 @@ export const LossConfigSchema = z.object({
   dual_clip: z.number().gt(1).optional(),
   gspo_clip_low: z.number().min(0).lt(1).default(3e-4),
   gspo_clip_high: z.number().min(0).default(4e-4),
-  /** Truncated importance sampling: ℓ ·= min(exp(old − behaviour), tis_cap). */
+  /** Truncated importance sampling: ℓ ·= min(exp(old − behaviour), tis_cap); with
+   * `old_logprobs: "recompute"` this is decoupled PPO's behaviour weight π_prox / μ. */
   tis_cap: z.number().positive().optional(),
   /** Weight of the k3 KL(new ‖ old) penalty, k3 = exp(x) − x − 1 with x = old − new; the
    * reference is the `old_logprobs` policy. */
   kl_coef: z.number().min(0).default(0),
-  /** Ratio denominator: the behaviour logprobs of the rows, or the worker's current policy. */
+  /**
+   * Ratio denominator π_old. `rollout`: the rows' behaviour logprobs μ. `recompute`: the
+   * proximal policy π_prox, the policy at the start of the update (decoupled PPO) — the
+   * request's `proximal_logprobs` when given, else the pass's own logprobs, which are π_prox
+   * only in the update's first pass (before any optimizer step).
+   */
   old_logprobs: z.enum(["rollout", "recompute"]).default("rollout"),
+  /**
+   * GSPO: the sequence its length-normalised ratio is taken over. `sample`: a whole training
+   * sample (under `prefix_merge`, every model call merged into it). `call`: each model call's
+   * response tokens on their own. The rows carry it as `sequence_ids`.
+   */
+  gspo_sequence: z.enum(["sample", "call"]).default("sample"),
 });
 /** Policy loss config. */
 export type LossConfig = z.infer<typeof LossConfigSchema>;
@@ -144,8 +156,43 @@ export type LossConfigInput = z.input<typeof LossConfigSchema>;
 export const ForwardBackwardRequestSchema = z.object({
   rows: z.array(TrainingRowSchema).min(1),
   loss: LossConfigSchema,
-  /** Also answer the per-token logprobs of this pass (alignment metrics without a 2nd pass). */
+  /** Also answer the per-token logprobs of this pass (alignment metrics without a 2nd pass;
+   * the proximal logprobs of later epochs). */
   return_logprobs: z.boolean().default(false),
+  /**
+   * π_prox per row, one value per token (`old_logprobs: "recompute"` only): the logprobs the
+   * update's first pass returned for the same rows. Later epochs send them so that their ratio
+   * is taken against the policy the update started from.
+   */
+  proximal_logprobs: z.array(z.array(finite)).optional(),
+}).superRefine((body, ctx) => {
+  const prox = body.proximal_logprobs;
+  if (!prox) return;
+  if (body.loss.old_logprobs !== "recompute") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["proximal_logprobs"],
+      message: 'only meaningful with loss.old_logprobs "recompute"',
+    });
+  }
+  if (prox.length !== body.rows.length) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["proximal_logprobs"],
+      message: `expected one array per row (${body.rows.length}), got ${prox.length}`,
+    });
+    return;
+  }
+  prox.forEach((values, i) => {
+    const n = body.rows[i].tokens.length;
+    if (values.length !== n) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["proximal_logprobs", i],
+        message: `expected ${n} values (one per token), got ${values.length}`,
+      });
+    }
+  });
 });
 /** Body of `POST /forward_backward` as a caller writes it. */
 export type ForwardBackwardRequest = z.input<typeof ForwardBackwardRequestSchema>;

@@ -13,7 +13,7 @@ import { spawnWorkerProcess, waitForHealth, type WorkerProcess } from "./process
 export interface LaunchOptions extends TrainerClientOptions {
   /**
    * Command that runs the worker, e.g.
-   * `ssh gpu-box 'cd reins && python3 lib/trainer/worker/server.py --host 0.0.0.0 --port 8300'`.
+   * `ssh gpu-box 'cd reins/lib/trainer/worker && python3 -m reins_worker --host 0.0.0.0 --port 8300'`.
    * A string runs through `sh -c`; an array is `[program, ...args]`.
    */
   command?: string | string[];
@@ -52,7 +52,8 @@ export interface LaunchedWorker {
  * ```ts ignore
  * import { launch } from "./launch.ts";
  * const worker = await launch({
- *   command: "ssh -L 8300:localhost:8300 gpu-box 'python3 reins/lib/trainer/worker/server.py --port 8300'",
+ *   command:
+ *     "ssh -L 8300:localhost:8300 gpu-box 'cd reins/lib/trainer/worker && python3 -m reins_worker --port 8300'",
  *   url: "http://127.0.0.1:8300",
  * });
  * await worker.client.state();

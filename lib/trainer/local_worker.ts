@@ -104,22 +104,44 @@ export async function resolvePython(explicit?: string): Promise<PythonInfo> {
 }
 
 /**
- * Path of the worker entry point on this machine (to run it by hand or through `launch`).
+ * Directory that holds the worker's Python package `reins_worker`: run the worker with
+ * `python3 -m reins_worker` from there, or with it on `PYTHONPATH` (see {@link workerEnv}).
  *
  * @example
  * ```ts
- * import { workerScriptPath } from "./local_worker.ts";
- * workerScriptPath(); // ".../lib/trainer/worker/server.py"
+ * import assert from "node:assert/strict";
+ * import { workerPackageDir } from "./local_worker.ts";
+ * assert.ok(workerPackageDir().endsWith("/lib/trainer/worker"));
  * ```
  */
-export function workerScriptPath(): string {
-  const url = new URL("./worker/server.py", import.meta.url);
+export function workerPackageDir(): string {
+  const url = new URL("./worker", import.meta.url);
   if (url.protocol !== "file:") {
     throw new Error(
-      `the worker script is at ${url.href}; startLocalWorker needs reins checked out locally`,
+      `the worker package is at ${url.href}; startLocalWorker needs reins checked out locally`,
     );
   }
   return decodeURIComponent(url.pathname);
+}
+
+/**
+ * Environment that makes `python -m reins_worker` importable: `PYTHONPATH` with the worker's
+ * directory first (an existing `PYTHONPATH` from `base` or this process is kept after it).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { workerEnv, workerPackageDir } from "./local_worker.ts";
+ * const env = workerEnv({ PYTHONPATH: "/opt/x" });
+ * assert.equal(env.PYTHONPATH, `${workerPackageDir()}:/opt/x`);
+ * ```
+ */
+export function workerEnv(base: Record<string, string> = {}): Record<string, string> {
+  const existing = base.PYTHONPATH ?? Deno.env.get("PYTHONPATH");
+  return {
+    ...base,
+    PYTHONPATH: existing ? `${workerPackageDir()}:${existing}` : workerPackageDir(),
+  };
 }
 
 /** Options of {@link startLocalWorker}. */
@@ -166,7 +188,8 @@ export interface LocalWorker {
 }
 
 /**
- * Spawns `lib/trainer/worker/server.py` and waits until it answers `/health`.
+ * Spawns `python -m reins_worker` (the package in `lib/trainer/worker`) and waits until it
+ * answers `/health`.
  *
  * @example
  * ```ts ignore
@@ -188,7 +211,8 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
   const host = options.host ?? "127.0.0.1";
   const args = [
     "-u",
-    workerScriptPath(),
+    "-m",
+    "reins_worker",
     "--host",
     host,
     "--port",
@@ -199,7 +223,7 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
   const proc = spawnWorkerProcess(
     new Deno.Command(python.python, {
       args,
-      env: {
+      env: workerEnv({
         ...(options.threads
           ? {
             OPENBLAS_NUM_THREADS: String(options.threads),
@@ -207,7 +231,7 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
           }
           : {}),
         ...options.env,
-      },
+      }),
       stdin: "null",
       stdout: "piped",
       stderr: "piped",

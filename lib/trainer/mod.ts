@@ -43,7 +43,8 @@ export {
   resolvePython,
   startLocalWorker,
   TORCH_INSTALL_HINT,
-  workerScriptPath,
+  workerEnv,
+  workerPackageDir,
 } from "./local_worker.ts";
 export type { LocalWorker, LocalWorkerOptions, PythonInfo } from "./local_worker.ts";
 export { launch } from "./launch.ts";

@@ -36,7 +36,10 @@ const TAIL_CHARS = 8_000;
  * @example
  * ```ts ignore
  * import { spawnWorkerProcess } from "./process.ts";
- * const proc = spawnWorkerProcess(new Deno.Command("python3", { args: ["server.py"] }), (l) => {});
+ * const proc = spawnWorkerProcess(
+ *   new Deno.Command("python3", { args: ["-m", "reins_worker"], cwd: "lib/trainer/worker" }),
+ *   (l) => {},
+ * );
  * const { port } = await proc.ready;
  * await proc.stop();
  * ```

@@ -132,9 +132,39 @@ ${
 <details><summary>raw response text</summary>${pre(text)}</details></div>`;
 }
 
+/** Below this probability correlation a call's alignment shows as an error (the monitor's). */
+const MIN_ALIGNMENT = 0.99;
+
+/** The trainer's per-call `alignment` events, by the call's seq. */
+function alignmentByCall(events: readonly RolloutEvent[]): Map<number, Record<string, unknown>> {
+  const out = new Map<number, Record<string, unknown>>();
+  for (const e of events) {
+    if (e.type !== "custom" || e.payload.name !== "alignment") continue;
+    const d = e.payload.data;
+    if (typeof d !== "object" || d === null || Array.isArray(d)) continue;
+    if (typeof d.request_seq === "number") out.set(d.request_seq, d);
+  }
+  return out;
+}
+
+function alignmentView(data: Record<string, unknown> | undefined): HtmlValue {
+  if (!data) return "";
+  const corr = typeof data.corr === "number" ? data.corr : null;
+  const dl = typeof data.max_abs_dlogprob === "number" ? data.max_abs_dlogprob : null;
+  const text = `alignment r ${fmtNum(corr, 4)}, max |Δlogprob| ${fmtNum(dl, 4)}`;
+  return corr !== null && corr < MIN_ALIGNMENT
+    ? html`
+      · <span class="err align">${text}</span>
+    `
+    : html`
+      · <span class="align">${text}</span>
+    `;
+}
+
 function callsView(input: DetailInput, attemptIndex: Map<string, number>): SafeHtml {
   const calls = input.events.filter((e): e is ModelRequestEvent => e.type === "model_request");
   if (calls.length === 0) return html`<p class="muted">No model calls yet.</p>`;
+  const alignment = alignmentByCall(input.events);
   let previous: ChatMessage[] = [];
   return html`${
     calls.map((e) => {
@@ -158,7 +188,9 @@ ${fmtNum(p.latency_ms, 0)} ms · finish ${p.finish_reason ?? "–"}${
             · <span class="err">HTTP ${p.http_status}${p.error ? `: ${p.error}` : ""}</span>
           `
           : ""
-      }${p.mode === "substitute" ? " · substitute" : ""}</summary>
+      }${p.mode === "substitute" ? " · substitute" : ""}${
+        alignmentView(alignment.get(e.seq))
+      }</summary>
 <p class="muted">upstream ${p.upstream ?? "–"} · retries ${p.retry_count} · segment ${
         p.segment
           ? `${p.segment.conversation}#${p.segment.index}${
@@ -415,7 +447,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
   const others = events.filter((e) =>
     e.type === "reward" ||
     (e.type === "custom" && e.payload.name !== MONITOR_FLAGS_EVENT &&
-      e.payload.name !== AUDIT_VERDICT_EVENT)
+      e.payload.name !== AUDIT_VERDICT_EVENT && e.payload.name !== "alignment")
   );
   const result = assembleForView(events, rollout.rollout_id, input.strategy, input.tokenizer);
   return html`

@@ -5,12 +5,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { anthropicMessagesCodec } from "./anthropic_messages.ts";
  * const request = anthropicMessagesCodec.decode(
  *   { model: "m", max_tokens: 64, system: "be brief", messages: [{ role: "user", content: "hi" }] },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.messages?.[0].role; // "system"
+ * assert.equal(request.messages?.[0].role, "system");
  * ```
  *
  * @module
@@ -195,13 +196,25 @@ function toolUseId(id: string): string {
   return id.startsWith("toolu_") ? id : `toolu_${id.replace(/^call_/, "")}`;
 }
 
+/** Usage as the Messages API reports it; the proxy knows nothing of prompt caches. */
+function usage(input: number, output: number): JsonObject {
+  return {
+    input_tokens: input,
+    output_tokens: output,
+    cache_creation_input_tokens: null,
+    cache_read_input_tokens: null,
+    server_tool_use: null,
+    service_tier: null,
+  };
+}
+
 function respond(call: FinishedCall): JsonObject {
   const content: JsonObject[] = [];
   if (call.output.reasoning) {
     content.push({ type: "thinking", thinking: call.output.reasoning, signature: "" });
   }
   if (call.output.content || call.output.tool_calls.length === 0) {
-    content.push({ type: "text", text: call.output.content });
+    content.push({ type: "text", text: call.output.content, citations: null });
   }
   for (const tc of call.output.tool_calls) {
     content.push({
@@ -219,7 +232,7 @@ function respond(call: FinishedCall): JsonObject {
     content,
     stop_reason: stopReason(call),
     stop_sequence: call.stop_sequence,
-    usage: { input_tokens: call.prompt_tokens, output_tokens: call.completion_tokens },
+    usage: usage(call.prompt_tokens, call.completion_tokens),
   };
 }
 
@@ -231,6 +244,7 @@ function stream(start: StreamStart): StreamEncoder {
     if (open === null) return "";
     let out = "";
     if (open === "thinking") {
+      // The policy's reasoning is not signed; the empty signature keeps the block's shape.
       out += event("content_block_delta", {
         index,
         delta: { type: "signature_delta", signature: "" },
@@ -244,7 +258,7 @@ function stream(start: StreamStart): StreamEncoder {
     open = kind;
     const block: JsonObject = kind === "thinking"
       ? { type: "thinking", thinking: "", signature: "" }
-      : { type: "text", text: "" };
+      : { type: "text", text: "", citations: null };
     return event("content_block_start", { index, content_block: block });
   };
   return {
@@ -258,7 +272,7 @@ function stream(start: StreamStart): StreamEncoder {
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: { input_tokens: start.prompt_tokens, output_tokens: 0 },
+          usage: usage(start.prompt_tokens, 0),
         },
       }) + event("ping", {});
     },
@@ -291,7 +305,7 @@ function stream(start: StreamStart): StreamEncoder {
       return out +
         event("message_delta", {
           delta: { stop_reason: stopReason(call), stop_sequence: call.stop_sequence },
-          usage: { output_tokens: call.completion_tokens },
+          usage: { input_tokens: call.prompt_tokens, output_tokens: call.completion_tokens },
         }) +
         event("message_stop", {});
     },

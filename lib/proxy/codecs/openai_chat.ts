@@ -4,18 +4,20 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openaiChatCodec } from "./openai_chat.ts";
  * const request = openaiChatCodec.decode(
  *   { model: "m", messages: [{ role: "user", content: "hi" }] },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.messages?.length; // 1
+ * assert.equal(request.messages?.length, 1);
  * ```
  *
  * @module
  */
 import type { ChatMessage, JsonObject } from "../../schema.ts";
-import type { OutputPart } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import { openaiTokenLogprob } from "./logprobs.ts";
 import {
   asObject,
   badRequest,
@@ -36,6 +38,8 @@ import {
   type StreamEncoder,
   type StreamStart,
   textOfContent,
+  zeroPenalty,
+  zeroTopLogprobs,
 } from "./types.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
 
@@ -109,6 +113,13 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
     ? {}
     : asObject(obj.chat_template_kwargs, "chat_template_kwargs");
   const thinking = optBool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking");
+  zeroPenalty(obj, "presence_penalty");
+  zeroPenalty(obj, "frequency_penalty");
+  const logprobs = optBool(obj, "logprobs") ?? false;
+  if (!logprobs && obj.top_logprobs !== undefined && obj.top_logprobs !== null) {
+    badRequest("top_logprobs", "needs logprobs: true");
+  }
+  zeroTopLogprobs(obj);
   return {
     flavor: "openai_chat",
     model: typeof obj.model === "string" ? obj.model : "",
@@ -126,6 +137,7 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
     },
     ...(thinking !== undefined ? { enableThinking: thinking } : {}),
     includeUsage: optBool(streamOptions, "include_usage", "stream_options.include_usage") ?? false,
+    logprobs,
   };
 }
 
@@ -134,23 +146,37 @@ function finishReason(call: FinishedCall): string {
   return call.output.tool_calls.length > 0 ? "tool_calls" : "stop";
 }
 
-/** The OpenAI `usage` object (Chat Completions and Completions). */
-export function openaiUsage(
-  call: { prompt_tokens: number; completion_tokens: number },
-): JsonObject {
+/**
+ * The OpenAI `usage` object (Chat Completions and Completions); the reasoning token count when
+ * the generation attributed tokens to reasoning.
+ */
+export function openaiUsage(call: FinishedCall): JsonObject {
   return {
     prompt_tokens: call.prompt_tokens,
     completion_tokens: call.completion_tokens,
     total_tokens: call.prompt_tokens + call.completion_tokens,
+    ...(call.output.logprobs
+      ? { completion_tokens_details: { reasoning_tokens: call.output.logprobs.reasoning.length } }
+      : {}),
   };
 }
 
-function respond(call: FinishedCall): JsonObject {
+/** A choice's `logprobs`: the content tokens, or null when not asked for or not known. */
+function choiceLogprobs(
+  request: NormalizedRequest,
+  tokens: readonly TokenLogprob[] | undefined,
+): JsonObject | null {
+  if (!request.logprobs || tokens === undefined) return null;
+  return { content: tokens.map(openaiTokenLogprob), refusal: null };
+}
+
+function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
   const message: JsonObject = {
     role: "assistant",
     content: call.output.content === "" && call.output.tool_calls.length > 0
       ? null
       : call.output.content,
+    refusal: null,
   };
   if (call.output.reasoning) message.reasoning_content = call.output.reasoning;
   if (call.output.tool_calls.length > 0) {
@@ -160,30 +186,40 @@ function respond(call: FinishedCall): JsonObject {
       function: { name: tc.name, arguments: tc.arguments },
     }));
   }
+  const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
   return {
     id: call.id,
     object: "chat.completion",
     created: call.created,
     model: call.model,
-    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(call) }],
+    choices: [{ index: 0, message, logprobs, finish_reason: finishReason(call) }],
     usage: openaiUsage(call),
   };
 }
 
 function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
   let toolIndex = 0;
-  const chunk = (delta: JsonObject, finish: string | null = null): string =>
+  // With include_usage every chunk carries `usage` (null until the last one).
+  const usageField = request.includeUsage ? { usage: null } : {};
+  const chunk = (
+    delta: JsonObject,
+    finish: string | null = null,
+    logprobs: JsonObject | null = null,
+  ): string =>
     sse({
       id: start.id,
       object: "chat.completion.chunk",
       created: start.created,
       model: start.model,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
+      ...usageField,
     });
   return {
     start: () => chunk({ role: "assistant", content: "" }),
     part(part: OutputPart): string {
-      if (part.type === "content") return chunk({ content: part.text });
+      if (part.type === "content") {
+        return chunk({ content: part.text }, null, choiceLogprobs(request, part.logprobs));
+      }
       if (part.type === "reasoning") return chunk({ reasoning_content: part.text });
       return chunk({
         tool_calls: [{
@@ -208,7 +244,8 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
       }
       return out + sse("[DONE]");
     },
-    error: (message: string) => sse({ error: { message, type: "server_error", code: null } }),
+    error: (message: string) =>
+      sse({ error: { message, type: "server_error", param: null, code: null } }),
   };
 }
 

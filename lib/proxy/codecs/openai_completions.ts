@@ -4,18 +4,20 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openaiCompletionsCodec } from "./openai_completions.ts";
  * const request = openaiCompletionsCodec.decode(
  *   { model: "m", prompt: "1+1=" },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.sampling.max_tokens; // 16 (the OpenAI default)
+ * assert.equal(request.sampling.max_tokens, 16); // the OpenAI default
  * ```
  *
  * @module
  */
 import type { JsonObject } from "../../schema.ts";
-import type { OutputPart } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import { completionLogprobs } from "./logprobs.ts";
 import { openaiErrorBody, openaiUsage } from "./openai_chat.ts";
 import {
   asObject,
@@ -32,6 +34,7 @@ import {
   sse,
   type StreamEncoder,
   type StreamStart,
+  zeroPenalty,
 } from "./types.ts";
 
 function decodePrompt(value: unknown): { prompt: string | null; promptIds: number[] | null } {
@@ -60,6 +63,24 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
     badRequest("suffix", "suffix is not supported");
   }
   const { prompt, promptIds } = decodePrompt(obj.prompt);
+  zeroPenalty(obj, "presence_penalty");
+  zeroPenalty(obj, "frequency_penalty");
+  const logprobs = obj.logprobs;
+  if (logprobs !== undefined && logprobs !== null) {
+    if (typeof logprobs !== "number" || !Number.isInteger(logprobs) || logprobs < 0) {
+      badRequest("logprobs", "must be an integer between 0 and 5");
+    }
+    if (logprobs > 0) {
+      badRequest(
+        "logprobs",
+        "only 0 is supported: the policy server returns the sampled token's logprob " +
+          "(token_logprobs), no alternatives",
+      );
+    }
+  }
+  const streamOptions = obj.stream_options === undefined || obj.stream_options === null
+    ? {}
+    : asObject(obj.stream_options, "stream_options");
   return {
     flavor: "openai_completions",
     model: typeof obj.model === "string" ? obj.model : "",
@@ -75,35 +96,64 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
       stop: readStop(obj.stop, "stop"),
       seed: readSeed(obj),
     },
-    includeUsage: false,
+    includeUsage: optBool(streamOptions, "include_usage", "stream_options.include_usage") ?? false,
+    logprobs: logprobs === 0,
   };
 }
 
-function respond(call: FinishedCall): JsonObject {
+function choiceLogprobs(
+  request: NormalizedRequest,
+  tokens: readonly TokenLogprob[] | undefined,
+): JsonObject | null {
+  return request.logprobs && tokens ? completionLogprobs(tokens) : null;
+}
+
+function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
+  const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
   return {
     id: call.id,
     object: "text_completion",
     created: call.created,
     model: call.model,
-    choices: [{ index: 0, text: call.text, logprobs: null, finish_reason: call.finish_reason }],
+    choices: [{ index: 0, text: call.text, logprobs, finish_reason: call.finish_reason }],
     usage: openaiUsage(call),
   };
 }
 
-function stream(start: StreamStart): StreamEncoder {
-  const chunk = (text: string, finish: string | null): string =>
+function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
+  // With include_usage every chunk carries `usage` (null until the last one).
+  const usageField = request.includeUsage ? { usage: null } : {};
+  const chunk = (text: string, finish: string | null, logprobs: JsonObject | null): string =>
     sse({
       id: start.id,
       object: "text_completion",
       created: start.created,
       model: start.model,
-      choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
+      choices: [{ index: 0, text, logprobs, finish_reason: finish }],
+      ...usageField,
     });
   return {
     start: () => "",
-    part: (part: OutputPart) => part.type === "tool_call" ? "" : chunk(part.text, null),
-    finish: (call: FinishedCall) => chunk("", call.finish_reason) + sse("[DONE]"),
-    error: (message: string) => sse({ error: { message, type: "server_error", code: null } }),
+    part: (part: OutputPart) =>
+      part.type === "tool_call"
+        ? ""
+        : chunk(part.text, null, choiceLogprobs(request, part.logprobs)),
+    finish(call: FinishedCall): string {
+      let out = chunk("", call.finish_reason, null);
+      if (request.includeUsage) {
+        out += sse({
+          id: start.id,
+          object: "text_completion",
+          created: start.created,
+          model: start.model,
+          choices: [],
+          usage: openaiUsage(call),
+        });
+      }
+      return out + sse("[DONE]");
+    },
+    error: (message: string) =>
+      sse({ error: { message, type: "server_error", param: null, code: null } }),
   };
 }
 

@@ -1,24 +1,33 @@
 /**
- * OpenAI Responses (`POST /v1/responses`, what Codex speaks): input items (messages, function
- * calls and their outputs, reasoning), function tools, and the streamed event sequence
- * `response.created … response.completed`.
+ * OpenAI Responses (`POST /v1/responses`, what Codex speaks), answered as the OpenResponses
+ * specification's `ResponseResource`: every required field present, the request's settings
+ * echoed (instructions, function tools, tool choice, sampling parameters, metadata, …) and the
+ * rest at the spec's defaults; reasoning (`<think>`) as `reasoning` items with `reasoning_text`
+ * content; `incomplete` with `incomplete_details` on a length stop; the streamed event sequence
+ * `response.created … response.completed | incomplete | failed` with the sampled tokens' exact
+ * logprobs on every `response.output_text.delta`/`.done`.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openaiResponsesCodec } from "./openai_responses.ts";
  * const request = openaiResponsesCodec.decode(
- *   { model: "m", instructions: "be brief", input: "hi" },
+ *   { model: "m", instructions: "be brief", input: "hi", metadata: { run: "7" } },
  *   { defaultMaxTokens: 256, maxTokensLimit: 4096 },
  * );
- * request.messages?.map((m) => m.role); // ["system", "user"]
+ * assert.deepEqual(request.messages?.map((m) => m.role), ["system", "user"]);
+ * assert.equal(request.echo?.instructions, "be brief");
+ * assert.deepEqual(request.echo?.metadata, { run: "7" });
  * ```
  *
  * @module
  */
-import type { ChatMessage, JsonObject } from "../../schema.ts";
+import type { JsonObject } from "../../schema.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
-import type { OutputPart } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import { openaiTokenLogprob } from "./logprobs.ts";
 import { openaiErrorBody } from "./openai_chat.ts";
+import { decodeResponsesInput } from "./openai_responses_input.ts";
 import {
   asObject,
   badRequest,
@@ -28,124 +37,108 @@ import {
   type FinishedCall,
   type NormalizedRequest,
   normalizeFunctionTool,
+  nowSeconds,
   optBool,
   optNumber,
   optPositiveInt,
-  reqString,
   resolveMaxTokens,
   sse,
   type StreamEncoder,
   type StreamStart,
-  textOfContent,
+  zeroPenalty,
+  zeroTopLogprobs,
 } from "./types.ts";
 
-function decodeTools(value: unknown): ToolDefinition[] {
-  return decodeToolList(value, "tools", (tool, field) =>
+export { decodeResponsesInput } from "./openai_responses_input.ts";
+
+const LOGPROBS_INCLUDE = "message.output_text.logprobs";
+
+/** Reads an optional string field (null allowed). */
+function optString(obj: Record<string, unknown>, key: string): string | null {
+  const value = obj[key];
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "string") badRequest(key, "must be a string");
+  return value;
+}
+
+/** Function tools as the model sees them, and as the response reports them. */
+function decodeTools(value: unknown): { tools: ToolDefinition[]; echo: JsonObject[] } {
+  const echo: JsonObject[] = [];
+  const tools = decodeToolList(value, "tools", (tool, field) => {
     // Hosted tools (web_search, local_shell, …) have no meaning for a self-hosted policy.
-    tool.type !== "function"
-      ? null
-      : normalizeFunctionTool(tool.name, tool.description, tool.parameters, field));
-}
-
-function reasoningText(item: Record<string, unknown>, field: string): string {
-  if (Array.isArray(item.content) && item.content.length > 0) {
-    return textOfContent(item.content, `${field}.content`);
-  }
-  if (Array.isArray(item.summary)) {
-    return item.summary.map((part, i) => {
-      const p = asObject(part, `${field}.summary[${i}]`);
-      return typeof p.text === "string" ? p.text : "";
-    }).join("\n\n");
-  }
-  return "";
-}
-
-/** Converts Responses input items into normalized chat messages. */
-export function decodeResponsesInput(input: unknown, instructions: unknown): ChatMessage[] {
-  const messages: ChatMessage[] = [];
-  if (instructions !== undefined && instructions !== null) {
-    if (typeof instructions !== "string") badRequest("instructions", "must be a string");
-    if (instructions !== "") messages.push({ role: "system", content: instructions });
-  }
-  if (typeof input === "string") {
-    messages.push({ role: "user", content: input });
-    return messages;
-  }
-  if (!Array.isArray(input) || input.length === 0) {
-    badRequest("input", "must be a string or a non-empty array of items");
-  }
-  // Reasoning, assistant text and function calls of one model turn arrive as separate items;
-  // they are folded back into one assistant message (the shape the chat template renders).
-  let turn: ChatMessage | null = null;
-  const openTurn = (): ChatMessage => {
-    if (!turn) {
-      turn = { role: "assistant", content: "" };
-      messages.push(turn);
-    }
-    return turn;
-  };
-  input.forEach((raw, i) => {
-    const f = `input[${i}]`;
-    const item = asObject(raw, f);
-    const type = item.type ?? (item.role !== undefined ? "message" : undefined);
-    if (type === "message") {
-      let role = item.role;
-      if (role === "developer") role = "system";
-      if (role === "assistant") {
-        const text = textOfContent(item.content, `${f}.content`);
-        const current: ChatMessage | null = turn;
-        if (current && (current.tool_calls?.length || current.content)) turn = null;
-        const t = openTurn();
-        t.content = (t.content ?? "") + text;
-        return;
-      }
-      if (role !== "user" && role !== "system") {
-        badRequest(`${f}.role`, `unsupported role ${JSON.stringify(item.role)}`);
-      }
-      turn = null;
-      messages.push({ role, content: textOfContent(item.content, `${f}.content`) });
-    } else if (type === "reasoning") {
-      const current: ChatMessage | null = turn;
-      if (current && (current.tool_calls?.length || current.content)) turn = null;
-      const text = reasoningText(item, f);
-      const t = openTurn();
-      if (text) {
-        t.reasoning_content = (t.reasoning_content ? t.reasoning_content + "\n\n" : "") + text;
-      }
-    } else if (type === "function_call") {
-      const t = openTurn();
-      const args = item.arguments ?? "";
-      if (typeof args !== "string") badRequest(`${f}.arguments`, "must be a string");
-      (t.tool_calls ??= []).push({
-        id: reqString(item, "call_id", `${f}.call_id`),
-        type: "function",
-        function: { name: reqString(item, "name", `${f}.name`), arguments: args },
-      });
-    } else if (type === "custom_tool_call") {
-      // Free-form tools (Codex's apply_patch): the raw input becomes the call's arguments.
-      const t = openTurn();
-      const args = item.input ?? "";
-      if (typeof args !== "string") badRequest(`${f}.input`, "must be a string");
-      (t.tool_calls ??= []).push({
-        id: reqString(item, "call_id", `${f}.call_id`),
-        type: "function",
-        function: { name: reqString(item, "name", `${f}.name`), arguments: args },
-      });
-    } else if (type === "function_call_output" || type === "custom_tool_call_output") {
-      turn = null;
-      const output = typeof item.output === "string"
-        ? item.output
-        : textOfContent(item.output, `${f}.output`);
-      messages.push({
-        role: "tool",
-        content: output,
-        tool_call_id: reqString(item, "call_id", `${f}.call_id`),
-      });
-    } else {
-      badRequest(`${f}.type`, `unsupported input item type ${JSON.stringify(type)}`);
-    }
+    if (tool.type !== "function") return null;
+    const fn = normalizeFunctionTool(tool.name, tool.description, tool.parameters, field);
+    const f = fn.function as JsonObject;
+    echo.push({
+      type: "function",
+      name: f.name as string,
+      description: (f.description as string | undefined) ?? null,
+      parameters: (f.parameters as JsonObject | undefined) ?? null,
+      strict: typeof tool.strict === "boolean" ? tool.strict : null,
+    });
+    return fn;
   });
-  return messages;
+  return { tools, echo };
+}
+
+function decodeToolChoice(value: unknown): JsonObject | string {
+  if (value === undefined || value === null) return "auto";
+  if (value === "none" || value === "auto" || value === "required") return value;
+  const choice = asObject(value, "tool_choice");
+  if (choice.type === "function") {
+    if (typeof choice.name !== "string" || choice.name === "") {
+      badRequest("tool_choice.name", "must be a non-empty string");
+    }
+    return { type: "function", name: choice.name };
+  }
+  if (choice.type === "allowed_tools") {
+    const mode = choice.mode ?? "auto";
+    if (mode !== "none" && mode !== "auto" && mode !== "required") {
+      badRequest("tool_choice.mode", 'must be "none", "auto" or "required"');
+    }
+    if (!Array.isArray(choice.tools)) badRequest("tool_choice.tools", "must be an array");
+    return { type: "allowed_tools", mode, tools: choice.tools as JsonObject[] };
+  }
+  return badRequest(
+    "tool_choice",
+    `must be "none", "auto", "required", a function or allowed_tools (got ${
+      JSON.stringify(choice.type)
+    })`,
+  );
+}
+
+function decodeMetadata(value: unknown): JsonObject {
+  if (value === undefined || value === null) return {};
+  const meta = asObject(value, "metadata");
+  const keys = Object.keys(meta);
+  if (keys.length > 16) badRequest("metadata", "at most 16 keys");
+  for (const key of keys) {
+    if (typeof meta[key] !== "string") badRequest(`metadata.${key}`, "must be a string");
+  }
+  return meta as JsonObject;
+}
+
+function decodeText(value: unknown): JsonObject {
+  if (value === undefined || value === null) return { format: { type: "text" } };
+  const text = asObject(value, "text");
+  const format = text.format === undefined || text.format === null
+    ? { type: "text" }
+    : asObject(text.format, "text.format");
+  if (format.type !== "text" && format.type !== "json_schema" && format.type !== "json_object") {
+    badRequest("text.format.type", 'must be "text", "json_schema" or "json_object"');
+  }
+  return {
+    format: format as JsonObject,
+    ...(typeof text.verbosity === "string" ? { verbosity: text.verbosity } : {}),
+  };
+}
+
+function decodeInclude(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
+    badRequest("include", "must be an array of strings");
+  }
+  return value as string[];
 }
 
 function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
@@ -153,28 +146,76 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
   if (obj.previous_response_id !== undefined && obj.previous_response_id !== null) {
     badRequest("previous_response_id", "not supported: send the whole input (store=false)");
   }
+  if (obj.conversation !== undefined && obj.conversation !== null) {
+    badRequest("conversation", "not supported: send the whole input (store=false)");
+  }
+  if (optBool(obj, "background") === true) badRequest("background", "not supported");
+  if (obj.max_tool_calls !== undefined && obj.max_tool_calls !== null) {
+    badRequest("max_tool_calls", "not supported: the policy's tool calls are not limited");
+  }
   const n = optPositiveInt(obj, "n");
   if (n !== undefined && n > 1) badRequest("n", "only n=1 is supported");
+  zeroPenalty(obj, "presence_penalty");
+  zeroPenalty(obj, "frequency_penalty");
+  zeroTopLogprobs(obj);
   const reasoning = obj.reasoning === undefined || obj.reasoning === null
     ? undefined
     : asObject(obj.reasoning, "reasoning");
+  const toolChoice = decodeToolChoice(obj.tool_choice);
+  const tools = decodeTools(obj.tools);
+  const include = decodeInclude(obj.include);
+  const sampling = {
+    max_tokens: resolveMaxTokens(optPositiveInt(obj, "max_output_tokens"), options),
+    temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
+    top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
+    stop: [],
+    seed: null,
+  };
+  const instructions = optString(obj, "instructions");
+  const effort = reasoning?.effort ?? null;
+  const summary = reasoning?.summary ?? null;
+  if (effort !== null && typeof effort !== "string") {
+    badRequest("reasoning.effort", "must be a string");
+  }
+  if (summary !== null && typeof summary !== "string") {
+    badRequest("reasoning.summary", "must be a string");
+  }
   return {
     flavor: "openai_responses",
     model: typeof obj.model === "string" ? obj.model : "",
     stream: optBool(obj, "stream") ?? false,
-    messages: decodeResponsesInput(obj.input, obj.instructions),
+    messages: decodeResponsesInput(obj.input, instructions),
     prompt: null,
     promptIds: null,
-    tools: obj.tool_choice === "none" ? [] : decodeTools(obj.tools),
-    sampling: {
-      max_tokens: resolveMaxTokens(optPositiveInt(obj, "max_output_tokens"), options),
-      temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
-      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
-      stop: [],
-      seed: null,
-    },
-    ...(reasoning?.effort === "none" ? { enableThinking: false } : {}),
+    tools: toolChoice === "none" ? [] : tools.tools,
+    sampling,
+    ...(effort === "none" ? { enableThinking: false } : {}),
     includeUsage: false,
+    logprobs: include.includes(LOGPROBS_INCLUDE),
+    echo: {
+      previous_response_id: null,
+      instructions,
+      tools: tools.echo,
+      tool_choice: toolChoice,
+      truncation: "disabled",
+      parallel_tool_calls: optBool(obj, "parallel_tool_calls") ?? true,
+      text: decodeText(obj.text),
+      top_p: sampling.top_p,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      top_logprobs: 0,
+      temperature: sampling.temperature,
+      reasoning: { effort, summary },
+      user: optString(obj, "user"),
+      max_output_tokens: sampling.max_tokens,
+      max_tool_calls: null,
+      store: false,
+      background: false,
+      service_tier: "default",
+      metadata: decodeMetadata(obj.metadata),
+      safety_identifier: optString(obj, "safety_identifier"),
+      prompt_cache_key: optString(obj, "prompt_cache_key"),
+    },
   };
 }
 
@@ -182,32 +223,27 @@ function itemId(prefix: string, callId: string, index: number): string {
   return `${prefix}_${callId.replace(/^[a-z]+[-_]/, "")}_${index}`;
 }
 
-function outputItems(call: FinishedCall): JsonObject[] {
-  const items: JsonObject[] = [];
-  let index = 0;
-  if (call.output.reasoning) {
-    items.push({
-      type: "reasoning",
-      id: itemId("rs", call.id, index++),
-      summary: [{ type: "summary_text", text: call.output.reasoning }],
-    });
-  }
-  if (call.output.content || call.output.tool_calls.length === 0) {
-    items.push(messageItem(itemId("msg", call.id, index++), call.output.content, "completed"));
-  }
-  for (const tc of call.output.tool_calls) {
-    items.push(functionItem(itemId("fc", call.id, index++), tc, tc.arguments, "completed"));
-  }
-  return items;
+type ItemStatus = "in_progress" | "completed" | "incomplete";
+
+function textPart(text: string, logprobs: readonly TokenLogprob[] | null): JsonObject {
+  return {
+    type: "output_text",
+    text,
+    annotations: [],
+    ...(logprobs ? { logprobs: logprobs.map(openaiTokenLogprob) } : {}),
+  };
 }
 
-function messageItem(id: string, text: string, status: string): JsonObject {
+function messageItem(id: string, status: ItemStatus, content: JsonObject[]): JsonObject {
+  return { type: "message", id, status, role: "assistant", content };
+}
+
+function reasoningItem(id: string, text: string | null): JsonObject {
   return {
-    type: "message",
+    type: "reasoning",
     id,
-    status,
-    role: "assistant",
-    content: status === "in_progress" ? [] : [{ type: "output_text", text, annotations: [] }],
+    summary: [],
+    content: text === null ? [] : [{ type: "reasoning_text", text }],
   };
 }
 
@@ -215,30 +251,34 @@ function functionItem(
   id: string,
   tc: { id: string; name: string },
   args: string,
-  status: string,
+  status: ItemStatus,
 ): JsonObject {
   return { type: "function_call", id, call_id: tc.id, name: tc.name, arguments: args, status };
 }
 
+/** The full `ResponseResource`: identity and status, the request's echo, output and usage. */
 function responseObject(
   start: StreamStart,
-  status: "in_progress" | "completed" | "incomplete",
-  output: JsonObject[],
-  usage: JsonObject | null,
+  request: NormalizedRequest,
+  state: {
+    status: "in_progress" | "completed" | "incomplete" | "failed";
+    output: JsonObject[];
+    usage: JsonObject | null;
+    error?: JsonObject;
+  },
 ): JsonObject {
   return {
     id: start.id,
     object: "response",
     created_at: start.created,
-    status,
+    completed_at: state.status === "completed" ? nowSeconds() : null,
+    status: state.status,
+    incomplete_details: state.status === "incomplete" ? { reason: "max_output_tokens" } : null,
     model: start.model,
-    output,
-    incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
-    error: null,
-    parallel_tool_calls: true,
-    tool_choice: "auto",
-    tools: [],
-    usage,
+    output: state.output,
+    error: state.error ?? null,
+    ...(request.echo ?? {}),
+    usage: state.usage,
   };
 }
 
@@ -247,138 +287,146 @@ function usageOf(call: FinishedCall): JsonObject {
     input_tokens: call.prompt_tokens,
     input_tokens_details: { cached_tokens: 0 },
     output_tokens: call.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: call.output.logprobs?.reasoning.length ?? 0 },
     total_tokens: call.prompt_tokens + call.completion_tokens,
   };
 }
 
-function respond(call: FinishedCall): JsonObject {
-  const start = { id: call.id, model: call.model, created: call.created, prompt_tokens: 0 };
-  const status = call.finish_reason === "length" ? "incomplete" : "completed";
-  const body = responseObject(start, status, outputItems(call), usageOf(call));
-  body.output_text = call.output.content;
-  return body;
+function statusOf(call: FinishedCall): "completed" | "incomplete" {
+  return call.finish_reason === "length" ? "incomplete" : "completed";
 }
 
-function stream(start: StreamStart): StreamEncoder {
+function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
+  const start = { id: call.id, model: call.model, created: call.created, prompt_tokens: 0 };
+  const status = statusOf(call);
+  const output: JsonObject[] = [];
+  const { content, reasoning, tool_calls: calls } = call.output;
+  const withText = content !== "" || calls.length === 0;
+  if (reasoning) output.push(reasoningItem(itemId("rs", call.id, output.length), reasoning));
+  if (withText) {
+    const logprobs = request.logprobs ? call.output.logprobs?.content ?? [] : null;
+    // A length stop cuts the text short; tool calls are only ever parsed whole.
+    const st = status === "incomplete" ? "incomplete" : "completed";
+    const part = textPart(content, logprobs);
+    output.push(messageItem(itemId("msg", call.id, output.length), st, [part]));
+  }
+  for (const tc of calls) {
+    output.push(functionItem(itemId("fc", call.id, output.length), tc, tc.arguments, "completed"));
+  }
+  return responseObject(start, request, { status, output, usage: usageOf(call) });
+}
+
+interface OpenItem {
+  kind: "reasoning" | "message";
+  id: string;
+  text: string;
+  logprobs: TokenLogprob[];
+}
+
+function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
   let seq = 0;
   let outputIndex = -1;
   const done: JsonObject[] = [];
-  let open: { kind: "reasoning" | "message"; id: string; text: string } | null = null;
+  let open: OpenItem | null = null;
   const event = (type: string, data: JsonObject): string =>
     sse({ type, sequence_number: seq++, ...data }, type);
+  const snapshot = (
+    status: "in_progress" | "completed" | "incomplete" | "failed",
+    usage: JsonObject | null,
+    error?: JsonObject,
+  ) => responseObject(start, request, { status, output: [...done], usage, error });
 
-  const close = (): string => {
+  const close = (status: ItemStatus): string => {
     if (!open) return "";
-    const { kind, id, text } = open;
+    const { kind, id, text, logprobs } = open;
     open = null;
-    const base = { item_id: id, output_index: outputIndex };
+    const base = { item_id: id, output_index: outputIndex, content_index: 0 };
     if (kind === "reasoning") {
-      const part = { type: "summary_text", text };
-      const item = { type: "reasoning", id, summary: [part] };
+      const part = { type: "reasoning_text", text };
+      const item = reasoningItem(id, text);
       done.push(item);
-      return event("response.reasoning_summary_text.done", { ...base, summary_index: 0, text }) +
-        event("response.reasoning_summary_part.done", { ...base, summary_index: 0, part }) +
+      return event("response.reasoning_text.done", { ...base, text }) +
+        event("response.content_part.done", { ...base, part }) +
         event("response.output_item.done", { output_index: outputIndex, item });
     }
-    const part = { type: "output_text", text, annotations: [] };
-    const item = messageItem(id, text, "completed");
+    const part = textPart(text, request.logprobs ? logprobs : null);
+    const item = messageItem(id, status, [part]);
     done.push(item);
-    return event("response.output_text.done", { ...base, content_index: 0, text }) +
-      event("response.content_part.done", { ...base, content_index: 0, part }) +
+    return event("response.output_text.done", {
+      ...base,
+      text,
+      logprobs: logprobs.map(openaiTokenLogprob),
+    }) +
+      event("response.content_part.done", { ...base, part }) +
       event("response.output_item.done", { output_index: outputIndex, item });
   };
 
   const openItem = (kind: "reasoning" | "message"): string => {
     outputIndex++;
     const id = itemId(kind === "reasoning" ? "rs" : "msg", start.id, outputIndex);
-    open = { kind, id, text: "" };
+    open = { kind, id, text: "", logprobs: [] };
+    const base = { item_id: id, output_index: outputIndex, content_index: 0 };
+    const item = kind === "reasoning"
+      ? reasoningItem(id, null)
+      : messageItem(id, "in_progress", []);
+    const part = kind === "reasoning"
+      ? { type: "reasoning_text", text: "" }
+      : textPart("", request.logprobs ? [] : null);
+    return event("response.output_item.added", { output_index: outputIndex, item }) +
+      event("response.content_part.added", { ...base, part });
+  };
+
+  const toolCall = (part: Extract<OutputPart, { type: "tool_call" }>): string => {
+    let out = close("completed");
+    outputIndex++;
+    const id = itemId("fc", start.id, outputIndex);
     const base = { item_id: id, output_index: outputIndex };
-    if (kind === "reasoning") {
-      return event("response.output_item.added", {
-        output_index: outputIndex,
-        item: { type: "reasoning", id, summary: [] },
-      }) +
-        event("response.reasoning_summary_part.added", {
-          ...base,
-          summary_index: 0,
-          part: { type: "summary_text", text: "" },
-        });
-    }
-    return event("response.output_item.added", {
+    out += event("response.output_item.added", {
       output_index: outputIndex,
-      item: messageItem(id, "", "in_progress"),
+      item: functionItem(id, part, "", "in_progress"),
     }) +
-      event("response.content_part.added", {
-        ...base,
-        content_index: 0,
-        part: { type: "output_text", text: "", annotations: [] },
-      });
+      event("response.function_call_arguments.delta", { ...base, delta: part.arguments }) +
+      event("response.function_call_arguments.done", { ...base, arguments: part.arguments });
+    const item = functionItem(id, part, part.arguments, "completed");
+    done.push(item);
+    return out + event("response.output_item.done", { output_index: outputIndex, item });
   };
 
   return {
     start(): string {
-      const response = responseObject(start, "in_progress", [], null);
-      return event("response.created", { response }) + event("response.in_progress", { response });
+      return event("response.created", { response: snapshot("in_progress", null) }) +
+        event("response.in_progress", { response: snapshot("in_progress", null) });
     },
     part(part: OutputPart): string {
-      let out = "";
-      if (part.type === "tool_call") {
-        out += close();
-        outputIndex++;
-        const id = itemId("fc", start.id, outputIndex);
-        const item = functionItem(id, part, part.arguments, "completed");
-        done.push(item);
-        return out +
-          event("response.output_item.added", {
-            output_index: outputIndex,
-            item: functionItem(id, part, "", "in_progress"),
-          }) +
-          event("response.function_call_arguments.delta", {
-            item_id: id,
-            output_index: outputIndex,
-            delta: part.arguments,
-          }) +
-          event("response.function_call_arguments.done", {
-            item_id: id,
-            output_index: outputIndex,
-            arguments: part.arguments,
-          }) +
-          event("response.output_item.done", { output_index: outputIndex, item });
-      }
+      if (part.type === "tool_call") return toolCall(part);
       const kind = part.type === "reasoning" ? "reasoning" : "message";
-      const current = open as { kind: string } | null;
-      if (!current || current.kind !== kind) out += close() + openItem(kind);
-      const now = open as unknown as { id: string; text: string };
+      let out = "";
+      if (open?.kind !== kind) out += close("completed") + openItem(kind);
+      const now = open as unknown as OpenItem;
       now.text += part.text;
-      const base = { item_id: now.id, output_index: outputIndex };
-      return out + (kind === "reasoning"
-        ? event("response.reasoning_summary_text.delta", {
-          ...base,
-          summary_index: 0,
-          delta: part.text,
-        })
-        : event("response.output_text.delta", { ...base, content_index: 0, delta: part.text }));
+      const logprobs = part.logprobs ?? [];
+      now.logprobs.push(...logprobs);
+      const base = { item_id: now.id, output_index: outputIndex, content_index: 0 };
+      return out +
+        (kind === "reasoning"
+          ? event("response.reasoning_text.delta", { ...base, delta: part.text })
+          : event("response.output_text.delta", {
+            ...base,
+            delta: part.text,
+            logprobs: logprobs.map(openaiTokenLogprob),
+          }));
     },
     finish(call: FinishedCall): string {
-      let out = close();
-      if (
-        done.length === 0 ||
-        !done.some((item) => item.type === "message") && call.output.tool_calls.length === 0
-      ) {
-        out += openItem("message") + close();
+      const status = statusOf(call);
+      let out = close(status);
+      if (!done.some((item) => item.type === "message") && call.output.tool_calls.length === 0) {
+        out += openItem("message") + close(status);
       }
-      const status = call.finish_reason === "length" ? "incomplete" : "completed";
-      const response = responseObject(start, status, done, usageOf(call));
-      return out + event(`response.${status}`, { response });
+      return out + event(`response.${status}`, { response: snapshot(status, usageOf(call)) });
     },
     error: (message: string) =>
       event("response.failed", {
-        response: {
-          ...responseObject(start, "in_progress", done, null),
-          status: "failed",
-          error: { code: "server_error", message },
-        },
+        response: snapshot("failed", null, { code: "server_error", message }),
       }),
   };
 }

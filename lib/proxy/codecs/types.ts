@@ -33,8 +33,18 @@ export interface NormalizedRequest {
   sampling: Sampling;
   /** Qwen3 `enable_thinking`, when the caller said. */
   enableThinking?: boolean;
-  /** OpenAI chat streaming: `stream_options.include_usage`. */
+  /** OpenAI chat/completions streaming: `stream_options.include_usage`. */
   includeUsage: boolean;
+  /**
+   * The caller asked for the sampled tokens' logprobs in the answer (chat `logprobs: true`,
+   * completions `logprobs: 0`, responses `include: ["message.output_text.logprobs"]`).
+   */
+  logprobs?: boolean;
+  /**
+   * Request settings a codec reports back in its answer (the Responses `ResponseResource` echoes
+   * instructions, tools, tool choice, sampling parameters, metadata, …), as decoded.
+   */
+  echo?: JsonObject;
 }
 
 /** Limits and defaults a codec applies while decoding. */
@@ -190,6 +200,29 @@ export function readStop(value: unknown, field: string): string[] {
     return (value as string[]).filter((s) => s !== "");
   }
   return badRequest(field, "must be a string or an array of strings");
+}
+
+/** Reads an optional penalty: only 0 is accepted (the policy samples without penalties). */
+export function zeroPenalty(obj: Record<string, unknown>, key: string): void {
+  const value = optNumber(obj, key, -2, 2);
+  if (value !== undefined && value !== 0) {
+    badRequest(key, "not supported: the policy samples with temperature and top_p only");
+  }
+}
+
+/** Reads `top_logprobs`: only 0 is accepted (the upstream returns no alternatives). */
+export function zeroTopLogprobs(obj: Record<string, unknown>, key = "top_logprobs"): void {
+  const value = obj[key];
+  if (value === undefined || value === null) return;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > 20) {
+    badRequest(key, "must be an integer between 0 and 20");
+  }
+  if (value > 0) {
+    badRequest(
+      key,
+      "not supported: the policy server returns the sampled token's logprob only, no alternatives",
+    );
+  }
 }
 
 /** Reads the seed. */

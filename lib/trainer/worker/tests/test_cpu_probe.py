@@ -3,9 +3,7 @@
 import unittest
 from unittest import mock
 
-import _path  # noqa: F401
-
-import cpu_probe
+from reins_worker import cpu_probe
 
 
 class CpuProbeTest(unittest.TestCase):

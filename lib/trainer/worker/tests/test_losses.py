@@ -3,11 +3,10 @@
 import math
 import unittest
 
-import _path  # noqa: F401
 import torch
 
-from losses import LossInputs, k3_kl, policy_loss
-from validate import LossSpec
+from reins_worker.losses import LossInputs, k3_kl, policy_loss
+from reins_worker.validate import LossSpec
 
 
 def inputs(log_ratio, adv, weights, seq=None, behaviour_shift=None):

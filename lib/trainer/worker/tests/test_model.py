@@ -2,10 +2,9 @@
 
 import unittest
 
-import _path  # noqa: F401
 import torch
 
-import model as M
+from reins_worker import model as M
 
 CONFIG = M.ModelConfig(
     vocab_size=40, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48, max_seq_len=64

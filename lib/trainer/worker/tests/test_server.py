@@ -8,10 +8,10 @@ import unittest
 from http.server import ThreadingHTTPServer
 from typing import List
 
-import _path  # noqa: F401
 
-from engine import Engine
-from server import GenerateScheduler, make_handler
+from reins_worker.engine import Engine
+from reins_worker.generation import GenerateScheduler
+from reins_worker.server import make_handler
 
 
 class ServerTest(unittest.TestCase):

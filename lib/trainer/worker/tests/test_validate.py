@@ -2,9 +2,8 @@
 
 import unittest
 
-import _path  # noqa: F401
 
-from validate import RequestError, parse_optimizer, parse_row
+from reins_worker.validate import RequestError, parse_loss, parse_optimizer, parse_row
 
 
 def raw(tokens, **extra):
@@ -86,3 +85,12 @@ class OptimizerSpecTest(unittest.TestCase):
         with self.assertRaises(RequestError) as ctx:
             parse_optimizer({"warmup_steps": -1})
         self.assertIn("optimizer.warmup_steps", str(ctx.exception.field) + ctx.exception.message)
+
+
+class LossSpecTest(unittest.TestCase):
+    def test_gspo_sequence_names_what_the_sequence_ids_stand_for(self) -> None:
+        self.assertEqual(parse_loss({"kind": "gspo"}).gspo_sequence, "sample")
+        self.assertEqual(parse_loss({"kind": "gspo", "gspo_sequence": "call"}).gspo_sequence, "call")
+        with self.assertRaises(RequestError) as ctx:
+            parse_loss({"kind": "gspo", "gspo_sequence": "turn"})
+        self.assertEqual(ctx.exception.field, "loss.gspo_sequence")

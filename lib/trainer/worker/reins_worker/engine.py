@@ -10,16 +10,15 @@ import contextlib
 import inspect
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, ContextManager, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
 
-from batch import Batch, build_batch, linear_batch
-from losses import LossInputs, policy_loss
-from model import Decoder, ModelConfig, build_builtin, parameter_count
-from validate import (
-    GenerateSpec,
+from .batch import Batch, build_batch, linear_batch
+from .losses import LossInputs, policy_loss
+from .model import Decoder, ModelConfig, build_builtin, parameter_count
+from .validate import (
     InitSpec,
     LossSpec,
     OptimizerSpec,
@@ -42,24 +41,6 @@ def _torch_load(path: str) -> Dict[str, Any]:
     if int(torch.__version__.split(".")[0]) >= 2:
         kwargs["weights_only"] = True
     return torch.load(path, **kwargs)
-
-
-class GenJob:
-    """One generate request in flight; the engine calls `emit`/`finish`, the HTTP handler
-    reads them, and sets `cancelled` when its client went away."""
-
-    def __init__(self, spec: GenerateSpec, emit: Callable, finish: Callable) -> None:
-        self.spec = spec
-        self.emit = emit
-        self.finish = finish
-        self.cancelled = False
-        self.finished = False
-
-    def close(self, reason: str, version: int) -> None:
-        if not self.finished:
-            self.finished = True
-            if not self.cancelled:
-                self.finish(reason, version)
 
 
 class Engine:
@@ -92,7 +73,7 @@ class Engine:
             raise not_initialized()
         return self.model
 
-    def autocast(self):
+    def autocast(self) -> ContextManager[Any]:
         if self.dtype == torch.float32:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
@@ -141,7 +122,7 @@ class Engine:
             version = int(checkpoint.get("policy_version", 0))
             source = spec.path
         else:
-            from hf_model import load_hf  # optional dependency: transformers
+            from .hf_model import load_hf  # optional dependency: transformers
 
             assert spec.path is not None
             model, config = load_hf(spec.path)
@@ -334,7 +315,16 @@ class Engine:
         with torch.no_grad():
             entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
         behaviour = batch.behaviour[b_idx, t_idx]
-        old = behaviour if spec.old_logprobs == "rollout" else new.detach()
+        # π_old of the ratio. "rollout": the behaviour policy μ. "recompute": the proximal policy
+        # π_prox, the policy at the start of the update: the caller's `proximal_logprobs` (this
+        # pass's own logprobs, returned by the update's first pass), or, without them, this
+        # pass's logprobs, which are π_prox exactly when no optimizer step ran since.
+        if spec.old_logprobs == "rollout":
+            old = behaviour
+        elif batch.proximal is not None:
+            old = batch.proximal[b_idx, t_idx]
+        else:
+            old = new.detach()
         seq = batch.sequence[b_idx, t_idx]
         if seq.numel():
             seq = torch.unique(seq, return_inverse=True)[1]
@@ -365,6 +355,9 @@ class Engine:
             with torch.no_grad(), self.autocast():
                 full_logits = model.head(anchor.detach()) if hasattr(model, "hidden") else anchor
             lp, _ = self._token_logprobs(full_logits.detach(), batch.tokens, batch.pred, False)
+            # Trained tokens get the very values the loss used: sent back as proximal_logprobs,
+            # they reproduce this pass's π_prox bit for bit.
+            lp[b_idx, t_idx] = new.detach()
             out["_logprobs"] = lp.cpu()
         return out
 
@@ -422,29 +415,6 @@ class Engine:
             flat = torch.cat(parts)
             return {"gradient": flat.cpu().tolist(), "norm": float(flat.norm().item())}
 
-    # -- generation ----------------------------------------------------------------------------
-
-    def generate_batch(self, jobs: List[GenJob]) -> None:
-        """Runs `jobs` to completion on this thread (benchmarks; the server streams through
-        its scheduler instead)."""
-        from generation import BatchDecoder
-
-        decoder = BatchDecoder(self)
-        self.wait_weights_idle()
-        if not self.gen_try_start(len(jobs)):
-            raise RequestError(409, "busy", "a weight change is in progress")
-        try:
-            with self.lock:
-                self._require()
-                decoder.admit(jobs)
-            while decoder.active:
-                with self.lock:
-                    done = decoder.step()
-                self.gen_finished(done)
-        except BaseException:
-            self.gen_finished(len(decoder.fail_all()) if decoder.active else len(jobs))
-            raise
-
     # -- one policy version per response -------------------------------------------------------
 
     def gen_try_start(self, n: int) -> bool:
@@ -472,7 +442,7 @@ class Engine:
                 self._gen_cond.wait()
 
     @contextlib.contextmanager
-    def weights_change(self):
+    def weights_change(self) -> Iterator[Dict[str, int]]:
         """Held by optim_step/load/init: waits for in-flight generations to finish (new ones
         queue meanwhile), so that no response mixes two policy versions."""
         waited = {"generations": 0}

@@ -1,8 +1,9 @@
 """GPU benchmark of the trainer engine: training throughput and model FLOPs utilisation (MFU)
 of a ~0.5B built-in decoder in bf16, through the worker's own forward_backward/optim_step code.
 
-    python3 lib/trainer/worker/gpu_bench.py            # one H200/H100-class GPU, < 5 minutes
-    python3 lib/trainer/worker/gpu_bench.py --tiny     # CPU smoke run of the same code path
+    cd lib/trainer/worker
+    python3 -m reins_worker.gpu_bench           # one H200/H100-class GPU, < 5 minutes
+    python3 -m reins_worker.gpu_bench --tiny    # CPU smoke run of the same code path
 
 Prints `gpu_tok_per_s: <n>`, `gpu_generate_tok_per_s: <n>` and, last, `gpu_mfu: <fraction>`.
 FLOPs per trained token = 6·N (N = matmul parameters, LM head included) + 6·L·T·d_attn
@@ -13,23 +14,22 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
+import threading
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
 
-import torch  # noqa: E402
-
-from batch import Batch  # noqa: E402
-from engine import Engine, GenJob  # noqa: E402
-from model import non_embedding_matmul_params  # noqa: E402
-from validate import (  # noqa: E402
+from .batch import Batch
+from .engine import Engine
+from .generation import GenerateScheduler, GenJob
+from .model import non_embedding_matmul_params
+from .validate import (
     GenerateSpec,
+    InitSpec,
     LossSpec,
     OptimizerSpec,
-    InitSpec,
+    RequestError,
     parse_model_config,
 )
 
@@ -219,19 +219,40 @@ def main() -> None:
         for i in range(gen_requests)
     ]
     produced = [0]
+    scheduler = GenerateScheduler(engine, window_s=0.005, max_batch=max(1, gen_requests))
 
-    def emit(ids, _lps) -> None:
-        produced[0] += len(ids)
+    def run(batch: List[GenerateSpec]) -> None:
+        """Submits `batch` to the scheduler (the server's own path) and waits for it."""
+        left = [len(batch)]
+        errors: List[RequestError] = []
+        done = threading.Event()
 
-    jobs = [GenJob(s, emit, lambda _r, _v: None) for s in specs]
-    engine.generate_batch(jobs[:1])  # warm-up
+        def emit(ids: List[int], _lps: List[float]) -> None:
+            produced[0] += len(ids)
+
+        def finished() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                done.set()
+
+        def fail(err: RequestError) -> None:
+            errors.append(err)
+            finished()
+
+        for s in batch:
+            scheduler.submit(GenJob(s, emit, lambda _r, _v: finished(), fail))
+        done.wait()
+        if errors:
+            raise errors[0]
+
+    run(specs[:1])  # warm-up
     produced[0] = 0
-    jobs = [GenJob(s, emit, lambda _r, _v: None) for s in specs]
     sync(device)
     t0 = time.perf_counter()
-    engine.generate_batch(jobs)
+    run(specs)
     sync(device)
     gen_s = time.perf_counter() - t0
+    scheduler.close()
     print(f"generate: {gen_requests} requests × {gen_tokens} tokens in {gen_s:.2f}s")
 
     prefix = "cpu_tiny" if device.type == "cpu" else "gpu"

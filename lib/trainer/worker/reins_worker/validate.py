@@ -250,6 +250,8 @@ class Row:
     segment: List[int] = field(default_factory=list)
     # Optional: sequence id per token for sequence-level losses (default: the segment).
     sequence_ids: Optional[List[int]] = None
+    # Optional: π_prox per token (the policy at the start of the update), `proximal_logprobs`.
+    proximal: Optional[List[float]] = None
 
     @property
     def sequence(self) -> List[int]:
@@ -272,6 +274,9 @@ class LossSpec:
     tis_cap: Optional[float] = None
     kl_coef: float = 0.0
     old_logprobs: str = "rollout"
+    # What the rows' sequence ids stand for (GSPO): "sample" or "call". The rows carry the ids;
+    # this names them, so that a result can say which sequence its ratio was taken over.
+    gspo_sequence: str = "sample"
 
 
 def parse_loss(value: Any) -> LossSpec:
@@ -295,6 +300,10 @@ def parse_loss(value: Any) -> LossSpec:
     if old not in ("rollout", "recompute"):
         raise bad("loss.old_logprobs", 'expected "rollout" or "recompute"')
     spec.old_logprobs = old
+    gspo_sequence = o.get("gspo_sequence", "sample")
+    if gspo_sequence not in ("sample", "call"):
+        raise bad("loss.gspo_sequence", 'expected "sample" or "call"')
+    spec.gspo_sequence = gspo_sequence
     return spec
 
 
@@ -415,6 +424,18 @@ def parse_forward_backward(
         raise bad("rows", "expected a non-empty array of training rows")
     rows = [parse_row(r, f"rows[{i}]", vocab_size, max_seq_len) for i, r in enumerate(rows_raw)]
     loss = parse_loss(b.get("loss"))
+    proximal = b.get("proximal_logprobs")
+    if proximal is not None:
+        if loss.old_logprobs != "recompute":
+            raise bad(
+                "proximal_logprobs",
+                'only meaningful with loss.old_logprobs "recompute" (the ratio is taken against '
+                "them)",
+            )
+        if not isinstance(proximal, list) or len(proximal) != len(rows):
+            raise bad("proximal_logprobs", f"expected one array per row ({len(rows)})")
+        for i, (row, values) in enumerate(zip(rows, proximal)):
+            row.proximal = numbers(values, f"proximal_logprobs[{i}]", len(row.tokens))
     return rows, loss, boolean(b.get("return_logprobs", False), "return_logprobs")
 
 

@@ -13,8 +13,8 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import nn
 
-from model import ModelConfig
-from validate import bad
+from .model import ModelConfig
+from .validate import bad
 
 
 @dataclass

@@ -12,22 +12,61 @@ All tokens of a response are sampled by one policy version: the engine refuses w
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
+import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional
+from typing import Any, Callable, List, Optional
 
 import torch
 
-from sampling import make_generator, sample_token
-
-if TYPE_CHECKING:  # pragma: no cover
-    from engine import Engine, GenJob
+from .engine import Engine, not_initialized
+from .model import Decoder
+from .sampling import make_generator, sample_rows
+from .validate import GenerateSpec, RequestError
 
 _GROW = 64  # cache columns added when the cursor reaches the end
 
 
+class GenJob:
+    """One generate request in flight. The decoder calls `emit(ids, logprobs)` per token and
+    `finish(reason, version)` once, or `fail(error)` once when the request cannot be served;
+    the request's handler sets `cancelled` when its client went away."""
+
+    def __init__(
+        self,
+        spec: GenerateSpec,
+        emit: Callable[[List[int], List[float]], None],
+        finish: Callable[[str, int], None],
+        fail: Callable[[RequestError], None],
+    ) -> None:
+        self.spec = spec
+        self._emit = emit
+        self._finish = finish
+        self._fail = fail
+        self.cancelled = False
+        self.finished = False
+
+    def emit(self, ids: List[int], logprobs: List[float]) -> None:
+        self._emit(ids, logprobs)
+
+    def close(self, reason: str, version: int) -> None:
+        if not self.finished:
+            self.finished = True
+            if not self.cancelled:
+                self._finish(reason, version)
+
+    def fail(self, error: RequestError) -> None:
+        if not self.finished:
+            self.finished = True
+            if not self.cancelled:
+                self._fail(error)
+
+
 @dataclass
 class _Row:
-    job: "GenJob"
+    job: GenJob
     generator: torch.Generator
     budget: int  # new tokens allowed (max_tokens, cut at max_seq_len)
     count: int  # new tokens sampled so far
@@ -39,10 +78,10 @@ class _Row:
 class BatchDecoder:
     """Owned by the scheduler thread; every method takes the engine lock per step."""
 
-    def __init__(self, engine: "Engine") -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.rows: List[_Row] = []
-        self.cache = None
+        self.cache: Any = None  # KVCache (built-in) or HFCache
         self.cursor = 0
         self.logits: Optional[torch.Tensor] = None  # [B, V] float32: next-token logits per row
 
@@ -52,7 +91,7 @@ class BatchDecoder:
 
     # -- cache layout ----------------------------------------------------------------------------
 
-    def _relayout(self, keep: List[int], extra_rows: int, new_cursor: int, capacity: int):
+    def _relayout(self, keep: List[int], extra_rows: int, new_cursor: int, capacity: int) -> Any:
         """New cache holding rows `keep` (right-aligned at new_cursor) + `extra_rows` empty rows."""
         model = self.engine.model
         assert model is not None
@@ -73,7 +112,7 @@ class BatchDecoder:
         # Caches of Hugging Face models cannot be re-laid out: batch them statically.
         return self.active == 0 or self._is_builtin()
 
-    def admit(self, jobs: List["GenJob"]) -> None:
+    def admit(self, jobs: List[GenJob]) -> None:
         """Prefills `jobs` and merges them into the running batch (engine lock held)."""
         eng = self.engine
         model = eng.model
@@ -134,8 +173,6 @@ class BatchDecoder:
             )
 
     def _is_builtin(self) -> bool:
-        from model import Decoder
-
         return isinstance(self.engine.model, Decoder)
 
     # -- decoding --------------------------------------------------------------------------------
@@ -146,27 +183,34 @@ class BatchDecoder:
         eng = self.engine
         model = eng.model
         assert model is not None and self.logits is not None
-        next_ids: List[int] = []
         newly_done = 0
-        for i, row in enumerate(self.rows):
-            if row.done:
-                next_ids.append(0)
-                continue
-            if row.job.cancelled:
+        for row in self.rows:
+            if not row.done and row.job.cancelled:
                 row.done = True
                 newly_done += 1
                 row.job.close("length", row.version)  # silent: its client is gone
-                next_ids.append(0)
-                continue
-            spec = row.job.spec
-            tok, lp = sample_token(self.logits[i], spec.temperature, spec.top_p, row.generator)
-            row.count += 1
-            row.job.emit([tok], [lp])
-            if tok in spec.stop_ids or row.count >= row.budget:
-                row.done = True
-                newly_done += 1
-                row.job.close("stop" if tok in spec.stop_ids else "length", row.version)
-            next_ids.append(tok)
+        sampling = [i for i, r in enumerate(self.rows) if not r.done]
+        next_ids = [0] * len(self.rows)
+        if sampling:
+            specs = [self.rows[i].job.spec for i in sampling]
+            tok_t, lp_t = sample_rows(
+                self.logits[sampling] if len(sampling) < len(self.rows) else self.logits,
+                [s.temperature for s in specs],
+                [s.top_p for s in specs],
+                [self.rows[i].generator for i in sampling],
+            )
+            # The step's one read-back: every row's token and logprob together.
+            toks: List[int] = tok_t.tolist()
+            lps: List[float] = lp_t.float().tolist()
+            for i, spec, tok, lp in zip(sampling, specs, toks, lps):
+                row = self.rows[i]
+                row.count += 1
+                row.job.emit([tok], [lp])
+                if tok in spec.stop_ids or row.count >= row.budget:
+                    row.done = True
+                    newly_done += 1
+                    row.job.close("stop" if tok in spec.stop_ids else "length", row.version)
+                next_ids[i] = tok
         live = [i for i, r in enumerate(self.rows) if not r.done]
         if not live:
             self.rows = []
@@ -198,10 +242,103 @@ class BatchDecoder:
             r.cached += 1
         return newly_done
 
-    def fail_all(self) -> List["GenJob"]:
+    def fail_all(self) -> List[GenJob]:
         """Drops every row; returns the jobs that had not finished."""
         jobs = [r.job for r in self.rows if not r.done]
         self.rows = []
         self.cache = None
         self.logits = None
         return jobs
+
+
+class GenerateScheduler:
+    """The one generation path: continuous batching on a thread of its own. New requests join
+    the running batch at the next decode step (the first ones of an idle period are collected
+    for `window_s`); finished ones leave it. The HTTP handlers and the GPU benchmark both submit
+    here."""
+
+    def __init__(self, engine: Engine, window_s: float, max_batch: int) -> None:
+        self.engine = engine
+        self.window_s = window_s
+        self.max_batch = max_batch
+        # None is the stop sentinel of close().
+        self.queue: "queue.Queue[Optional[GenJob]]" = queue.Queue()
+        self.decoder = BatchDecoder(engine)
+        self._stopping = False
+        self.thread = threading.Thread(target=self._loop, name="generate", daemon=True)
+        self.thread.start()
+
+    def submit(self, job: GenJob) -> None:
+        self.queue.put(job)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stops the thread once the jobs it holds are done (a process that exits while the
+        thread sits in torch code can abort)."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _take(self, waiting: List[GenJob], job: Optional[GenJob]) -> None:
+        if job is None:
+            self._stopping = True
+        else:
+            waiting.append(job)
+
+    def _collect(self, waiting: List[GenJob]) -> List[GenJob]:
+        if not waiting and self.decoder.active == 0:
+            self._take(waiting, self.queue.get())  # idle: sleep until a request comes
+            deadline = time.monotonic() + self.window_s
+            while len(waiting) < self.max_batch and not self._stopping:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    self._take(waiting, self.queue.get(timeout=left))
+                except queue.Empty:
+                    break
+        while True:
+            try:
+                self._take(waiting, self.queue.get_nowait())
+            except queue.Empty:
+                break
+        return [j for j in waiting if not j.cancelled]
+
+    @staticmethod
+    def _fail(jobs: List[GenJob], err: Exception) -> None:
+        if not isinstance(err, RequestError):
+            traceback.print_exc()
+            err = RequestError(500, "internal", f"generation failed: {err}")
+        for j in jobs:
+            j.fail(err)
+
+    def _loop(self) -> None:
+        waiting: List[GenJob] = []
+        while True:
+            waiting = self._collect(waiting)
+            if self._stopping and not waiting and self.decoder.active == 0:
+                return
+            room = self.max_batch - self.decoder.active
+            if waiting and room > 0 and self.decoder.can_admit():
+                batch, rest = waiting[:room], waiting[room:]
+                if self.engine.gen_try_start(len(batch)):
+                    waiting = rest
+                    try:
+                        with self.engine.lock:
+                            if not self.engine.initialized:
+                                raise not_initialized()
+                            self.decoder.admit(batch)
+                    except Exception as e:  # the batch never joined: fail it alone
+                        self.engine.gen_finished(len(batch))
+                        self._fail(batch, e)
+                elif self.decoder.active == 0:
+                    self.engine.wait_weights_idle()  # a weight change runs: queue meanwhile
+                    continue
+            if self.decoder.active == 0:
+                continue
+            try:
+                with self.engine.lock:
+                    done = self.decoder.step()
+                self.engine.gen_finished(done)
+            except Exception as e:
+                jobs = self.decoder.fail_all()
+                self.engine.gen_finished(len(jobs))
+                self._fail(jobs, e)

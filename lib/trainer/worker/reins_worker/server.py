@@ -1,7 +1,8 @@
 """reins trainer worker: an HTTP service holding one policy (see docs/trainer.md).
 
-Run: `python3 lib/trainer/worker/server.py --host 127.0.0.1 --port 0`. Once listening it
-prints one line `REINS_WORKER_READY {"host": ..., "port": ...}` on stdout.
+Run: `python3 -m reins_worker --host 127.0.0.1 --port 0` from `lib/trainer/worker` (or with
+that directory on PYTHONPATH). Once listening it prints one line
+`REINS_WORKER_READY {"host": ..., "port": ...}` on stdout.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
 
-import torch  # noqa: E402
-
-from cpu_probe import cpu_probe  # noqa: E402
-from engine import Engine, GenJob, not_initialized  # noqa: E402
-from generation import BatchDecoder  # noqa: E402
-from validate import (  # noqa: E402
+from .cpu_probe import cpu_probe
+from .engine import Engine, not_initialized
+from .generation import GenerateScheduler, GenJob
+from .validate import (
+    GenerateSpec,
     RequestError,
     parse_forward_backward,
     parse_generate,
@@ -38,98 +38,20 @@ MAX_BODY_BYTES = 512 * 1024 * 1024
 CPU_PROBE: Dict[str, Any] = {}
 
 
-class GenerateScheduler:
-    """Continuous batching: new requests join the running batch at the next decode step (the
-    first ones of an idle period are collected for `window_s`); finished ones leave it."""
-
-    def __init__(self, engine: Engine, window_s: float, max_batch: int) -> None:
-        self.engine = engine
-        self.window_s = window_s
-        self.max_batch = max_batch
-        self.queue: "queue.Queue[GenJob]" = queue.Queue()
-        self.decoder = BatchDecoder(engine)
-        self.thread = threading.Thread(target=self._loop, name="generate", daemon=True)
-        self.thread.start()
-
-    def submit(self, job: GenJob) -> None:
-        self.queue.put(job)
-
-    def _collect(self, waiting: List[GenJob]) -> List[GenJob]:
-        if not waiting and self.decoder.active == 0:
-            waiting.append(self.queue.get())  # idle: sleep until a request comes
-            deadline = time.monotonic() + self.window_s
-            while len(waiting) < self.max_batch:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                try:
-                    waiting.append(self.queue.get(timeout=left))
-                except queue.Empty:
-                    break
-        while True:
-            try:
-                waiting.append(self.queue.get_nowait())
-            except queue.Empty:
-                break
-        return [j for j in waiting if not j.cancelled]
-
-    def _fail(self, jobs: List[GenJob], err: Exception) -> None:
-        if not isinstance(err, RequestError):
-            traceback.print_exc()
-            err = RequestError(500, "internal", f"generation failed: {err}")
-        for j in jobs:
-            if not j.finished:
-                j.finished = True
-                j.finish_error(err)
-
-    def _loop(self) -> None:
-        waiting: List[GenJob] = []
-        while True:
-            waiting = self._collect(waiting)
-            room = self.max_batch - self.decoder.active
-            if waiting and room > 0 and self.decoder.can_admit():
-                batch, rest = waiting[:room], waiting[room:]
-                if self.engine.gen_try_start(len(batch)):
-                    waiting = rest
-                    try:
-                        with self.engine.lock:
-                            if not self.engine.initialized:
-                                raise not_initialized()
-                            self.decoder.admit(batch)
-                    except Exception as e:  # the batch never joined: fail it alone
-                        self.engine.gen_finished(len(batch))
-                        self._fail(batch, e)
-                elif self.decoder.active == 0:
-                    self.engine.wait_weights_idle()  # a weight change runs: queue meanwhile
-                    continue
-            if self.decoder.active == 0:
-                continue
-            try:
-                with self.engine.lock:
-                    done = self.decoder.step()
-                self.engine.gen_finished(done)
-            except Exception as e:
-                jobs = self.decoder.fail_all()
-                self.engine.gen_finished(len(jobs))
-                self._fail(jobs, e)
-
-
 class StreamJob(GenJob):
     """A generate job whose events land in a queue read by the request's handler thread."""
 
-    def __init__(self, spec) -> None:
+    def __init__(self, spec: GenerateSpec) -> None:
         self.events: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
         super().__init__(
             spec,
             lambda ids, lps: self.events.put(("chunk", (ids, lps))),
             lambda reason, version: self.events.put(("done", (reason, version))),
+            lambda err: self.events.put(("error", err)),
         )
 
-    def finish_error(self, err: RequestError) -> None:
-        self.events.put(("error", err))
 
-
-def make_handler(engine: Engine, scheduler: GenerateScheduler):
+def make_handler(engine: Engine, scheduler: GenerateScheduler) -> type:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "reins-worker"

@@ -12,7 +12,7 @@ from typing import Dict, Optional
 
 import torch
 
-from validate import LossSpec
+from .validate import LossSpec
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import torch
 
-from validate import Row
+from .validate import Row
 
 
 @dataclass
@@ -22,6 +22,8 @@ class Batch:
     weights: torch.Tensor  # [B, T] float32
     behaviour: torch.Tensor  # [B, T] float32
     sequence: torch.Tensor  # [B, T] long: global sequence id (row, segment or sequence_ids)
+    # [B, T] float32: π_prox given by the caller (`proximal_logprobs`), or None.
+    proximal: Optional[torch.Tensor] = None
 
 
 def _row_mask(row: Row, width: int) -> torch.Tensor:
@@ -63,6 +65,9 @@ def build_batch(rows: List[Row], device: torch.device) -> Batch:
     seg = pad([r.sequence for r in rows], 0, torch.long)
     n_seg = int(seg.max().item()) + 1
     sequence = torch.arange(b, dtype=torch.long)[:, None] * n_seg + seg
+    proximal: Optional[torch.Tensor] = None
+    if rows[0].proximal is not None:  # parse_forward_backward gives all rows or none
+        proximal = pad([r.proximal or [] for r in rows], 0.0, torch.float32).to(device)
     mask: Optional[torch.Tensor] = None
     if not all(r.linear for r in rows):
         mask = torch.stack([_row_mask(r, width) for r in rows])[:, None].to(device)
@@ -76,6 +81,7 @@ def build_batch(rows: List[Row], device: torch.device) -> Batch:
         weights.to(device),
         behaviour.to(device),
         sequence.to(device),
+        proximal,
     )
 
 

@@ -1,0 +1,13 @@
+"""reins trainer worker: one policy (model + AdamW) behind a small HTTP API, in PyTorch.
+
+Modules: `server` (HTTP routes; `python -m reins_worker` runs it), `engine` (model, optimizer,
+log-probs, forward/backward, checkpoints), `generation` (the one generation path: continuous
+batching over a shared KV cache), `sampling`, `batch` (rows → tensors), `losses`, `model` (the
+built-in decoder), `hf_model` (optional: `transformers`), `validate` (request parsing), and
+`gpu_bench` (`python -m reins_worker.gpu_bench`).
+
+Only `torch` is required; `transformers` (and `safetensors`) only for `{"kind": "hf"}` models.
+"""
+
+__all__ = ["__version__"]
+__version__ = "0.1.0"

@@ -1,6 +1,0 @@
-"""Puts the worker's directory on sys.path (its modules import each other flatly)."""
-
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
