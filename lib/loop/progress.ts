@@ -31,21 +31,27 @@ const fmt = (x: number | null, digits = 3) => (x === null ? "-" : x.toFixed(digi
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { stepLine } from "./progress.ts";
  * const metrics = {
  *   step: 2, policy_version: 7, time: 0, mode: "collocated_async" as const, rollouts: 16,
  *   reward_mean: 0.4375, reward_std: 0.5, pass_rate: 0.44, samples: 16, samples_per_rollout: 1,
  *   trained_rollouts: 16, trained_samples: 16, trained_tokens: 2048, advantage_mean: 0,
  *   advantage_std: 1, advantage_abs_max: 1.3, break_reasons: {}, tis_samples: 0,
- *   filtered: { error: 0, zero_variance: 2, no_samples: 0, stale: 0 },
- *   staleness_max: 1, staleness_mean: 0.5, alignment_corr: 1, alignment_logprob_corr: 1,
- *   alignment_tokens: 2048, alignment_max_abs_dp: 0, loss: 0.01, entropy: 0.9,
- *   clip_fraction: 0.01, grad_norm: 0.8, held_calls: 0, in_flight_at_update: 0,
- *   timings_ms: { step: 4200 },
+ *   filtered: {
+ *     unfinished: 0, no_reward: 0, error: 0, no_samples: 0, singleton: 0, zero_variance: 2,
+ *     stale: 0,
+ *   },
+ *   singleton_groups: 0, staleness_max: 1, staleness_mean: 0.5, alignment_corr: 1,
+ *   alignment_logprob_corr: 1, alignment_tokens: 2048, alignment_max_abs_dp: 0, loss: 0.01,
+ *   entropy: 0.9, clip_fraction: 0.01, clip_fraction_last_epoch: 0.01, grad_norm: 0.8,
+ *   held_calls: 0, in_flight_at_update: 0, timings_ms: { step: 4200 },
  * };
- * stepLine(metrics, 20);
- * // "step  3/20 v7 reward 0.438 pass 0.44 spr 1.00 tok 2048 align 1.0000 ent 0.90 clip 0.010
- * //  gn 0.80 held 0 stale<=1 drop zero_variance=2 4.2s"
+ * assert.equal(
+ *   stepLine(metrics, 20),
+ *   "step  3/20 v7 reward 0.438 pass 0.44 spr 1.00 tok 2048 align 1.0000 ent 0.90 clip 0.010 " +
+ *     "gn 0.80 held 0 stale<=1 drop zero_variance=2 4.2s",
+ * );
  * ```
  */
 export function stepLine(m: LoopStepMetrics, totalSteps: number): string {
