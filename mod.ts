@@ -59,6 +59,7 @@ export * from "./lib/algo/mod.ts";
 export * from "./lib/batching/mod.ts";
 export * from "./lib/plot/mod.ts";
 export * from "./lib/trajectories/mod.ts";
+export * from "./lib/http/mod.ts";
 export * from "./lib/gateway/mod.ts";
 export * from "./lib/proxy/mod.ts";
 export * from "./lib/ui/mod.ts";

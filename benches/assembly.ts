@@ -5,6 +5,7 @@
  *
  * Run: `deno task bench:assembly` (or `deno run -A benches/assembly.ts [rollouts]`).
  */
+import { parseArgs } from "node:util";
 import { assembleRollout, type AssemblyResult } from "../lib/samples/mod.ts";
 import type { MergeStrategy } from "../lib/schema.ts";
 import { FULL_SHAPE, makeWorkload, type Workload } from "./assembly_workload.ts";
@@ -12,7 +13,8 @@ import { FULL_SHAPE, makeWorkload, type Workload } from "./assembly_workload.ts"
 const MB = 1024 * 1024;
 const fmt = (bytes: number) => `${(bytes / MB).toFixed(1)} MiB`;
 
-const rollouts = Number(Deno.args[0] ?? FULL_SHAPE.rollouts);
+const { positionals } = parseArgs({ args: Deno.args, allowPositionals: true, strict: true });
+const rollouts = Number(positionals[0] ?? FULL_SHAPE.rollouts);
 const shape = { ...FULL_SHAPE, rollouts };
 
 let peakRss = 0;
@@ -23,11 +25,18 @@ function sampleMemory(): void {
   peakHeap = Math.max(peakHeap, m.heapUsed);
 }
 
+// buffer_substitute compares decoded texts; one code point per id (injective) serves the bench.
+const decode = (ids: Uint32Array) => {
+  let text = "";
+  for (const id of ids) text += String.fromCodePoint(id);
+  return text;
+};
+
 function run(work: Workload, strategy: MergeStrategy, count = work.rollouts.length) {
   const results: AssemblyResult[] = new Array(count);
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
-    results[i] = assembleRollout(work.rollouts[i], { strategy });
+    results[i] = assembleRollout(work.rollouts[i], { strategy, decode });
     if ((i & 31) === 31) sampleMemory();
   }
   const ms = performance.now() - t0;

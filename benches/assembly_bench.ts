@@ -14,6 +14,13 @@ const work = makeWorkload({
   firstPromptTokens: 256,
 });
 
+// buffer_substitute compares decoded texts; one code point per id (injective) serves the bench.
+const decode = (ids: Uint32Array) => {
+  let text = "";
+  for (const id of ids) text += String.fromCodePoint(id);
+  return text;
+};
+
 for (
   const strategy of ["prefix_merge", "per_call", "tree", "buffer_substitute"] as MergeStrategy[]
 ) {
@@ -24,7 +31,7 @@ for (
     group: "assembly",
     baseline: strategy === "prefix_merge",
     fn() {
-      for (const events of work.rollouts) assembleRollout(events, { strategy });
+      for (const events of work.rollouts) assembleRollout(events, { strategy, decode });
     },
   });
 }

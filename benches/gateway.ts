@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 import { DatabaseSync } from "node:sqlite";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
@@ -23,7 +24,11 @@ import type { EventInput } from "../lib/schema.ts";
 import { spawnGatewayProcess } from "../tests/support/gateway_process.ts";
 import { startPostgres } from "../tests/support/postgres.ts";
 
-const QUICK = Deno.args.includes("--quick");
+const QUICK = parseArgs({
+  args: Deno.args,
+  options: { quick: { type: "boolean", default: false } },
+  strict: true,
+}).values.quick;
 const SECONDS = QUICK ? 1.5 : 4;
 /** Writers for batched and model-call figures (one attempt each). */
 const CONCURRENCY = 8;

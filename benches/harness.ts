@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { Reconciler } from "../lib/controller/reconciler.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
@@ -33,11 +34,13 @@ import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { capabilityToken } from "../lib/gateway/auth.ts";
 import OpenAI from "openai";
 
-const flag = (name: string, fallback: number) => {
-  const i = Deno.args.indexOf(name);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
-};
-const N = flag("--rollouts", 8);
+const N = Number(
+  parseArgs({
+    args: Deno.args,
+    options: { rollouts: { type: "string", default: "8" } },
+    strict: true,
+  }).values.rollouts,
+);
 const tokenizer = await loadQwen3Tokenizer();
 const registry = harnessRegistry();
 const { envs } = registry;

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 import { capabilityToken } from "../lib/gateway/auth.ts";
 import { startGateway } from "../lib/gateway/server.ts";
 import { proxyMount } from "../lib/proxy/app.ts";
@@ -23,10 +24,13 @@ import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { measureIncrementalSpeedup } from "./tokens_incremental.ts";
 
-const args = Deno.args;
-const quick = args.includes("--quick");
-const requestsArg = args.indexOf("--requests");
-const REQUESTS = requestsArg >= 0 ? Number(args[requestsArg + 1]) : quick ? 150 : 400;
+const { values: args } = parseArgs({
+  args: Deno.args,
+  options: { quick: { type: "boolean", default: false }, requests: { type: "string" } },
+  strict: true,
+});
+const quick = args.quick;
+const REQUESTS = args.requests !== undefined ? Number(args.requests) : quick ? 150 : 400;
 const CONCURRENCY = 16;
 
 /** A fake vLLM (in a worker) answering instantly with fixed ids (16 response tokens). */

@@ -10,13 +10,20 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 import { startGateway } from "../lib/gateway/server.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
 import { createUi } from "../lib/ui/app.ts";
 
-function arg(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
+const { values: flags } = parseArgs({
+  args: Deno.args,
+  options: { rollouts: { type: "string" }, repeats: { type: "string" } },
+  strict: true,
+});
+
+function arg(name: "rollouts" | "repeats", fallback: number): number {
+  const value = flags[name];
+  return value === undefined ? fallback : Number(value);
 }
 
 const ROLLOUTS = arg("rollouts", 100_000);

@@ -18,6 +18,7 @@ export * from "./schema/samples.ts";
 export * from "./schema/algo.ts";
 export * from "./schema/batching.ts";
 export * from "./schema/gateway.ts";
+export * from "./schema/gateway_api.ts";
 export * from "./schema/proxy.ts";
 export * from "./schema/trainer.ts";
 export * from "./schema/controller.ts";

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 import { evaluateExpression, formatNumber } from "../lib/harness/calculator.ts";
 import type {
   ArithmeticTask,
@@ -515,13 +516,13 @@ export function envDataFiles(seed: number): Record<string, string> {
 }
 
 if (import.meta.main) {
-  const args = Deno.args;
-  const flag = (name: string) => {
-    const i = args.indexOf(name);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
-  const seed = Number(flag("--seed") ?? 7);
-  const out = flag("--out") ?? new URL("../data/envs", import.meta.url).pathname;
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: { seed: { type: "string", default: "7" }, out: { type: "string" } },
+    strict: true,
+  });
+  const seed = Number(values.seed);
+  const out = values.out ?? new URL("../data/envs", import.meta.url).pathname;
   const files = envDataFiles(seed);
   for (const [path, content] of Object.entries(files)) {
     const full = `${out}/${path}`;

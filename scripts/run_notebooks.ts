@@ -19,6 +19,8 @@
  * @module
  */
 
+import { parseArgs as parseNodeArgs } from "node:util";
+
 const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname).replace(/\/$/, "");
 const NOTEBOOKS = `${ROOT}/notebooks`;
 
@@ -30,20 +32,22 @@ interface Options {
 }
 
 function parseArgs(args: string[]): Options {
-  const options: Options = { inPlace: false, out: undefined, timeout: 600, names: [] };
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg === "--in-place") options.inPlace = true;
-    else if (arg === "--out") options.out = args[++i];
-    else if (arg === "--timeout") options.timeout = Number(args[++i]);
-    else if (arg.startsWith("--")) throw new Error(`unknown option ${arg}`);
-    else options.names.push(arg);
-  }
-  if (!Number.isFinite(options.timeout) || options.timeout <= 0) {
+  const { values, positionals } = parseNodeArgs({
+    args,
+    options: {
+      "in-place": { type: "boolean", default: false },
+      out: { type: "string" },
+      timeout: { type: "string", default: "600" },
+    },
+    strict: true,
+    allowPositionals: true,
+  });
+  const timeout = Number(values.timeout);
+  if (!Number.isFinite(timeout) || timeout <= 0) {
     throw new Error("--timeout: expected a positive number of seconds");
   }
-  if (options.out === "") throw new Error("--out: expected a directory");
-  return options;
+  if (values.out === "") throw new Error("--out: expected a directory");
+  return { inPlace: values["in-place"], out: values.out, timeout, names: positionals };
 }
 
 async function run(cmd: string, args: string[]): Promise<{ ok: boolean; output: string }> {

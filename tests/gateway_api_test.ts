@@ -87,18 +87,23 @@ Deno.test("api: create, list, claim, events, transition and models through the c
     });
     assert.ok(lease.lease_expires_at! > Date.now());
 
-    // The harness writes with its capability token; the proxy may use x-api-key.
+    // The harness writes with its capability token; the proxy may use x-api-key. The reward
+    // comes from the verifier (admin key): a capability token may not post one.
     const prompt = Array.from({ length: 64 }, (_, i) => i);
-    const posted = await new GatewayClient(gw.url, { apiKey: token }).postEvents(
-      "r1",
-      attempt.attempt_id,
-      [
-        call(prompt, [100, 101]),
-        call([...prompt, 100, 101, 7], [102]),
-        { type: "custom", payload: { name: "tool", data: { cmd: "ls" } } },
+    const posted = [
+      ...await new GatewayClient(gw.url, { apiKey: token }).postEvents(
+        "r1",
+        attempt.attempt_id,
+        [
+          call(prompt, [100, 101]),
+          call([...prompt, 100, 101, 7], [102]),
+          { type: "custom", payload: { name: "tool", data: { cmd: "ls" } } },
+        ],
+      ),
+      ...await client.postEvents("r1", attempt.attempt_id, [
         { type: "reward", payload: { value: 0.75 } },
-      ],
-    );
+      ]),
+    ];
     assert.equal(posted.length, 4);
     assert.ok(posted.every((e) => e.event_key), "the client keys every event");
     const viaHeader = await fetch(

@@ -102,6 +102,10 @@ Deno.test("events must have distinct integer seqs and one rollout; options are c
   rejects([callEvent(1, [1], [2])], /options\.strategy/, { strategy: "greedy" });
   rejects([callEvent(1, [1], [2])], /options\.rollout_id/, { rollout_id: "r2" });
   rejects([], /options\.decode: must be a function/, { decode: "utf8" });
+  // Without a decoder buffer_substitute could repair nothing and would quietly be prefix_merge.
+  rejects([callEvent(1, [1], [2])], /options\.decode: buffer_substitute compares decoded texts/, {
+    strategy: "buffer_substitute",
+  });
 });
 
 Deno.test("wire-form payloads (number arrays) are accepted and converted", () => {

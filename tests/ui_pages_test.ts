@@ -287,7 +287,11 @@ Deno.test("UI pages over a real run", async (t) => {
         text += value;
       }
       await reader.cancel();
-      assert.match(text, new RegExp(`id: ${from + 1}\\nevent: change\\ndata: \\{"kind":"event"`));
+      // One SSE event: its fields (id, event, data) in any order, as the spec allows.
+      const frame = text.split("\n\n").find((f) => new RegExp(`^id: ${from + 1}$`, "m").test(f));
+      assert.ok(frame, text);
+      assert.match(frame, /^event: change$/m);
+      assert.match(frame, /^data: \{"kind":"event"/m);
       const list = await get(fx.base + "/fragments/rollouts");
       assert.match(list.text, /data-rollout="late"/);
     });

@@ -17,12 +17,15 @@
  * @module
  */
 import type { GatewayClient } from "../gateway/client.ts";
+import { statusOf } from "../http/error.ts";
+import { backoffDelay, sleep } from "../http/retry.ts";
 import {
   type Attempt,
   type ControllerOptions,
   ControllerOptionsSchema,
   type EventInput,
   parseOrThrow,
+  RESERVED_EVENT_KEY_PREFIX,
   type Rollout,
 } from "../schema.ts";
 import type {
@@ -90,14 +93,6 @@ interface PendingReport {
 }
 
 const MAX_LOG_TEXT = 16 * 1024;
-
-function statusOf(error: unknown): number | null {
-  if (error && typeof error === "object" && "status" in error) {
-    const status = (error as { status: unknown }).status;
-    return typeof status === "number" ? status : null;
-  }
-  return null;
-}
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -173,7 +168,7 @@ export class Reconciler {
       } catch (error) {
         this.stats.gateway_errors++;
         this.#log(`recovery failed (${message(error)}); retrying`);
-        await new Promise((r) => setTimeout(r, Math.min(5_000, 200 * 2 ** failures)));
+        await sleep(backoffDelay(failures + 1, { baseMs: 400, maxMs: 5_000 }));
       }
     }
     this.#loop = this.#run();
@@ -200,7 +195,7 @@ export class Reconciler {
       while (
         (this.#tracked.size > 0 || this.#pending.length > 0) && this.#stopMode !== "detach"
       ) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await sleep(20);
       }
     }
     if (this.#stopped) return;
@@ -301,7 +296,8 @@ export class Reconciler {
       tracked.logs.push({
         type: "log",
         // Short and per rollout (keys are unique per rollout): attempt index, stream, bytes.
-        event_key: `log:${tracked.attempt.index}:${chunk.stream}:${chunk.offset}-${chunk.end}:${i}`,
+        event_key: `${RESERVED_EVENT_KEY_PREFIX}log:${tracked.attempt.index}:${chunk.stream}:` +
+          `${chunk.offset}-${chunk.end}:${i}`,
         payload: {
           stream: chunk.stream,
           text: chunk.text.slice(i * MAX_LOG_TEXT, (i + 1) * MAX_LOG_TEXT),
@@ -433,7 +429,8 @@ export class Reconciler {
       if (outcome.reward !== null) {
         await this.#gateway.postEvents(rollout.rollout_id, attempt.attempt_id, [{
           type: "reward",
-          event_key: `reward:${attempt.index}`,
+          // Reserved: no agent token can post (and so pre-empt) the verified reward's key.
+          event_key: `${RESERVED_EVENT_KEY_PREFIX}reward:${attempt.index}`,
           payload: { value: outcome.reward, info: { source: "reward_hook" } },
         }]);
       }
@@ -485,7 +482,7 @@ export class Reconciler {
       attempt_id: attempt.attempt_id,
     });
     for (const event of events) {
-      const m = event.event_key?.match(/^log:\d+:(stdout|stderr):\d+-(\d+):\d+$/);
+      const m = event.event_key?.match(/^(?:reins:)?log:\d+:(stdout|stderr):\d+-(\d+):\d+$/);
       if (m) {
         const stream = m[1] as "stdout" | "stderr";
         ends[stream] = Math.max(ends[stream], Number(m[2]));

@@ -1,40 +1,51 @@
 /**
  * The gateway's HTTP API (SPEC §3) as a Hono app over a {@link Store} and a {@link PhaseGate}.
  *
- * Errors are `{error: {code, message}}` with the matching 4xx/5xx status; messages name the
- * field at fault. The control plane needs the admin key; event posts (and reads of one
- * attempt's events) also accept that attempt's capability token.
+ * Every route names the credentials it accepts (middleware answers 401/403 before the
+ * handler), bodies are capped in bytes while they stream in, request bodies and queries are
+ * parsed with the `lib/schema` request schemas, and errors are `{error: {code, message,
+ * field?}}` with the matching status (see `docs/security.md` for what each credential may do):
+ *
+ * - the admin key: everything;
+ * - the reporter key: post events (rewards included) to any attempt, read rollouts and events;
+ * - a capability token: post non-reward events outside the reserved key namespace to its own
+ *   attempt while that attempt is live (409 otherwise), read its own attempt's events.
  *
  * @module
  */
 import { Hono } from "hono";
-import type { Context } from "hono";
+import { secureHeaders } from "hono/secure-headers";
+import { type AuthEnv, requireCredential } from "../http/auth.ts";
+import { bodyLimits, readJson } from "../http/body.ts";
+import { concurrencyCap } from "../http/concurrency.ts";
+import { CAPABILITY_PREFIX, capabilityToken, keyFromHeaders } from "../http/credentials.ts";
+import { HttpError, toHttpError } from "../http/error.ts";
+import { sleep } from "../http/retry.ts";
 import {
   ClaimRequestSchema,
+  CreateRolloutsRequestSchema,
   type EventInput,
   type GatewayLimits,
   type GatewayLimitsInput,
   GatewayLimitsSchema,
+  isReservedEventKey,
   ListEventsQuerySchema,
   ListRolloutsQuerySchema,
   parseOrThrow,
   PhaseRequestSchema,
+  PostEventsRequestSchema,
   RegisterModelRequestSchema,
   RenewLeaseRequestSchema,
-  type RolloutCreate,
+  RESERVED_EVENT_KEY_PREFIX,
+  type ServerDeadlines,
+  type ServerDeadlinesInput,
+  ServerDeadlinesSchema,
   TransitionRequestSchema,
-  ValidationError,
 } from "../schema.ts";
-import {
-  authorize,
-  CAPABILITY_PREFIX,
-  capabilityToken,
-  keyFromHeaders,
-  type Principal,
-} from "./auth.ts";
-import { type PhaseGate, PhaseHoldTimeout } from "./phase.ts";
 import { changeFeedResponse, parseAfterSeq } from "./change_feed.ts";
-import { type Store, StoreError } from "./store.ts";
+import { LiveAttempts } from "./live_attempts.ts";
+import type { PhaseGate } from "./phase.ts";
+import type { Store } from "./store.ts";
 import { eventToWire } from "./wire.ts";
 
 /** Options of {@link createGatewayApp}. */
@@ -44,10 +55,16 @@ export interface GatewayAppOptions {
   adminKey: string;
   /** HMAC secret of capability tokens. */
   secret: string;
+  /** The reporter key (rewards from a verifier outside the sandbox); none by default. */
+  reporterKey?: string;
   phase: PhaseGate;
   /** Sub-apps served under a path prefix (the proxy at `/proxy`, the UI at `/ui`). */
   mounts?: Array<{ path: string; app: Hono }>;
   limits?: GatewayLimitsInput;
+  /** Body deadline and per-key concurrency caps (the connection deadlines are the server's). */
+  deadlines?: ServerDeadlinesInput;
+  /** Which attempts are live (shared with the proxy; default: a fresh cache over `store`). */
+  live?: LiveAttempts;
   /** Wakes `GET /v1/stream` readers after writes (default: a fresh one). */
   notifier?: ChangeNotifier;
   /** How often stream readers re-poll the store for other processes' writes (default 1 000). */
@@ -79,67 +96,133 @@ export class ChangeNotifier {
   }
 
   /** Resolves on the next notify, after `ms`, or when `signal` aborts, whichever is first. */
-  wait(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", done);
-        this.#waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal?.addEventListener("abort", done, { once: true });
-      this.#waiters.add(done);
-    });
+  async wait(ms: number, signal?: AbortSignal): Promise<void> {
+    const woken = new AbortController();
+    const wake = () => woken.abort();
+    this.#waiters.add(wake);
+    try {
+      await sleep(ms, signal ? AbortSignal.any([signal, woken.signal]) : woken.signal);
+    } finally {
+      this.#waiters.delete(wake);
+    }
   }
 }
 
+/** Middleware capping requests in flight per API key (capability tokens get the lower cap). */
+export function keyConcurrencyCap(deadlines: ServerDeadlines) {
+  return concurrencyCap({
+    keyOf: (c) => keyFromHeaders(c.req.raw.headers),
+    max: (key) =>
+      key.startsWith(CAPABILITY_PREFIX)
+        ? deadlines.max_concurrent_per_token
+        : deadlines.max_concurrent_per_key,
+  });
+}
+
 /**
- * Builds the gateway app. Serve it with `Deno.serve({ port }, app.fetch)` or use
- * `startGateway` from `./server.ts`.
+ * Refuses (403, naming the event) what a credential may not post: rewards from a capability
+ * token, and reserved event keys from anyone but the admin.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkEventsAllowed } from "./app.ts";
+ * assert.throws(
+ *   () => checkEventsAllowed("capability", [{ type: "reward", payload: { value: 1 } }]),
+ *   { status: 403, field: "events[0].type" },
+ * );
+ * checkEventsAllowed("admin", [{ type: "reward", payload: { value: 1 } }]); // allowed
+ * ```
+ */
+export function checkEventsAllowed(
+  kind: "admin" | "reporter" | "capability",
+  events: readonly EventInput[],
+): void {
+  if (kind === "admin") return;
+  events.forEach((event, i) => {
+    if (kind === "capability" && event.type === "reward") {
+      throw new HttpError(
+        403,
+        `events[${i}].type: a capability token may not post rewards (they come from the ` +
+          "verifier, with the admin or reporter key)",
+        { field: `events[${i}].type` },
+      );
+    }
+    if (isReservedEventKey(event.event_key)) {
+      throw new HttpError(
+        403,
+        `events[${i}].event_key: keys starting with '${RESERVED_EVENT_KEY_PREFIX}' are ` +
+          "reserved for reins itself",
+        { field: `events[${i}].event_key` },
+      );
+    }
+  });
+}
+
+/**
+ * Builds the gateway app. Serve it with `startGateway` from `./server.ts` (which adds the
+ * connection deadlines) or `app.request()` in tests.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { createGatewayApp } from "./app.ts";
  * import { PhaseGate } from "./phase.ts";
  * import { openSqliteStore } from "./sqlite_store.ts";
+ * const store = openSqliteStore(":memory:");
  * const app = createGatewayApp({
- *   store: openSqliteStore(":memory:"),
+ *   store,
  *   adminKey: "admin-key",
  *   secret: "hmac-secret",
  *   phase: new PhaseGate(),
  * });
  * const res = await app.request("/v1/health");
- * res.status; // 200
+ * assert.equal(res.status, 200);
+ * await store.close();
  * ```
  */
 export function createGatewayApp(options: GatewayAppOptions): Hono {
   const { store, phase } = options;
   const limits: GatewayLimits = parseOrThrow(GatewayLimitsSchema, options.limits ?? {}, "limits");
-  const keys = { adminKey: options.adminKey, secret: options.secret };
+  const deadlines = parseOrThrow(ServerDeadlinesSchema, options.deadlines ?? {}, "deadlines");
+  const keys = {
+    adminKey: options.adminKey,
+    secret: options.secret,
+    reporterKey: options.reporterKey,
+  };
   const notifier = options.notifier ?? new ChangeNotifier();
+  const live = options.live ?? new LiveAttempts(store);
   const pollMs = options.streamPollMs ?? 1_000;
-  const app = new Hono();
+  const app = new Hono<AuthEnv>();
 
-  app.onError((err, c) => {
-    if (err instanceof StoreError) return errorResponse(c, err.status, err.code, err.message);
-    if (err instanceof ValidationError) return errorResponse(c, 400, "invalid", err.message);
-    if (err instanceof PhaseHoldTimeout) return errorResponse(c, 504, "timeout", err.message);
-    console.error("gateway: internal error:", err instanceof Error ? err.stack : err);
-    return errorResponse(c, 500, "internal", "internal error (see the gateway log)");
-  });
+  app.use("*", secureHeaders({ strictTransportSecurity: false }));
+  app.onError((err, c) => toHttpError("gateway", err, c.req.raw).toResponse());
   app.notFound((c) =>
-    errorResponse(
-      c,
-      404,
-      "not_found",
-      `path: no route ${c.req.method} ${new URL(c.req.url).pathname}`,
-    )
+    new HttpError(404, `path: no route ${c.req.method} ${new URL(c.req.url).pathname}`, {
+      field: "path",
+    }).toResponse()
   );
 
-  const admin = (c: Context) => {
-    requirePrincipal(c, keys, undefined, "admin");
-  };
+  const admin = requireCredential(keys, { allow: ["admin"] });
+  const reader = requireCredential(keys, { allow: ["admin", "reporter"] });
+  const eventWriter = requireCredential(keys, { allow: ["admin", "reporter", "capability"] });
+  const eventReader = requireCredential(keys, {
+    allow: ["admin", "reporter", "capability"],
+    scope: (c) => {
+      const attempt_id = c.req.query("attempt");
+      return attempt_id ? { rollout_id: c.req.param("id")!, attempt_id } : undefined;
+    },
+    scopeMissing: {
+      field: "attempt",
+      message: "attempt: a capability token may only read its own attempt; " +
+        "pass attempt=<attempt_id>",
+    },
+  });
+  const body = bodyLimits({
+    maxBytes: limits.max_body_bytes,
+    deadlineMs: deadlines.body_timeout_ms,
+  });
+  app.use("/v1/*", keyConcurrencyCap(deadlines));
 
   app.get("/v1/health", async (c) => {
     return c.json({ ok: true, store: store.kind, phase: phase.phase, seq: await store.lastSeq() });
@@ -147,23 +230,16 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
 
   // ---- rollouts ---------------------------------------------------------------------------
 
-  app.post("/v1/rollouts", async (c) => {
-    admin(c);
-    const body = await readJson(c, limits);
-    if (!isObject(body) || !Array.isArray(body.rollouts)) {
-      throw new ValidationError("rollouts", ["rollouts: expected an array of rollouts"]);
-    }
-    if (body.rollouts.length === 0) {
-      throw new ValidationError("rollouts", ["rollouts: must hold at least one rollout"]);
-    }
-    checkBatch("rollouts", body.rollouts.length, limits);
-    const out = await store.createRollouts(body.rollouts as RolloutCreate[]);
+  app.post("/v1/rollouts", admin, body, async (c) => {
+    const raw = await readJson(c.req.raw);
+    checkBatch(raw, "rollouts", limits);
+    const { rollouts } = parseOrThrow(CreateRolloutsRequestSchema, raw);
+    const out = await store.createRollouts(rollouts);
     notifier.notify();
     return c.json(out);
   });
 
-  app.get("/v1/rollouts", async (c) => {
-    admin(c);
+  app.get("/v1/rollouts", reader, async (c) => {
     const url = new URL(c.req.url);
     const labels: Record<string, string> = {};
     for (const [k, v] of url.searchParams) if (k.startsWith("label.")) labels[k.slice(6)] = v;
@@ -182,11 +258,10 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
     return c.json(await store.listRollouts(query));
   });
 
-  app.post("/v1/rollouts/claim", async (c) => {
-    admin(c);
-    const req = parseOrThrow(ClaimRequestSchema, await readJson(c, limits));
+  app.post("/v1/rollouts/claim", admin, body, async (c) => {
+    const req = parseOrThrow(ClaimRequestSchema, await readJson(c.req.raw));
     if (req.limit > limits.max_claim) {
-      throw new ValidationError("limit", [`limit: at most ${limits.max_claim} per claim`]);
+      throw new HttpError(400, `limit: at most ${limits.max_claim} per claim`, { field: "limit" });
     }
     const claimed = await store.claimRollouts(req);
     if (claimed.length) notifier.notify();
@@ -199,68 +274,63 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
     });
   });
 
-  app.post("/v1/leases/expire", async (c) => {
-    admin(c);
+  app.post("/v1/leases/expire", admin, async (c) => {
     const rollouts = await store.expireLeases(Date.now());
+    for (const r of rollouts) live.invalidate(r.rollout_id);
     if (rollouts.length) notifier.notify();
     return c.json({ rollouts });
   });
 
-  app.get("/v1/rollouts/:id", async (c) => {
-    admin(c);
+  app.get("/v1/rollouts/:id", reader, async (c) => {
     const id = c.req.param("id");
     const rollout = await store.getRollout(id);
-    if (!rollout) throw new StoreError("not_found", `rollout_id: no rollout '${id}'`);
+    if (!rollout) notFound("rollout_id", `no rollout '${id}'`);
     return c.json(rollout);
   });
 
-  app.patch("/v1/rollouts/:id", async (c) => {
-    admin(c);
-    const req = parseOrThrow(TransitionRequestSchema, await readJson(c, limits));
-    const rollout = await store.transition(c.req.param("id"), req);
+  app.patch("/v1/rollouts/:id", admin, body, async (c) => {
+    const req = parseOrThrow(TransitionRequestSchema, await readJson(c.req.raw));
+    const id = c.req.param("id");
+    const rollout = await store.transition(id, req);
+    live.invalidate(id);
     notifier.notify();
     return c.json(rollout);
   });
 
-  app.post("/v1/rollouts/:id/attempts/:aid/lease", async (c) => {
-    admin(c);
-    const req = parseOrThrow(RenewLeaseRequestSchema, await readJson(c, limits));
+  app.post("/v1/rollouts/:id/attempts/:aid/lease", admin, body, async (c) => {
+    const req = parseOrThrow(RenewLeaseRequestSchema, await readJson(c.req.raw));
     return c.json(
       await store.renewLease(c.req.param("id"), c.req.param("aid"), req.worker, req.lease_ms),
     );
   });
 
-  app.get("/v1/rollouts/:id/attempts/:aid/token", async (c) => {
-    admin(c);
+  app.get("/v1/rollouts/:id/attempts/:aid/token", admin, async (c) => {
     const id = c.req.param("id");
     const aid = c.req.param("aid");
     const rollout = await store.getRollout(id);
-    if (!rollout) throw new StoreError("not_found", `rollout_id: no rollout '${id}'`);
+    if (!rollout) notFound("rollout_id", `no rollout '${id}'`);
     if (!rollout.attempts.some((a) => a.attempt_id === aid)) {
-      throw new StoreError("not_found", `attempt_id: no attempt '${aid}' in rollout '${id}'`);
+      notFound("attempt_id", `no attempt '${aid}' in rollout '${id}'`);
     }
     return c.json({ token: capabilityToken(keys.secret, id, aid) });
   });
 
   // ---- events -----------------------------------------------------------------------------
 
-  app.post("/v1/rollouts/:id/attempts/:aid/events", async (c) => {
+  app.post("/v1/rollouts/:id/attempts/:aid/events", eventWriter, body, async (c) => {
     const id = c.req.param("id");
     const aid = c.req.param("aid");
-    requirePrincipal(c, keys, { rollout_id: id, attempt_id: aid }, "attempt");
-    const body = await readJson(c, limits);
-    if (!isObject(body) || !Array.isArray(body.events)) {
-      throw new ValidationError("events", ["events: expected an array of events"]);
-    }
-    if (body.events.length === 0) {
-      throw new ValidationError("events", ["events: must hold at least one event"]);
-    }
-    checkBatch("events", body.events.length, limits);
-    const events = await store.appendEvents(id, aid, body.events as EventInput[]);
+    const raw = await readJson(c.req.raw);
+    checkBatch(raw, "events", limits);
+    const { events } = parseOrThrow(PostEventsRequestSchema, raw);
+    const credential = c.var.credential.kind;
+    checkEventsAllowed(credential, events);
+    if (credential === "capability") await live.require(id, aid);
+    const stored = await store.appendEvents(id, aid, events, { credential });
     notifier.notify();
     if (/\breturn=minimal\b/.test(c.req.header("prefer") ?? "")) {
       return c.json({
-        events: events.map(({ seq, rollout_id, attempt_id, type, event_key, created_at }) => ({
+        events: stored.map(({ seq, rollout_id, attempt_id, type, event_key, created_at }) => ({
           seq,
           rollout_id,
           attempt_id,
@@ -270,10 +340,10 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
         })),
       });
     }
-    return c.json({ events: events.map(eventToWire) });
+    return c.json({ events: stored.map(eventToWire) });
   });
 
-  app.get("/v1/rollouts/:id/events", async (c) => {
+  app.get("/v1/rollouts/:id/events", eventReader, async (c) => {
     const id = c.req.param("id");
     const url = new URL(c.req.url);
     const raw: Record<string, unknown> = {};
@@ -287,19 +357,6 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
     }
     const query = parseOrThrow(ListEventsQuerySchema, raw);
     checkPage(query.limit, limits);
-    const key = keyFromHeaders(c.req.raw.headers);
-    if (key?.startsWith(CAPABILITY_PREFIX) && query.attempt_id === undefined) {
-      throw new StoreError(
-        "forbidden",
-        "attempt: a capability token may only read its own attempt; pass attempt=<attempt_id>",
-      );
-    }
-    requirePrincipal(
-      c,
-      keys,
-      query.attempt_id === undefined ? undefined : { rollout_id: id, attempt_id: query.attempt_id },
-      "attempt",
-    );
     const events = await store.listEvents(id, { ...query, limit: query.limit + 1 });
     const more = events.length > query.limit;
     const items = more ? events.slice(0, query.limit) : events;
@@ -311,52 +368,44 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
 
   // ---- models -----------------------------------------------------------------------------
 
-  app.post("/v1/models", async (c) => {
-    admin(c);
-    const model = parseOrThrow(RegisterModelRequestSchema, await readJson(c, limits));
+  app.post("/v1/models", admin, body, async (c) => {
+    const model = parseOrThrow(RegisterModelRequestSchema, await readJson(c.req.raw));
     const stored = await store.upsertModel(model);
     notifier.notify();
     return c.json(stored);
   });
 
-  app.get("/v1/models", async (c) => {
-    admin(c);
+  app.get("/v1/models", admin, async (c) => {
     return c.json({ models: await store.listModels() });
   });
 
-  app.get("/v1/models/:name", async (c) => {
-    admin(c);
+  app.get("/v1/models/:name", admin, async (c) => {
     const name = c.req.param("name");
     const model = await store.getModel(name);
-    if (!model) throw new StoreError("not_found", `name: no model '${name}'`);
+    if (!model) notFound("name", `no model '${name}'`);
     return c.json(model);
   });
 
   // ---- phase ------------------------------------------------------------------------------
 
-  app.get("/v1/phase", (c) => {
-    admin(c);
-    return c.json(phase.snapshot());
-  });
+  app.get("/v1/phase", admin, (c) => c.json(phase.snapshot()));
 
-  app.post("/v1/phase", async (c) => {
-    admin(c);
-    const req = parseOrThrow(PhaseRequestSchema, await readJson(c, limits));
+  app.post("/v1/phase", admin, body, async (c) => {
+    const req = parseOrThrow(PhaseRequestSchema, await readJson(c.req.raw));
     phase.setPhase(req.phase);
     if (req.drain && req.phase === "update") {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const timedOut = await Promise.race([
-        phase.waitForDrain().then(() => false),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(true), req.drain_timeout_ms);
-        }),
+      const timeout = new AbortController();
+      const drained = await Promise.race([
+        phase.waitForDrain().then(() => true),
+        sleep(req.drain_timeout_ms, timeout.signal).then(() => false),
       ]);
-      clearTimeout(timer);
-      if (timedOut) {
-        throw new StoreError(
-          "timeout",
+      timeout.abort();
+      if (!drained) {
+        throw new HttpError(
+          504,
           `drain_timeout_ms: ${phase.snapshot().in_flight} call(s) still in flight after ` +
             `${req.drain_timeout_ms} ms`,
+          { field: "drain_timeout_ms" },
         );
       }
     }
@@ -365,15 +414,13 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
 
   // ---- change feed ------------------------------------------------------------------------
 
-  app.get("/v1/stream", (c) => {
-    admin(c);
-    const url = new URL(c.req.url);
-    const fromQuery = url.searchParams.get("after") ?? c.req.header("last-event-id") ?? "0";
-    return changeFeedResponse({
+  app.get("/v1/stream", admin, (c) => {
+    const fromQuery = c.req.query("after") ?? c.req.header("last-event-id") ?? "0";
+    return changeFeedResponse(c, {
       store,
       after: parseAfterSeq(fromQuery),
-      signals: [c.req.raw.signal, options.signal],
-      preamble: ": reins gateway change feed\n\n",
+      signals: [options.signal],
+      comment: "reins gateway change feed",
       wait: async (signal) => {
         const started = Date.now();
         await notifier.wait(pollMs, signal);
@@ -383,96 +430,29 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
   });
 
   for (const mount of options.mounts ?? []) app.route(mount.path, mount.app);
-  return app;
+  return app as unknown as Hono;
 }
 
-function errorResponse(c: Context, status: number, code: string, message: string): Response {
-  return c.json({ error: { code, message } }, status as 400);
+function notFound(field: string, message: string): never {
+  throw new HttpError(404, `${field}: ${message}`, { field });
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function checkBatch(field: string, n: number, limits: GatewayLimits): void {
-  if (n > limits.max_batch) {
-    throw new StoreError(
-      "too_large",
-      `${field}: at most ${limits.max_batch} per request, got ${n}`,
+/** 413 naming `field` when a body's batch holds more than the limit (before validating it). */
+function checkBatch(body: unknown, field: string, limits: GatewayLimits): void {
+  const items = (body as Record<string, unknown> | null)?.[field];
+  if (Array.isArray(items) && items.length > limits.max_batch) {
+    throw new HttpError(
+      413,
+      `${field}: at most ${limits.max_batch} per request, got ${items.length}`,
+      { field },
     );
   }
 }
 
 function checkPage(limit: number, limits: GatewayLimits): void {
   if (limit > limits.max_page) {
-    throw new ValidationError("limit", [`limit: at most ${limits.max_page}, got ${limit}`]);
-  }
-}
-
-/**
- * Checks the request's key. `need: "admin"` accepts only the admin key; `need: "attempt"`
- * accepts the admin key or the capability token of `scope`.
- */
-function requirePrincipal(
-  c: Context,
-  keys: { adminKey: string; secret: string },
-  scope: { rollout_id: string; attempt_id: string } | undefined,
-  need: "admin" | "attempt",
-): Principal {
-  const key = keyFromHeaders(c.req.raw.headers);
-  if (!key) {
-    throw new StoreError(
-      "unauthorized",
-      "authorization: missing API key (send Authorization: Bearer <key> or x-api-key)",
-    );
-  }
-  const principal = authorize(keys, key, need === "attempt" ? scope : undefined);
-  if (principal) return principal;
-  if (key.startsWith(CAPABILITY_PREFIX)) {
-    throw new StoreError(
-      "forbidden",
-      need === "admin"
-        ? "authorization: a capability token cannot use the control plane"
-        : "authorization: this capability token does not belong to this rollout/attempt",
-    );
-  }
-  throw new StoreError("unauthorized", "authorization: invalid API key");
-}
-
-/** Reads a JSON body under the size limit; 413 above it, 400 naming `body` when malformed. */
-async function readJson(c: Context, limits: GatewayLimits): Promise<unknown> {
-  const max = limits.max_body_bytes;
-  const declared = Number(c.req.header("content-length") ?? NaN);
-  if (declared > max) {
-    await c.req.raw.body?.cancel();
-    throw new StoreError("too_large", `body: ${declared} bytes exceeds the limit of ${max} bytes`);
-  }
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = c.req.raw.body?.getReader();
-  while (reader) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > max) {
-      await reader.cancel();
-      throw new StoreError("too_large", `body: more than the limit of ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  const text = new TextDecoder().decode(bytes);
-  if (!text.trim()) throw new ValidationError("body", ["body: empty, expected a JSON object"]);
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new ValidationError("body", [
-      `body: malformed JSON (${err instanceof Error ? err.message : String(err)})`,
-    ]);
+    throw new HttpError(400, `limit: at most ${limits.max_page}, got ${limit}`, {
+      field: "limit",
+    });
   }
 }

@@ -1,167 +1,20 @@
 /**
- * Gateway authentication: one admin key for the control plane, and per-attempt capability
- * tokens derived statelessly as `rk_` + base64url(HMAC-SHA256(secret, rollout_id + "/" +
- * attempt_id)). A capability token lets its holder write (and read) only its own attempt.
- * Every comparison is constant-time; keys never reach logs.
+ * The gateway's credentials (defined in `lib/http/credentials.ts`, shared by every service).
  *
  * @module
  */
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { dirname } from "node:path";
-
-/** Prefix of capability tokens, so that logs and users can tell them from admin keys. */
-export const CAPABILITY_PREFIX = "rk_";
-
-/**
- * The capability token of one attempt.
- *
- * @example
- * ```ts
- * import { capabilityToken, verifyCapability } from "./auth.ts";
- * const token = capabilityToken("s3cret", "r1", "a1");
- * verifyCapability("s3cret", "r1", "a1", token); // true
- * verifyCapability("s3cret", "r1", "a2", token); // false
- * ```
- */
-export function capabilityToken(secret: string, rolloutId: string, attemptId: string): string {
-  const mac = createHmac("sha256", secret).update(`${rolloutId}/${attemptId}`).digest();
-  return CAPABILITY_PREFIX + mac.toString("base64url");
-}
-
-/** Most expected tokens {@link verifyCapability} remembers (the oldest are dropped first). */
-const EXPECTED_TOKENS_MAX = 16_384;
-/** Expected capability tokens by secret and attempt: an HMAC costs more than the whole check. */
-const expectedTokens = new Map<string, string>();
-
-/** True when `token` is the capability token of attempt `attemptId` of `rolloutId`. */
-export function verifyCapability(
-  secret: string,
-  rolloutId: string,
-  attemptId: string,
-  token: string,
-): boolean {
-  // Lengths make the key unambiguous whatever characters the ids hold.
-  const key = `${secret.length}:${rolloutId.length}:${secret}${rolloutId}${attemptId}`;
-  let expected = expectedTokens.get(key);
-  if (expected === undefined) {
-    expected = capabilityToken(secret, rolloutId, attemptId);
-    if (expectedTokens.size >= EXPECTED_TOKENS_MAX) {
-      expectedTokens.delete(expectedTokens.keys().next().value!);
-    }
-    expectedTokens.set(key, expected);
-  }
-  return constantTimeEqual(expected, token);
-}
-
-const utf8 = new TextEncoder();
-
-/**
- * Compares two strings in time independent of where they differ.
- *
- * @example
- * ```ts
- * import { constantTimeEqual } from "./auth.ts";
- * constantTimeEqual("abc", "abc"); // true
- * ```
- */
-export function constantTimeEqual(expected: string, given: string): boolean {
-  const a = utf8.encode(expected);
-  const b = utf8.encode(given);
-  // Compare against a same-length buffer even on a length mismatch, so timing leaks nothing
-  // beyond the length.
-  if (a.length !== b.length) {
-    timingSafeEqual(a, a);
-    return false;
-  }
-  return timingSafeEqual(a, b);
-}
-
-/** True when `given` is the admin key. */
-export function verifyAdminKey(adminKey: string, given: string): boolean {
-  return constantTimeEqual(adminKey, given);
-}
-
-/**
- * The API key a request carries: `Authorization: Bearer <key>` (OpenAI style) or
- * `x-api-key: <key>` (Anthropic style); null when neither is present.
- *
- * @example
- * ```ts
- * import { keyFromHeaders } from "./auth.ts";
- * keyFromHeaders(new Headers({ authorization: "Bearer k1" })); // "k1"
- * keyFromHeaders(new Headers({ "x-api-key": "k2" })); // "k2"
- * ```
- */
-export function keyFromHeaders(headers: Headers): string | null {
-  const auth = headers.get("authorization");
-  if (auth) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    if (match) return match[1];
-  }
-  const apiKey = headers.get("x-api-key");
-  return apiKey ? apiKey.trim() : null;
-}
-
-/** Who a request speaks for. */
-export type Principal =
-  | { kind: "admin" }
-  | { kind: "attempt"; rollout_id: string; attempt_id: string };
-
-/**
- * Resolves a key to a principal: the admin, or the attempt `scope` names when the key is that
- * attempt's capability token. Returns null for any other key.
- *
- * @example
- * ```ts
- * import { authorize, capabilityToken } from "./auth.ts";
- * const keys = { adminKey: "admin", secret: "s" };
- * authorize(keys, "admin")?.kind; // "admin"
- * const token = capabilityToken("s", "r1", "a1");
- * authorize(keys, token, { rollout_id: "r1", attempt_id: "a1" })?.kind; // "attempt"
- * authorize(keys, token, { rollout_id: "r1", attempt_id: "a2" }); // null
- * ```
- */
-export function authorize(
-  keys: { adminKey: string; secret: string },
-  key: string | null,
-  scope?: { rollout_id: string; attempt_id: string },
-): Principal | null {
-  if (!key) return null;
-  if (key.startsWith(CAPABILITY_PREFIX)) {
-    if (scope && verifyCapability(keys.secret, scope.rollout_id, scope.attempt_id, key)) {
-      return { kind: "attempt", rollout_id: scope.rollout_id, attempt_id: scope.attempt_id };
-    }
-    return null;
-  }
-  return verifyAdminKey(keys.adminKey, key) ? { kind: "admin" } : null;
-}
-
-/**
- * A fresh random key (32 bytes, base64url) for admin keys and secrets.
- *
- * @example
- * ```ts
- * import { randomKey } from "./auth.ts";
- * randomKey("ra_").startsWith("ra_"); // true
- * ```
- */
-export function randomKey(prefix = ""): string {
-  return prefix + randomBytes(32).toString("base64url");
-}
-
-/**
- * The admin key stored in `file`, or a fresh `ra_` key written there (mode 0600, creating its
- * folder) when the file is missing or empty.
- */
-export async function readOrCreateKey(file: string): Promise<string> {
-  try {
-    const key = (await Deno.readTextFile(file)).trim();
-    if (key) return key;
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-  }
-  await Deno.mkdir(dirname(file), { recursive: true });
-  const key = randomKey("ra_");
-  await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
-  return key;
-}
+export {
+  authorize,
+  CAPABILITY_PREFIX,
+  capabilityToken,
+  classifyKey,
+  constantTimeEqual,
+  type CredentialKind,
+  keyFromHeaders,
+  type Principal,
+  randomKey,
+  readOrCreateKey,
+  type ServiceKeys,
+  verifyAdminKey,
+  verifyCapability,
+} from "../http/credentials.ts";

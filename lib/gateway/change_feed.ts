@@ -1,11 +1,13 @@
 /**
  * The server-sent change feed both the gateway (`GET /v1/stream`) and the Live UI
- * (`GET /api/stream`) serve: every {@link Change} after a seq, as `id:`/`event: change` frames,
- * with a keep-alive comment after 15 s without changes.
+ * (`GET /api/stream`) serve: every {@link Change} after a seq, as `id:`/`event: change` events
+ * written with `hono/streaming`, with a keep-alive comment after 15 s without changes.
  *
  * @module
  */
-import { ValidationError } from "../schema.ts";
+import type { Context } from "hono";
+import { HttpError } from "../http/error.ts";
+import { sseStream } from "../http/sse.ts";
 import type { Store } from "./store.ts";
 
 /** Options of {@link changeFeedResponse}. */
@@ -14,10 +16,12 @@ export interface ChangeFeedOptions {
   store: Pick<Store, "changesSince">;
   /** The seq after which to start (see {@link parseAfterSeq}). */
   after: number;
-  /** The feed ends when any of these aborts (the request's signal, the server's closing). */
+  /** The feed also ends when one of these aborts (e.g. the server closing). */
   signals: Array<AbortSignal | undefined>;
-  /** The first frame (comments, a `retry:` field). */
-  preamble: string;
+  /** Comment lines sent first. */
+  comment: string;
+  /** Reconnection delay to tell browsers (`retry:`), if any. */
+  retryMs?: number;
   /**
    * Waits for new changes (until `signal` aborts at the latest) and resolves with the
    * milliseconds to count as idle.
@@ -33,62 +37,62 @@ const BATCH = 500;
 /**
  * Reads the `after` seq of a feed request (a query value or `Last-Event-ID`); 400 naming
  * `after` unless it is a non-negative integer.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseAfterSeq } from "./change_feed.ts";
+ * assert.equal(parseAfterSeq("42"), 42);
+ * assert.throws(() => parseAfterSeq("-1"), { status: 400 });
+ * ```
  */
 export function parseAfterSeq(raw: string): number {
   const after = Number(raw);
   if (!Number.isInteger(after) || after < 0) {
-    throw new ValidationError("after", ["after: expected a non-negative integer seq"]);
+    throw new HttpError(400, "after: expected a non-negative integer seq", { field: "after" });
   }
   return after;
 }
 
 /** The streaming `text/event-stream` response of a change feed. */
-export function changeFeedResponse(options: ChangeFeedOptions): Response {
-  const { store, preamble, wait } = options;
-  const signals = options.signals.filter((s): s is AbortSignal => s !== undefined);
-  let after = options.after;
-  const abort = new AbortController();
-  const stop = () => abort.abort();
-  for (const signal of signals) signal.addEventListener("abort", stop, { once: true });
-  abort.signal.addEventListener("abort", () => {
-    for (const signal of signals) signal.removeEventListener("abort", stop);
-  }, { once: true });
-  const encoder = new TextEncoder();
-  let idleMs = 0;
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(encoder.encode(preamble));
-    },
-    async pull(controller) {
-      while (!abort.signal.aborted) {
+export function changeFeedResponse(c: Context, options: ChangeFeedOptions): Response {
+  const { store, wait } = options;
+  const stop = new AbortController();
+  const signals = [c.req.raw.signal, ...options.signals].filter((s): s is AbortSignal => !!s);
+  const onAbort = () => stop.abort();
+  for (const signal of signals) {
+    if (signal.aborted) stop.abort();
+    signal.addEventListener("abort", onAbort, { once: true });
+  }
+  return sseStream(c, async (stream) => {
+    stream.onAbort(onAbort);
+    try {
+      const retry = options.retryMs === undefined ? "" : `retry: ${options.retryMs}\n`;
+      await stream.write(`${retry}: ${options.comment}\n\n`);
+      let after = options.after;
+      let idleMs = 0;
+      while (!stop.signal.aborted && !stream.aborted) {
         const changes = await store.changesSince(after, BATCH);
         if (changes.length) {
-          const text = changes.map((ch) =>
-            `id: ${ch.seq}\nevent: change\ndata: ${JSON.stringify(ch)}\n\n`
-          ).join("");
+          for (const change of changes) {
+            await stream.writeSSE({
+              id: String(change.seq),
+              event: "change",
+              data: JSON.stringify(change),
+            });
+          }
           after = changes[changes.length - 1].seq;
-          controller.enqueue(encoder.encode(text));
           idleMs = 0;
-          return;
+          continue;
         }
-        idleMs += await wait(abort.signal);
+        idleMs += await wait(stop.signal);
         if (idleMs >= KEEP_ALIVE_MS) {
           idleMs = 0;
-          controller.enqueue(encoder.encode(": keep-alive\n\n"));
-          return;
+          await stream.write(": keep-alive\n\n");
         }
       }
-      controller.close();
-    },
-    cancel() {
-      abort.abort();
-    },
-  });
-  return new Response(body, {
-    headers: {
-      "content-type": "text/event-stream",
-      "cache-control": "no-cache",
-      "x-accel-buffering": "no",
-    },
+    } finally {
+      for (const signal of signals) signal.removeEventListener("abort", onAbort);
+    }
   });
 }

@@ -15,25 +15,45 @@
  * The admin key comes from `$REINS_ADMIN_KEY`, else from `--admin-key-file` (created with a
  * fresh random key when missing), else from `<db>.key` next to the SQLite file (or
  * `runs/gateway.key`). Only the key's source is printed, never the key, unless `--print-key`.
+ * A reporter key (rewards from a verifier outside the sandbox) comes from
+ * `$REINS_REPORTER_KEY` or `--reporter-key-file`; there is none unless one is given.
+ *
+ * `--upstream-timeout-ms` and `--upstream-retries` bound how long a proxied call may wait for
+ * the policy (per try, and tries after the first); `--headers-timeout-ms`,
+ * `--body-timeout-ms`, `--idle-timeout-ms` and `--max-concurrent-per-token` set the server's
+ * deadlines and caps (see `docs/security.md`).
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { dirname } from "node:path";
 import { proxyMount } from "../proxy/app.ts";
-import { UpstreamKindSchema } from "../schema.ts";
+import { UpstreamConfigSchema, UpstreamKindSchema } from "../schema.ts";
 import { loadCharTokenizer } from "../tokens/char.ts";
 import { loadHfTokenizerFromDir } from "../tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { createUi } from "../ui/app.ts";
-import { readOrCreateKey } from "./auth.ts";
+import { readOrCreateKey } from "../http/credentials.ts";
 import { type Mount, startGateway } from "./server.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
-  [--admin-key-file FILE] [--print-key] [--synchronous FULL|NORMAL] [--lease-sweep-ms N]
-  [--upstream URL ... [--upstream-kind token_level|sglang|openai_compatible]]
-  [--tokenizer qwen3|char|DIR] [--no-ui]`;
+  [--admin-key-file FILE] [--reporter-key-file FILE] [--print-key]
+  [--synchronous FULL|NORMAL] [--lease-sweep-ms N]
+  [--upstream URL ... [--upstream-kind token_level|sglang|openai_compatible]
+   [--upstream-timeout-ms N] [--upstream-retries N]]
+  [--headers-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
+  [--max-concurrent-per-token N] [--tokenizer qwen3|char|DIR] [--no-ui]`;
+
+/** A whole number flag (at least `min`), or undefined when absent; throws naming the flag. */
+function intFlag(name: string, value: string | undefined, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) {
+    throw new Error(`--${name}: expected a whole number >= ${min}, got '${value}'`);
+  }
+  return n;
+}
 
 /**
  * Runs the gateway until SIGINT/SIGTERM.
@@ -54,6 +74,13 @@ export async function main(args: string[]): Promise<void> {
       port: { type: "string", default: "8420" },
       host: { type: "string", default: "127.0.0.1" },
       "admin-key-file": { type: "string" },
+      "reporter-key-file": { type: "string" },
+      "upstream-timeout-ms": { type: "string" },
+      "upstream-retries": { type: "string" },
+      "headers-timeout-ms": { type: "string" },
+      "body-timeout-ms": { type: "string" },
+      "idle-timeout-ms": { type: "string" },
+      "max-concurrent-per-token": { type: "string" },
       "print-key": { type: "boolean", default: false },
       synchronous: { type: "string", default: "FULL" },
       "lease-sweep-ms": { type: "string", default: "1000" },
@@ -83,6 +110,19 @@ export async function main(args: string[]): Promise<void> {
       `--lease-sweep-ms: expected a whole number of ms, got '${values["lease-sweep-ms"]}'`,
     );
   }
+  const upstreamTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"], 1);
+  const upstreamRetries = intFlag("upstream-retries", values["upstream-retries"], 0);
+  const deadlines = Object.fromEntries(
+    ([
+      ["headers_timeout_ms", intFlag("headers-timeout-ms", values["headers-timeout-ms"], 1)],
+      ["body_timeout_ms", intFlag("body-timeout-ms", values["body-timeout-ms"], 1)],
+      ["idle_timeout_ms", intFlag("idle-timeout-ms", values["idle-timeout-ms"], 1)],
+      [
+        "max_concurrent_per_token",
+        intFlag("max-concurrent-per-token", values["max-concurrent-per-token"], 1),
+      ],
+    ] as const).filter(([, v]) => v !== undefined),
+  );
   if (values.db && values.postgres) {
     throw new Error("--db and --postgres: give one store, not both");
   }
@@ -96,6 +136,10 @@ export async function main(args: string[]): Promise<void> {
       (db && db !== ":memory:" ? `${db}.key` : "runs/gateway.key");
     adminKey = await readOrCreateKey(file);
     keySource = `file ${file} (export REINS_ADMIN_KEY=$(cat ${file}))`;
+  }
+  let reporterKey = Deno.env.get("REINS_REPORTER_KEY") || undefined;
+  if (!reporterKey && values["reporter-key-file"]) {
+    reporterKey = await readOrCreateKey(values["reporter-key-file"], "rp_");
   }
 
   const upstreamKind = UpstreamKindSchema.safeParse(values["upstream-kind"]);
@@ -113,7 +157,12 @@ export async function main(args: string[]): Promise<void> {
     }
     mounts.push(proxyMount({
       tokenizer,
-      upstream: { kind: upstreamKind.data, endpoints: values.upstream },
+      upstream: {
+        kind: upstreamKind.data,
+        endpoints: values.upstream,
+        ...(upstreamTimeoutMs === undefined ? {} : { timeout_ms: upstreamTimeoutMs }),
+        ...(upstreamRetries === undefined ? {} : { max_retries: upstreamRetries }),
+      },
     }));
   }
   const ui = values["no-ui"] ? null : createUi({ tokenizer });
@@ -125,6 +174,8 @@ export async function main(args: string[]): Promise<void> {
     port,
     hostname: values.host,
     adminKey,
+    ...(reporterKey ? { reporterKey } : {}),
+    deadlines,
     sqlite: { synchronous },
     leaseSweepMs,
     mounts,
@@ -132,11 +183,17 @@ export async function main(args: string[]): Promise<void> {
   const store = values.postgres ? "postgres" : `sqlite ${db}`;
   console.log(`reins gateway listening on ${gateway.url} (store: ${store})`);
   console.log(`admin key: ${values["print-key"] ? adminKey : keySource}`);
-  console.log(
-    values.upstream?.length
-      ? `proxy: ${gateway.url}/proxy/<rollout_id>/<attempt_id>/v1 -> ${values.upstream.join(", ")}`
-      : "proxy: off (give --upstream URL to serve harnesses)",
-  );
+  console.log(`reporter key: ${reporterKey ? "set (rewards from outside the sandbox)" : "none"}`);
+  if (values.upstream?.length) {
+    const timeoutMs = upstreamTimeoutMs ?? UpstreamConfigSchema.shape.timeout_ms.parse(undefined);
+    const retries = upstreamRetries ?? UpstreamConfigSchema.shape.max_retries.parse(undefined);
+    console.log(
+      `proxy: ${gateway.url}/proxy/<rollout_id>/<attempt_id>/v1 -> ${values.upstream.join(", ")}` +
+        ` (upstream timeout ${timeoutMs} ms per try, ${retries} retries)`,
+    );
+  } else {
+    console.log("proxy: off (give --upstream URL to serve harnesses)");
+  }
   if (ui) console.log(`ui: ${gateway.url}/ui`);
 
   const stopped = Promise.withResolvers<void>();

@@ -1,35 +1,58 @@
 /**
  * Typed HTTP client of the gateway, used by the controller, the training loop and notebooks.
+ * Every answer is validated with the `lib/schema` response schemas before it is returned;
+ * error answers and transport failures throw an {@link HttpError} (status 0: unreachable).
  *
- * Network errors and 502/503/504 answers are retried with exponential backoff. That is safe
+ * Network errors and 502/503/504 answers are retried with jittered exponential backoff
+ * (`lib/http/retry.ts`). That is safe
  * because every endpoint is idempotent, and the client makes the non-obvious cases so: it
  * fills in a `rollout_id` for each created rollout, a `claim_key` for each claim and an
  * `event_key` for each posted event when the caller gave none.
  *
  * @module
  */
-import type {
-  Attempt,
-  Change,
-  ClaimedWire,
-  ClaimRequest,
-  CreateRolloutsResponse,
-  EventAck,
-  EventInput,
-  Health,
-  ListEventsQuery,
-  ListRolloutsQuery,
-  Model,
-  Phase,
-  PhaseSnapshot,
-  RegisterModelRequest,
-  RenewLeaseRequest,
-  Rollout,
-  RolloutCreate,
-  RolloutEvent,
-  TransitionRequest,
+import type { z } from "zod";
+import { HttpError, httpErrorFrom } from "../http/error.ts";
+import { backoffDelay, sleep } from "../http/retry.ts";
+import { readSse } from "../http/sse.ts";
+import {
+  type Attempt,
+  AttemptSchema,
+  AttemptTokenResponseSchema,
+  type Change,
+  ChangeSchema,
+  type ClaimedWire,
+  type ClaimRequest,
+  ClaimResponseSchema,
+  type CreateRolloutsResponse,
+  CreateRolloutsResponseSchema,
+  type EventAck,
+  type EventInput,
+  EventPageSchema,
+  ExpireLeasesResponseSchema,
+  type Health,
+  HealthSchema,
+  type ListEventsQuery,
+  type ListRolloutsQuery,
+  type Model,
+  ModelListSchema,
+  ModelSchema,
+  parseOrThrow,
+  type Phase,
+  type PhaseSnapshot,
+  PhaseSnapshotSchema,
+  PostEventsMinimalResponseSchema,
+  PostEventsResponseSchema,
+  type RegisterModelRequest,
+  type RenewLeaseRequest,
+  type Rollout,
+  type RolloutCreate,
+  type RolloutEvent,
+  RolloutPageSchema,
+  RolloutSchema,
+  type TransitionRequest,
 } from "../schema.ts";
-import type { GatewayErrorCode, Page } from "./store.ts";
+import type { Page } from "./store.ts";
 import { eventFromWire, type WireEvent } from "./wire.ts";
 
 /** Options of {@link GatewayClient}. */
@@ -44,18 +67,14 @@ export interface GatewayClientOptions {
   timeoutMs?: number;
 }
 
-/** An error answer of the gateway (`{error: {code, message}}`) or a transport failure. */
-export class GatewayError extends Error {
-  /** HTTP status (0 for a transport failure after all retries). */
-  readonly status: number;
-  readonly code: GatewayErrorCode | "network";
-  constructor(status: number, code: GatewayErrorCode | "network", message: string) {
-    super(message);
-    this.name = "GatewayError";
-    this.status = status;
-    this.code = code;
-  }
-}
+/**
+ * The gateway client's error: {@link HttpError} itself (kept as a name for existing code).
+ *
+ * @deprecated Use `HttpError` from `lib/http/error.ts`.
+ */
+export const GatewayError = HttpError;
+/** The gateway client's error (see {@link HttpError}). */
+export type GatewayError = HttpError;
 
 /** Per-call options: a capability token instead of the client's key, and an abort signal. */
 export interface CallOptions {
@@ -77,9 +96,13 @@ const RETRY_STATUSES = new Set([502, 503, 504]);
  * const gw = new GatewayClient(server.url, { apiKey: server.adminKey });
  * await gw.createRollouts([{ input: { question: "2+2" }, group_id: "g1" }]);
  * for (const { rollout, attempt, token } of await gw.claim({ worker: "me", limit: 2 })) {
+ *   // The harness reports with its token; the reward comes from the verifier (admin key).
+ *   await gw.postEvents(rollout.rollout_id, attempt.attempt_id, [
+ *     { type: "custom", payload: { name: "progress", data: { step: 1 } } },
+ *   ], { token });
  *   await gw.postEvents(rollout.rollout_id, attempt.attempt_id, [
  *     { type: "reward", payload: { value: 1 } },
- *   ], { token });
+ *   ]);
  *   await gw.transition(rollout.rollout_id, { to: "succeeded", expected_version: rollout.version });
  * }
  * await server.close();
@@ -102,18 +125,18 @@ export class GatewayClient {
 
   /** `GET /v1/health` (no key needed). */
   health(options?: CallOptions): Promise<Health> {
-    return this.#json("GET", "/v1/health", undefined, options);
+    return this.#json(HealthSchema, "GET", "/v1/health", undefined, options);
   }
 
   /** `POST /v1/rollouts`; missing `rollout_id`s are generated here so retries stay idempotent. */
   createRollouts(creates: RolloutCreate[], options?: CallOptions): Promise<CreateRolloutsResponse> {
     const rollouts = creates.map((c) => c.rollout_id ? c : { ...c, rollout_id: newId("r-") });
-    return this.#json("POST", "/v1/rollouts", { rollouts }, options);
+    return this.#json(CreateRolloutsResponseSchema, "POST", "/v1/rollouts", { rollouts }, options);
   }
 
   /** `GET /v1/rollouts/:id`. */
   getRollout(id: string, options?: CallOptions): Promise<Rollout> {
-    return this.#json("GET", `/v1/rollouts/${enc(id)}`, undefined, options);
+    return this.#json(RolloutSchema, "GET", `/v1/rollouts/${enc(id)}`, undefined, options);
   }
 
   /** `GET /v1/rollouts`: one page; pass `next_cursor` back as `after` for the next one. */
@@ -128,7 +151,7 @@ export class GatewayClient {
     if (query.order) params.set("order", query.order);
     if (query.after) params.set("after", query.after);
     if (query.limit !== undefined) params.set("limit", String(query.limit));
-    return this.#json("GET", `/v1/rollouts?${params}`, undefined, options);
+    return this.#json(RolloutPageSchema, "GET", `/v1/rollouts?${params}`, undefined, options);
   }
 
   /**
@@ -170,12 +193,7 @@ export class GatewayClient {
    */
   async claim(request: ClaimRequest, options?: CallOptions): Promise<ClaimedWire[]> {
     const body = { ...request, claim_key: request.claim_key ?? newId("c-") };
-    const out = await this.#json<{ claimed: ClaimedWire[] }>(
-      "POST",
-      "/v1/rollouts/claim",
-      body,
-      options,
-    );
+    const out = await this.#json(ClaimResponseSchema, "POST", "/v1/rollouts/claim", body, options);
     return out.claimed;
   }
 
@@ -187,6 +205,7 @@ export class GatewayClient {
     options?: CallOptions,
   ): Promise<Attempt> {
     return this.#json(
+      AttemptSchema,
       "POST",
       `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/lease`,
       request,
@@ -194,18 +213,19 @@ export class GatewayClient {
     );
   }
 
-  /** `PATCH /v1/rollouts/:id`: a guarded status transition (409 → {@link GatewayError}). */
+  /** `PATCH /v1/rollouts/:id`: a guarded status transition (409 → {@link HttpError}). */
   transition(
     rolloutId: string,
     request: TransitionRequest,
     options?: CallOptions,
   ): Promise<Rollout> {
-    return this.#json("PATCH", `/v1/rollouts/${enc(rolloutId)}`, request, options);
+    return this.#json(RolloutSchema, "PATCH", `/v1/rollouts/${enc(rolloutId)}`, request, options);
   }
 
   /** `POST /v1/leases/expire`: sweeps expired leases now; returns the rollouts it changed. */
   async expireLeases(options?: CallOptions): Promise<Rollout[]> {
-    const out = await this.#json<{ rollouts: Rollout[] }>(
+    const out = await this.#json(
+      ExpireLeasesResponseSchema,
       "POST",
       "/v1/leases/expire",
       {},
@@ -225,13 +245,14 @@ export class GatewayClient {
     options?: CallOptions,
   ): Promise<RolloutEvent[]> {
     const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
-    const out = await this.#json<{ events: WireEvent[] }>(
+    const out = await this.#json(
+      PostEventsResponseSchema,
       "POST",
       `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/events`,
       { events: keyed },
       options,
     );
-    return out.events.map(eventFromWire);
+    return out.events.map((e) => eventFromWire(e as WireEvent));
   }
 
   /**
@@ -246,7 +267,8 @@ export class GatewayClient {
     options?: CallOptions,
   ): Promise<EventAck[]> {
     const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
-    const out = await this.#json<{ events: EventAck[] }>(
+    const out = await this.#json(
+      PostEventsMinimalResponseSchema,
       "POST",
       `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/events`,
       { events: keyed },
@@ -275,13 +297,14 @@ export class GatewayClient {
       if (query.attempt_id) params.set("attempt", query.attempt_id);
       if (afterSeq !== undefined) params.set("after_seq", String(afterSeq));
       if (query.limit !== undefined) params.set("limit", String(query.limit));
-      const page = await this.#json<{ items: WireEvent[]; next_after_seq: number | null }>(
+      const page = await this.#json(
+        EventPageSchema,
         "GET",
         `/v1/rollouts/${enc(rolloutId)}/events?${params}`,
         undefined,
         options,
       );
-      for (const e of page.items) out.push(eventFromWire(e));
+      for (const e of page.items) out.push(eventFromWire(e as WireEvent));
       if (query.limit !== undefined || page.next_after_seq === null) return out;
       afterSeq = page.next_after_seq;
     }
@@ -289,23 +312,23 @@ export class GatewayClient {
 
   /** `POST /v1/models`: registers or updates a model and its policy version. */
   registerModel(model: RegisterModelRequest, options?: CallOptions): Promise<Model> {
-    return this.#json("POST", "/v1/models", model, options);
+    return this.#json(ModelSchema, "POST", "/v1/models", model, options);
   }
 
   /** `GET /v1/models`. */
   async listModels(options?: CallOptions): Promise<Model[]> {
-    const out = await this.#json<{ models: Model[] }>("GET", "/v1/models", undefined, options);
+    const out = await this.#json(ModelListSchema, "GET", "/v1/models", undefined, options);
     return out.models;
   }
 
   /** `GET /v1/models/:name`. */
   getModel(name: string, options?: CallOptions): Promise<Model> {
-    return this.#json("GET", `/v1/models/${enc(name)}`, undefined, options);
+    return this.#json(ModelSchema, "GET", `/v1/models/${enc(name)}`, undefined, options);
   }
 
   /** `GET /v1/phase`. */
   getPhase(options?: CallOptions): Promise<PhaseSnapshot> {
-    return this.#json("GET", "/v1/phase", undefined, options);
+    return this.#json(PhaseSnapshotSchema, "GET", "/v1/phase", undefined, options);
   }
 
   /**
@@ -317,12 +340,13 @@ export class GatewayClient {
     request: { drain?: boolean; drain_timeout_ms?: number } = {},
     options?: CallOptions,
   ): Promise<PhaseSnapshot> {
-    return this.#json("POST", "/v1/phase", { phase, ...request }, options);
+    return this.#json(PhaseSnapshotSchema, "POST", "/v1/phase", { phase, ...request }, options);
   }
 
   /** `GET /v1/rollouts/:id/attempts/:aid/token` (admin only): the attempt's capability token. */
   async attemptToken(rolloutId: string, attemptId: string, options?: CallOptions): Promise<string> {
-    const out = await this.#json<{ token: string }>(
+    const out = await this.#json(
+      AttemptTokenResponseSchema,
       "GET",
       `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/token`,
       undefined,
@@ -342,10 +366,9 @@ export class GatewayClient {
    * const server = await startGateway();
    * const gw = new GatewayClient(server.url, { apiKey: server.adminKey });
    * await gw.createRollouts([{ rollout_id: "r1", input: {} }]);
-   * const [{ attempt, token }] = await gw.claim({ worker: "me", limit: 1 });
-   * await gw.postEvents("r1", attempt.attempt_id, [{ type: "reward", payload: { value: 1 } }], {
-   *   token,
-   * });
+   * const [{ attempt }] = await gw.claim({ worker: "me", limit: 1 });
+   * // The verifier (admin key here) posts the reward; the attempt's token could not.
+   * await gw.postEvents("r1", attempt.attempt_id, [{ type: "reward", payload: { value: 1 } }]);
    * const stop = new AbortController();
    * for await (const change of gw.stream({ signal: stop.signal })) {
    *   if (change.kind === "event" && change.type === "reward") stop.abort();
@@ -371,15 +394,18 @@ export class GatewayClient {
         await sleep(this.#backoff(failures), options.signal);
         continue;
       }
-      if (!res.ok) throw await errorFrom(res);
+      if (!res.ok) throw await httpErrorFrom(res, "GET /v1/stream");
       failures = 0;
       try {
-        for await (const change of parseSse(res.body!)) {
+        for await (const message of readSse(res.body!)) {
+          if (message.event !== "change") continue;
+          const change = parseOrThrow(ChangeSchema, JSON.parse(message.data), "change");
           after = change.seq;
           yield change;
         }
       } catch (err) {
         if (options.signal?.aborted) return;
+        if (err instanceof HttpError) throw err;
         if (++failures > this.#retries) throw networkError(err);
         await sleep(this.#backoff(failures), options.signal);
       }
@@ -394,18 +420,18 @@ export class GatewayClient {
     return headers;
   }
 
-  #backoff(attempt: number): number {
-    const base = this.#backoffMs * 2 ** (attempt - 1);
-    return Math.min(5_000, base) * (0.5 + Math.random() / 2);
+  #backoff(retry: number): number {
+    return backoffDelay(retry, { baseMs: this.#backoffMs, maxMs: 5_000 });
   }
 
-  async #json<T>(
+  async #json<S extends z.ZodType>(
+    schema: S,
     method: string,
     path: string,
     body: unknown,
     options?: CallOptions,
     extraHeaders: Record<string, string> = {},
-  ): Promise<T> {
+  ): Promise<z.infer<S>> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers = this.#headers(options?.token, payload !== undefined);
     for (const [k, v] of Object.entries(extraHeaders)) headers.set(k, v);
@@ -425,69 +451,20 @@ export class GatewayClient {
         await sleep(this.#backoff(attempt + 1), options?.signal);
         continue;
       }
-      if (res.ok) return await res.json() as T;
+      if (res.ok) return parseOrThrow(schema, await res.json(), "response");
       if (RETRY_STATUSES.has(res.status) && attempt < this.#retries) {
         await res.body?.cancel();
         await sleep(this.#backoff(attempt + 1), options?.signal);
         continue;
       }
-      throw await errorFrom(res);
+      throw await httpErrorFrom(res, `${method} ${path.split("?")[0]}`);
     }
   }
 }
 
-async function errorFrom(res: Response): Promise<GatewayError> {
-  const text = await res.text();
-  try {
-    const parsed = JSON.parse(text) as { error?: { code?: GatewayErrorCode; message?: string } };
-    if (parsed.error?.message) {
-      return new GatewayError(res.status, parsed.error.code ?? "internal", parsed.error.message);
-    }
-  } catch {
-    // Not our error body (a proxy in between); fall through with the raw text.
-  }
-  return new GatewayError(res.status, "internal", `HTTP ${res.status}: ${text.slice(0, 500)}`);
-}
-
-function networkError(err: unknown): GatewayError {
+function networkError(err: unknown): HttpError {
   const message = err instanceof Error ? err.message : String(err);
-  return new GatewayError(0, "network", `gateway unreachable: ${message}`);
-}
-
-/** Parses a `text/event-stream` body into changes (only `data:` lines matter here). */
-async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerator<Change> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  try {
-    while (true) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const data = block.split("\n").filter((l) => l.startsWith("data:"))
-          .map((l) => l.slice(5).trimStart()).join("\n");
-        if (data) yield JSON.parse(data) as Change;
-      }
-    }
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
+  return new HttpError(0, `gateway unreachable: ${message}`, { code: "network", cause: err });
 }
 
 function enc(id: string): string {

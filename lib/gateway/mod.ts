@@ -6,7 +6,9 @@
  * - {@link GatewayClient} is the typed client (retries on network errors; every endpoint is
  *   idempotent);
  * - {@link PhaseGate} holds LLM calls during the `update` phase of collocated training;
- * - `capabilityToken` / `verifyCapability` derive and check per-attempt tokens.
+ * - `capabilityToken` / `verifyCapability` derive and check per-attempt tokens (what each
+ *   credential may do: `docs/security.md`);
+ * - {@link LiveAttempts} says which attempts may still call the proxy and post events.
  *
  * @example
  * ```ts
@@ -15,20 +17,29 @@
  * const client = new GatewayClient(gw.url, { apiKey: gw.adminKey });
  * await client.createRollouts([{ rollout_id: "r1", input: { question: "2+2" } }]);
  * const [{ attempt, token }] = await client.claim({ worker: "me", limit: 1 });
- * await client.postEvents("r1", attempt.attempt_id, [{ type: "reward", payload: { value: 1 } }], {
- *   token,
- * });
+ * // The harness logs with its token; the verifier (admin key) posts the reward.
+ * await client.postEvents("r1", attempt.attempt_id, [
+ *   { type: "log", payload: { stream: "stdout", text: "thinking" } },
+ * ], { token });
+ * await client.postEvents("r1", attempt.attempt_id, [{ type: "reward", payload: { value: 1 } }]);
  * await gw.close();
  * ```
  *
  * @module
  */
-export { ChangeNotifier, createGatewayApp, type GatewayAppOptions } from "./app.ts";
+export {
+  ChangeNotifier,
+  checkEventsAllowed,
+  createGatewayApp,
+  type GatewayAppOptions,
+} from "./app.ts";
 export {
   authorize,
   CAPABILITY_PREFIX,
   capabilityToken,
+  classifyKey,
   constantTimeEqual,
+  type CredentialKind,
   keyFromHeaders,
   type Principal,
   randomKey,
@@ -42,6 +53,7 @@ export {
   GatewayError,
 } from "./client.ts";
 export { type AcquireOptions, PhaseGate, PhaseHoldTimeout } from "./phase.ts";
+export { attemptRefusal, LiveAttempts, type LiveAttemptsOptions } from "./live_attempts.ts";
 export { openPostgresStore, PostgresStore, type PostgresStoreOptions } from "./postgres_store.ts";
 export {
   type Mount,

@@ -4,14 +4,20 @@
  *
  * @module
  */
+import { HttpError } from "../http/error.ts";
 import type { Phase, PhaseSnapshot } from "../schema.ts";
 
-/** Thrown by {@link PhaseGate.acquire} when a call was held longer than its `maxHoldMs`. */
-export class PhaseHoldTimeout extends Error {
+/**
+ * Thrown by {@link PhaseGate.acquire} when a call was held longer than its `maxHoldMs`: a 504
+ * for the gateway (the proxy answers its callers 503 with `Retry-After`).
+ */
+export class PhaseHoldTimeout extends HttpError {
   /** How long the call was held, in ms. */
   readonly heldMs: number;
   constructor(heldMs: number) {
-    super(`held ${heldMs} ms in the update phase, longer than the maximum hold time`);
+    super(504, `held ${heldMs} ms in the update phase, longer than the maximum hold time`, {
+      code: "timeout",
+    });
     this.name = "PhaseHoldTimeout";
     this.heldMs = heldMs;
   }

@@ -1,13 +1,21 @@
 /**
- * Starts a gateway: opens the store, builds the app, serves it on `Deno.serve`, and sweeps
- * expired leases in the background.
+ * Starts a gateway: opens the store, builds the app, serves it on `Deno.serve` behind the
+ * connection deadlines of `lib/http/serve.ts`, and sweeps expired leases in the background.
  *
  * @module
  */
 import type { Hono } from "hono";
-import type { GatewayLimitsInput } from "../schema.ts";
+import { CAPABILITY_PREFIX, randomKey } from "../http/credentials.ts";
+import { serveGuarded } from "../http/serve.ts";
+import {
+  type GatewayLimitsInput,
+  parseOrThrow,
+  type ServerDeadlinesInput,
+  ServerDeadlinesSchema,
+} from "../schema.ts";
 import { ChangeNotifier, createGatewayApp } from "./app.ts";
-import { CAPABILITY_PREFIX, randomKey } from "./auth.ts";
+import { LiveAttempts } from "./live_attempts.ts";
+import { sleep } from "../http/retry.ts";
 import { PhaseGate } from "./phase.ts";
 import { openPostgresStore, type PostgresStoreOptions } from "./postgres_store.ts";
 import { openSqliteStore, type SqliteStoreOptions } from "./sqlite_store.ts";
@@ -21,6 +29,10 @@ export interface MountContext {
   secret: string;
   /** Aborts when the gateway closes, so mounted apps can end their live streams. */
   signal: AbortSignal;
+  /** Which attempts are live (the proxy serves only those). */
+  live: LiveAttempts;
+  /** Body deadline and per-key concurrency caps the mounted apps apply too. */
+  deadlines: ServerDeadlinesInput;
 }
 
 /** A sub-app served under `path`: given directly, or built from the gateway's context. */
@@ -42,6 +54,14 @@ export interface StartGatewayOptions {
   /** Admin key (default: `$REINS_ADMIN_KEY`, else a fresh random key). */
   adminKey?: string;
   /**
+   * Reporter key: may post events (rewards included) to any attempt and read rollouts, nothing
+   * else; for a verifier outside the agent's sandbox (default: `$REINS_REPORTER_KEY`, else
+   * none). Never give it to an agent.
+   */
+  reporterKey?: string;
+  /** Header, body and idle deadlines and concurrency caps (see `ServerDeadlinesSchema`). */
+  deadlines?: ServerDeadlinesInput;
+  /**
    * HMAC secret of capability tokens (default: kept in the store, created on first start, so
    * tokens stay valid across restarts).
    */
@@ -60,10 +80,14 @@ export interface RunningGateway {
   /** Base URL, e.g. `http://127.0.0.1:43121`. */
   url: string;
   adminKey: string;
+  /** The reporter key, when one was given. */
+  reporterKey: string | undefined;
   secret: string;
   store: Store;
   phase: PhaseGate;
   app: Hono;
+  /** Connections open now. */
+  readonly connections: number;
   /** Stops serving (open streams end), stops the sweep and closes the store it opened. */
   close(): Promise<void>;
 }
@@ -97,27 +121,49 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       );
     }
     if (adminKey.length < 8) throw new Error("adminKey: must be at least 8 characters");
+    const reporterKey = options.reporterKey ?? Deno.env.get("REINS_REPORTER_KEY") ?? undefined;
+    if (reporterKey !== undefined) {
+      if (reporterKey.startsWith(CAPABILITY_PREFIX) || reporterKey.length < 8) {
+        throw new Error(
+          `reporterKey: must be at least 8 characters and not start with '${CAPABILITY_PREFIX}'`,
+        );
+      }
+      if (reporterKey === adminKey) throw new Error("reporterKey: must differ from the admin key");
+    }
+    const deadlines = parseOrThrow(ServerDeadlinesSchema, options.deadlines ?? {}, "deadlines");
     const secret = options.secret ?? await store.ensureMeta("capability_secret", randomKey());
     const phase = options.phase ?? new PhaseGate();
     const closing = new AbortController();
-    const context: MountContext = { store, phase, adminKey, secret, signal: closing.signal };
+    const live = new LiveAttempts(store);
+    const context: MountContext = {
+      store,
+      phase,
+      adminKey,
+      secret,
+      signal: closing.signal,
+      live,
+      deadlines,
+    };
     const app = createGatewayApp({
       store,
       phase,
       adminKey,
       secret,
+      ...(reporterKey ? { reporterKey } : {}),
       limits: options.limits,
+      deadlines,
+      live,
       notifier: new ChangeNotifier(),
       signal: closing.signal,
       mounts: (options.mounts ?? []).map((m) =>
         "app" in m ? m : { path: m.path, app: m.create(context) }
       ),
     });
-    const server = Deno.serve({
+    const server = await serveGuarded(app.fetch, {
       port: options.port ?? 0,
       hostname: options.hostname ?? "127.0.0.1",
-      onListen: () => {},
-    }, app.fetch);
+      deadlines,
+    });
     const sweepMs = options.leaseSweepMs ?? 1_000;
     let sweeping = false;
     const sweep = sweepMs > 0
@@ -139,17 +185,21 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
     return {
       url: `http://${host}:${addr.port}`,
       adminKey,
+      reporterKey,
       secret,
       store,
       phase,
       app,
+      get connections() {
+        return server.connections;
+      },
       async close() {
         if (closed) return;
         closed = true;
         clearInterval(sweep);
         closing.abort();
         await server.shutdown();
-        while (sweeping) await new Promise((r) => setTimeout(r, 5));
+        while (sweeping) await sleep(5);
         if (ownStore) await store.close();
       },
     };

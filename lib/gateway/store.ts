@@ -18,6 +18,7 @@ import type {
   RolloutMode,
   RolloutStatus,
 } from "../schema.ts";
+import { HttpError } from "../http/error.ts";
 
 /** Machine-readable error codes of the gateway (also used in HTTP error bodies). */
 export type GatewayErrorCode =
@@ -31,7 +32,8 @@ export type GatewayErrorCode =
   | "internal";
 
 /**
- * A store refusal with the HTTP status it maps to. The message names the field or id at fault.
+ * A store refusal: an {@link HttpError} whose status follows its code. The message names the
+ * field or id at fault.
  *
  * @example
  * ```ts
@@ -40,14 +42,11 @@ export type GatewayErrorCode =
  * err.status; // 404
  * ```
  */
-export class StoreError extends Error {
-  readonly code: GatewayErrorCode;
-  readonly status: number;
+export class StoreError extends HttpError {
+  declare readonly code: GatewayErrorCode;
   constructor(code: GatewayErrorCode, message: string) {
-    super(message);
+    super(STATUS_OF[code], message, { code });
     this.name = "StoreError";
-    this.code = code;
-    this.status = STATUS_OF[code];
   }
 }
 
@@ -196,6 +195,7 @@ export interface Store {
     rollout_id: string,
     attempt_id: string,
     inputs: EventInput[],
+    options?: { credential?: "admin" | "reporter" | "capability" },
   ): Promise<RolloutEvent[]>;
   /** A rollout's events in `seq` order (404 when the rollout does not exist). */
   listEvents(rollout_id: string, options?: ListEventsOptions): Promise<RolloutEvent[]>;

@@ -10,6 +10,7 @@
 import type { Store } from "../gateway/store.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import { AUDIT_VERDICT_EVENT, MONITOR_FLAGS_EVENT, type MonitorFlag } from "../schema/ui.ts";
+import { RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
 import { type Auditor, worstAtLeast } from "./auditor.ts";
 import type { Monitor, MonitorInput } from "./types.ts";
 
@@ -115,7 +116,7 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     if (flags.length || recordClean) {
       await store.appendEvents(rolloutId, attempt.attempt_id, [{
         type: "custom",
-        event_key: `${MONITOR_FLAGS_EVENT}:${attempt.attempt_id}`,
+        event_key: `${RESERVED_EVENT_KEY_PREFIX}${MONITOR_FLAGS_EVENT}:${attempt.attempt_id}`,
         payload: {
           name: MONITOR_FLAGS_EVENT,
           data: {
@@ -128,13 +129,14 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     }
     if (auditor && worstAtLeast(flags, auditor.minSeverity)) {
       const already = events.some((e) =>
-        e.type === "custom" && e.event_key === `${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`
+        e.type === "custom" &&
+        e.event_key === `${RESERVED_EVENT_KEY_PREFIX}${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`
       );
       if (!already) {
         const verdict = await auditor.audit(input, flags);
         await store.appendEvents(rolloutId, attempt.attempt_id, [{
           type: "custom",
-          event_key: `${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`,
+          event_key: `${RESERVED_EVENT_KEY_PREFIX}${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`,
           payload: {
             name: AUDIT_VERDICT_EVENT,
             data: { ...verdict, flagged_by: [...verdict.flagged_by] },

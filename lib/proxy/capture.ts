@@ -13,9 +13,13 @@ import type {
   Flavor,
   JsonObject,
   JsonValue,
+  Model,
   PromptMode,
   Segment,
 } from "../schema.ts";
+import { RESERVED_EVENT_KEY_PREFIX } from "../schema.ts";
+import type { PreparedCall } from "./call.ts";
+import type { GenerationOutcome } from "./generation.ts";
 
 /** Keys of request bodies that hold the (large) conversation or tool list. */
 const BULKY_KEYS = ["messages", "input", "instructions", "system", "prompt", "tools"];
@@ -31,9 +35,10 @@ function sha256(text: string): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { digestRequest } from "./capture.ts";
  * const body = digestRequest({ model: "m", messages: [{ role: "user", content: "hi" }] });
- * typeof (body.messages as { sha256: string }).sha256; // "string"
+ * assert.equal(typeof (body.messages as { sha256: string }).sha256, "string");
  * ```
  */
 export function digestRequest(body: unknown): JsonObject {
@@ -78,6 +83,7 @@ export interface CaptureRecord {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { buildModelRequestEvent } from "./capture.ts";
  * const event = buildModelRequestEvent({
  *   callId: "c1", flavor: "generate", body: {}, messages: null, promptIds: [1, 2],
@@ -85,13 +91,14 @@ export interface CaptureRecord {
  *   finishReason: "stop", upstream: null, latencyMs: 1, retryCount: 0, httpStatus: 200,
  *   error: null, segment: null, mode: "faithful", clientDisconnected: false,
  * });
- * event.type; // "model_request"
+ * assert.equal(event.type, "model_request");
+ * assert.equal(event.event_key, "reins:proxy:c1");
  * ```
  */
 export function buildModelRequestEvent(record: CaptureRecord): EventInput {
   return {
     type: "model_request",
-    event_key: `proxy:${record.callId}`,
+    event_key: `${RESERVED_EVENT_KEY_PREFIX}proxy:${record.callId}`,
     payload: {
       flavor: record.flavor,
       request: digestRequest(record.body),
@@ -112,4 +119,104 @@ export function buildModelRequestEvent(record: CaptureRecord): EventInput {
       client_disconnected: record.clientDisconnected,
     },
   };
+}
+
+/** How a call ended, as {@link CallRecorder.record} stores it. */
+export interface CallResult {
+  outcome: GenerationOutcome | null;
+  /** What was sampled before a failure (ids, logprobs, text). */
+  partial: { ids: number[]; logprobs: number[]; text: string };
+  httpStatus: number;
+  error: string | null;
+  retries: number;
+  endpoint: string | null;
+  clientDisconnected: boolean;
+}
+
+/** The store operations the proxy uses (the gateway's `Store` satisfies it). */
+export interface CaptureStore {
+  appendEvents(
+    rollout_id: string,
+    attempt_id: string,
+    inputs: EventInput[],
+    options?: { credential?: "admin" | "reporter" | "capability" },
+  ): Promise<unknown>;
+  listModels(): Promise<Model[]>;
+}
+
+/**
+ * Records calls as `model_request` events through the store (before the call's final byte),
+ * with the policy version the upstream reported or, failing that, the registry's (read at
+ * most every `registryCacheMs`).
+ */
+export class CallRecorder {
+  readonly #store: CaptureStore;
+  readonly #registryCacheMs: number;
+  #registry: { at: number; models: Promise<Model[]> } | null = null;
+
+  constructor(store: CaptureStore, registryCacheMs: number) {
+    this.#store = store;
+    this.#registryCacheMs = registryCacheMs;
+  }
+
+  /** The registry's version of `model` (or of the first model; 0 without any). */
+  async policyVersionFor(model: string): Promise<number> {
+    const now = performance.now();
+    if (!this.#registry || now - this.#registry.at >= this.#registryCacheMs) {
+      const entry = { at: now, models: this.#store.listModels() };
+      this.#registry = entry;
+      // A failed read must not be reused.
+      entry.models.catch(() => {
+        if (this.#registry === entry) this.#registry = null;
+      });
+    }
+    const models = await this.#registry.models;
+    const found = models.find((m) => m.name === model) ?? models[0];
+    return found?.version ?? 0;
+  }
+
+  /** Appends the call's event; a served call also becomes its conversation's last call. */
+  async record(call: PreparedCall, result: CallResult): Promise<void> {
+    const o = result.outcome;
+    const version = o?.policy_version ?? await call.registryVersion ??
+      await this.policyVersionFor(call.request.model);
+    const event = buildModelRequestEvent({
+      callId: call.callId,
+      flavor: call.request.flavor,
+      body: call.body,
+      messages: call.request.messages,
+      promptIds: o?.promptIds ?? call.promptIds ?? [],
+      responseIds: o?.ids ?? result.partial.ids,
+      responseLogprobs: o?.logprobs ?? result.partial.logprobs,
+      responseText: o?.text ?? result.partial.text,
+      policyVersion: version,
+      finishReason: o
+        ? o.finish_reason
+        : result.clientDisconnected
+        ? "client_disconnected"
+        : "error",
+      upstream: o?.endpoint ?? result.endpoint,
+      latencyMs: performance.now() - call.startedAt,
+      retryCount: o?.retries ?? result.retries,
+      httpStatus: result.httpStatus,
+      error: result.error,
+      segment: call.segment,
+      mode: call.mode,
+      clientDisconnected: result.clientDisconnected,
+    });
+    // The proxy writes as the server it is: model calls are not rewards, whoever called.
+    await this.#store.appendEvents(call.rolloutId, call.attemptId, [event], {
+      credential: "capability",
+    });
+    if (o && call.conversation && o.finish_reason) {
+      call.conversation.last = {
+        messages: call.request.messages ?? [],
+        promptIds: o.promptIds,
+        responseIds: o.ids,
+        finishReason: o.finish_reason,
+        content: o.output.content,
+        toolCalls: o.output.tool_calls.map((t) => ({ name: t.name, arguments: t.arguments })),
+      };
+    }
+  }
 }

@@ -48,7 +48,7 @@ export { openaiChatCodec } from "./codecs/openai_chat.ts";
 export { openaiCompletionsCodec } from "./codecs/openai_completions.ts";
 export { openaiResponsesCodec } from "./codecs/openai_responses.ts";
 export type { Codec, NormalizedRequest, Sampling } from "./codecs/types.ts";
-export { ProxyHttpError } from "./codecs/types.ts";
+export { badRequest } from "./codecs/types.ts";
 export { buildModelRequestEvent, digestRequest } from "./capture.ts";
 export { generate, type GenerationOutcome, type UpstreamBinding } from "./generation.ts";
 export { conversationKey, extendsHistory, SessionTracker } from "./sessions.ts";

@@ -25,6 +25,7 @@ import type { DecodeFn } from "./diagnose.ts";
 import { rolloutMetrics, summarizeAssembly } from "./metrics.ts";
 import { planPerCall } from "./per_call.ts";
 import { planLinear } from "./prefix_merge.ts";
+import { planBufferSubstitute } from "./buffer_substitute.ts";
 import { buildTree } from "./tree.ts";
 import { collectCalls } from "./validate.ts";
 
@@ -115,6 +116,11 @@ export function assembleRollout(
   }
   const decode = decodeOption ??
     (tokenizer ? (ids: Uint32Array) => tokenizer.decode(ids) : undefined);
+  if (config.strategy === "buffer_substitute" && !decode) {
+    throw new ValidationError("options.decode", [
+      "options.decode: buffer_substitute compares decoded texts; pass a tokenizer or decode",
+    ]);
+  }
   const vocabSize = config.vocab_size ?? tokenizer?.vocabSize;
   const all = collectCalls(events, vocabSize);
   const rolloutId = events.length > 0 ? events[0].rollout_id : (config.rollout_id ?? "");
@@ -148,7 +154,8 @@ export function assembleRollout(
     if (config.strategy === "per_call") plans = planPerCall(used);
     else if (config.strategy === "prefix_merge") plans = exact.plans;
     else {
-      const sub = planLinear(used, { ...linearOptions, substitute: true });
+      // Checked above: buffer_substitute cannot compare texts without a decoder.
+      const sub = planBufferSubstitute(used, { ...linearOptions, decode: decode! });
       plans = sub.plans;
       for (const s of sub.substitutions) {
         substitutions.push({

@@ -42,10 +42,20 @@ export {
   type DiagnosedCall,
   type DiagnoseOptions,
 } from "./diagnose.ts";
-export { findRetokenizedResponse } from "./buffer_substitute.ts";
+export {
+  type BufferSubstitutePlan,
+  findRetokenizedResponse,
+  planBufferSubstitute,
+  type SubstitutionPlan,
+} from "./buffer_substitute.ts";
 export { type CallSelection, selectCalls } from "./dedup.ts";
 export { emptyBreakCounts, emptyDropCounts, rolloutMetrics, summarizeAssembly } from "./metrics.ts";
-export { type LinearPlan, type LinearPlanOptions, planLinear } from "./prefix_merge.ts";
+export {
+  type LinearPlan,
+  type LinearPlanOptions,
+  type LinearRepair,
+  planLinear,
+} from "./prefix_merge.ts";
 export { planPerCall } from "./per_call.ts";
 export { buildTree, treeDepths, treePath, treePathNodes, type TreeResult } from "./tree.ts";
 export { collectCalls, validateModelRequest, type ValidCall } from "./validate.ts";

@@ -1,47 +1,44 @@
 /**
- * Linear merging: `prefix_merge` (exact token-level extension, the default) and, with
- * `substitute`, `buffer_substitute`. Every split is diagnosed.
+ * Linear merging, the `prefix_merge` strategy (the default): a call extends an open sample when
+ * its prompt starts with that sample's tokens exactly; otherwise a new sample starts and the
+ * split is diagnosed. `buffer_substitute` (in `buffer_substitute.ts`) reuses this loop with a
+ * repair step.
  *
  * @module
  */
 import type { BreakDiagnosis } from "../schema.ts";
 import { extendPlan, planOf, type SamplePlan } from "./build.ts";
-import { findRetokenizedResponse } from "./buffer_substitute.ts";
 import { type DecodeFn, diagnoseBreak } from "./diagnose.ts";
 import { commonPrefixConcat, startsWithConcat } from "./token_seq.ts";
 import type { ValidCall } from "./validate.ts";
 
+/**
+ * Tried when no open sample extends a call exactly: extends one of `open` with the call (by its
+ * own rule) and returns it, or returns null to let the call start a new sample.
+ */
+export type LinearRepair = (open: readonly SamplePlan[], call: ValidCall) => SamplePlan | null;
+
 /** Options of {@link planLinear}. */
 export interface LinearPlanOptions {
-  /** Repair token-boundary breaks by substituting the sampled response (off-policy). */
-  substitute?: boolean;
   decode?: DecodeFn;
   evidenceTokens?: number;
+  /** A repair step between exact extension and a split (`buffer_substitute`'s). */
+  repair?: LinearRepair;
 }
 
-/** A `buffer_substitute` repair: the call's real prompt and where its substitute lives. */
-export interface SubstitutionPlan {
-  call: ValidCall;
-  plan: SamplePlan;
-  /** Offset in the plan where the call's response starts (its substituted prompt ends). */
-  responseStart: number;
-  /** Why exact merging failed there (normally `token_boundary`). */
-  diagnosis: BreakDiagnosis;
-}
-
-/** The linear samples of a rollout, its breaks and the substitutions made. */
+/** The linear samples of a rollout and its breaks. */
 export interface LinearPlan {
   plans: SamplePlan[];
   breaks: BreakDiagnosis[];
-  substitutions: SubstitutionPlan[];
 }
 
-function lastCall(plan: SamplePlan): ValidCall {
+/** The last call merged into `plan`. */
+export function lastCall(plan: SamplePlan): ValidCall {
   return plan.calls[plan.calls.length - 1];
 }
 
-function touch(open: SamplePlan[], j: number): void {
-  const [plan] = open.splice(j, 1);
+function touch(open: SamplePlan[], plan: SamplePlan): void {
+  open.splice(open.indexOf(plan), 1);
   open.push(plan);
 }
 
@@ -104,7 +101,6 @@ export function planLinear(
   const plans: SamplePlan[] = [];
   const open: SamplePlan[] = [];
   const breaks: BreakDiagnosis[] = [];
-  const substitutions: SubstitutionPlan[] = [];
   const diagnoseOptions = { decode: options.decode, evidenceTokens: options.evidenceTokens };
   outer: for (const call of calls) {
     const p = call.request.prompt_token_ids;
@@ -113,32 +109,31 @@ export function planLinear(
       if (startsWithConcat(p, last.prompt_token_ids, last.response_token_ids)) {
         const covered = last.prompt_token_ids.length + last.response_token_ids.length;
         extendPlan(open[j], p.subarray(covered), call);
-        touch(open, j);
+        touch(open, open[j]);
         continue outer;
       }
     }
-    if (options.substitute && options.decode) {
-      for (let j = open.length - 1; j >= 0; j--) {
-        const prev = lastCall(open[j]);
-        const k = findRetokenizedResponse(p, prev.request, options.decode);
-        if (k < 0) continue;
-        const plan = open[j];
-        extendPlan(plan, p.subarray(prev.request.prompt_token_ids.length + k), call);
-        plan.offPolicy = true;
-        substitutions.push({
-          call,
-          plan,
-          responseStart: plan.responseStarts[plan.responseStarts.length - 1],
-          diagnosis: diagnoseBreak(prev, call, diagnoseOptions),
-        });
-        touch(open, j);
-        continue outer;
-      }
+    const repaired = options.repair?.(open, call);
+    if (repaired) {
+      touch(open, repaired);
+      continue;
     }
     let split: BreakDiagnosis | null = null;
     if (plans.length > 0) {
-      const fork = findFork(open, call);
-      const prev = fork ? fork.plan : predecessor(open, call);
+      // The call is diagnosed against its own previous call on its branch, unless it forks
+      // from an earlier point: an exact extension of an earlier call of some sample counts as a
+      // fork only when that point explains the prompt at least as far as the branch's previous
+      // call does. Otherwise every later call of a branch that split once would "extend" the
+      // first sample's earlier calls and be compared with that sample's last call.
+      const before = predecessor(open, call);
+      let fork = findFork(open, call);
+      if (fork && before) {
+        const last = lastCall(before).request;
+        const reach = commonPrefixConcat(p, last.prompt_token_ids, last.response_token_ids);
+        const from = fork.from.request;
+        if (from.prompt_token_ids.length + from.response_token_ids.length < reach) fork = null;
+      }
+      const prev = fork ? fork.plan : before;
       split = diagnoseBreak(prev ? lastCall(prev) : null, call, diagnoseOptions);
       // An exact extension of an earlier call is hard evidence of a fork (nothing was
       // replaced), even where a segment tag inferred from messages says compaction. It is not
@@ -159,5 +154,5 @@ export function planLinear(
     plans.push(plan);
     open.push(plan);
   }
-  return { plans, breaks, substitutions };
+  return { plans, breaks };
 }

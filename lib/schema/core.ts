@@ -9,6 +9,7 @@
  * @module
  */
 import { z } from "zod";
+import { HttpError } from "../http/error.ts";
 
 /** Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters. */
 export const IdSchema = z.string().min(1).max(200).regex(
@@ -574,15 +575,14 @@ export type TrainingRow = z.infer<typeof TrainingRowSchema>;
 // Validation helpers
 
 /** A validation failure whose message names the offending field. */
-export class ValidationError extends Error {
+export class ValidationError extends HttpError {
   /** Dotted path of the first bad field (e.g. `payload.response_logprobs`). */
-  readonly field: string;
+  declare readonly field: string;
   /** Every issue, each as `path: message`. */
   readonly issues: string[];
   constructor(field: string, issues: string[]) {
-    super(issues.join("; "));
+    super(400, issues.join("; "), { code: "invalid", field });
     this.name = "ValidationError";
-    this.field = field;
     this.issues = issues;
   }
 }

@@ -47,7 +47,8 @@ export type GatewayLimitsInput = z.input<typeof GatewayLimitsSchema>;
 
 /** Body of `POST /v1/rollouts`: one rollout or a batch. */
 export const CreateRolloutsRequestSchema = z.object({
-  rollouts: z.array(RolloutCreateSchema).min(1, "must hold at least one rollout"),
+  rollouts: z.array(RolloutCreateSchema, { error: "expected an array of rollouts" })
+    .min(1, "must hold at least one rollout"),
 });
 /** Body of `POST /v1/rollouts`. */
 export type CreateRolloutsRequest = z.input<typeof CreateRolloutsRequestSchema>;
@@ -180,7 +181,8 @@ export type ListEventsQuery = z.input<typeof ListEventsQuerySchema>;
 
 /** Body of `POST /v1/rollouts/:id/attempts/:aid/events`. */
 export const PostEventsRequestSchema = z.object({
-  events: z.array(EventInputSchema).min(1, "must hold at least one event"),
+  events: z.array(EventInputSchema, { error: "expected an array of events" })
+    .min(1, "must hold at least one event"),
 });
 /** Body of an events post. */
 export type PostEventsRequest = z.input<typeof PostEventsRequestSchema>;

@@ -6,7 +6,13 @@
  * @module
  */
 import { z } from "zod";
-import { ChatMessageSchema, IdSchema, JsonObjectSchema } from "./core.ts";
+import {
+  BreakReasonSchema,
+  ChatMessageSchema,
+  IdSchema,
+  JsonObjectSchema,
+  MergeStrategySchema,
+} from "./core.ts";
 
 /** Log formats the importers read. */
 export const TrajectorySourceSchema = z.enum([
@@ -55,6 +61,22 @@ export const TrajectoryCallRefSchema = z.object({
 /** A model call, by position. */
 export type TrajectoryCallRef = z.infer<typeof TrajectoryCallRefSchema>;
 
+/**
+ * Where an importer looked for the policy's logged reasoning and what it found: the record says
+ * which fields were read, so a replay's `logged` policy output can be checked against the log.
+ */
+export const ReasoningImportSchema = z.object({
+  /**
+   * Every field the importer reads reasoning from, per assistant message, in the order it tries
+   * them (the first non-empty one wins); paths are relative to the logged message.
+   */
+  fields_read: z.array(z.string()),
+  /** Assistant messages whose reasoning came from each field (fields that gave none: absent). */
+  found: z.record(z.string(), z.number().int().min(0)),
+});
+/** Where an importer looked for the policy's logged reasoning and what it found. */
+export type ReasoningImport = z.infer<typeof ReasoningImportSchema>;
+
 /** One imported agent run (one rollout). */
 export const TrajectorySchema = z.object({
   /** Rollout id (IdSchema-safe), unique within the shared data. */
@@ -74,6 +96,8 @@ export const TrajectorySchema = z.object({
   conversations: z.array(TrajectoryConversationSchema).min(1),
   /** Every model call in the order a proxy would have seen them. */
   calls: z.array(TrajectoryCallRefSchema),
+  /** The reasoning fields the importer read, and how often each held reasoning. */
+  reasoning: ReasoningImportSchema,
 });
 /** One imported agent run. */
 export type Trajectory = z.infer<typeof TrajectorySchema>;
@@ -95,6 +119,20 @@ export const TrajectoryStatsSchema = z.object({
 /** Counts that describe a trajectory. */
 export type TrajectoryStats = z.infer<typeof TrajectoryStatsSchema>;
 
+/**
+ * What the replayed policy emits before its answer. The logs keep final messages only, so the
+ * replay has to assume it; every figure built on a replay depends on this choice.
+ *
+ * - `logged`: what the transcript says: a `<think>` block with the logged reasoning where the log
+ *   has some, none where it has none (a GPT-4o log replays as a policy that never thinks).
+ * - `thinking`: a policy that always opens a think block (Qwen3 in thinking mode): the logged
+ *   reasoning where there is some, an empty `<think>\n\n</think>\n\n` where there is none.
+ * - `plain`: a policy that never opens one: logged reasoning is dropped.
+ */
+export const PolicyOutputSchema = z.enum(["logged", "thinking", "plain"]);
+/** What the replayed policy emits before its answer. */
+export type PolicyOutput = z.infer<typeof PolicyOutputSchema>;
+
 /** Options of the replay ("what a proxy would have seen"). */
 export const ReplayOptionsSchema = z.object({
   rollout_id: IdSchema.optional(),
@@ -103,6 +141,8 @@ export const ReplayOptionsSchema = z.object({
   first_seq: z.number().int().min(1).default(1),
   /** Passed to the chat template as `enable_thinking` (Qwen3). */
   enable_thinking: z.boolean().optional(),
+  /** What the policy emits before its answer (see {@link PolicyOutputSchema}). */
+  policy_output: PolicyOutputSchema.default("logged"),
   /**
    * Encode each conversation with the tokens area's incremental encoder (exact: equal to
    * encoding whole prompts, and far faster on long histories); false encodes whole prompts.
@@ -113,3 +153,42 @@ export const ReplayOptionsSchema = z.object({
 });
 /** Options of the replay (input form). */
 export type ReplayOptions = z.input<typeof ReplayOptionsSchema>;
+
+/** Settings of a samples-per-rollout measurement on transcripts (`deno task splits`). */
+export const SplitsOptionsSchema = z.object({
+  policy_output: PolicyOutputSchema.default("logged"),
+  strategy: MergeStrategySchema.default("prefix_merge"),
+  /** Passed to the chat template as `enable_thinking`; absent: the template's default. */
+  enable_thinking: z.boolean().optional(),
+});
+/** Settings of a samples-per-rollout measurement (input form). */
+export type SplitsOptions = z.input<typeof SplitsOptionsSchema>;
+
+/** What a samples-per-rollout measurement found, with the settings it assumed. */
+export const SplitsReportSchema = z.object({
+  /** The chat template: `qwen3`, `qwen3_keep_reasoning`, or the tokenizer folder's name. */
+  template: z.string(),
+  policy_output: PolicyOutputSchema,
+  strategy: MergeStrategySchema,
+  /** `enable_thinking` as passed to the template; null: not passed (the template's default). */
+  enable_thinking: z.boolean().nullable(),
+  /** Transcript files read. */
+  files: z.number().int().min(0),
+  rollouts: z.number().int().min(0),
+  calls: z.number().int().min(0),
+  samples: z.number().int().min(0),
+  samples_per_rollout: z.number(),
+  /** Share (0..1) of rollouts that stayed one sample. */
+  single_share: z.number(),
+  /** Tokens the samples store (context + responses). */
+  tokens_stored: z.number().int().min(0),
+  /** tokens_stored / the tokens `per_call` would store (Σ prompt + response of every call). */
+  storage_ratio: z.number(),
+  /**
+   * Splits of exact prefix merging per reason (for `tree` the same splits, kept as branches of
+   * one tree; for `per_call` those that merging would have had).
+   */
+  break_reasons: z.record(BreakReasonSchema, z.number().int().min(0)),
+});
+/** What a samples-per-rollout measurement found. */
+export type SplitsReport = z.infer<typeof SplitsReportSchema>;

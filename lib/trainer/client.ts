@@ -1,14 +1,16 @@
 /**
  * Typed HTTP client of the reins trainer worker (`lib/trainer/worker`).
  *
- * Requests are validated before they leave (a {@link ValidationError} names the bad field);
- * worker errors surface as {@link TrainerWorkerError} with the HTTP status, the worker's error
- * code and, for 4xx, the offending field.
+ * Requests are validated before they leave (a `ValidationError` names the bad field); worker
+ * errors surface as an {@link HttpError} with the HTTP status (0: unreachable), the worker's
+ * error code and, for 4xx, the offending field. Streamed replies are read with the one NDJSON
+ * line reader of `lib/http/lines.ts`.
  *
  * @module
  */
 import type { z } from "zod";
-import { LineSplitter } from "./lines.ts";
+import { HttpError } from "../http/error.ts";
+import { readLines } from "../http/lines.ts";
 import {
   type CheckpointResponse,
   CheckpointResponseSchema,
@@ -41,22 +43,14 @@ import {
 /** A generate request as a caller writes it (defaults optional). */
 export type GenerateInput = z.input<typeof GenerateRequestSchema>;
 
-/** An error answered by the worker (or a failure to reach it). */
-export class TrainerWorkerError extends Error {
-  /** HTTP status (0 when the worker could not be reached). */
-  readonly status: number;
-  /** Worker error code (`bad_request`, `not_initialized`, `non_finite_loss`, …). */
-  readonly code: string;
-  /** The offending request field, for validation errors (e.g. `rows[0].loss_mask`). */
-  readonly field?: string;
-  constructor(status: number, code: string, message: string, field?: string) {
-    super(message);
-    this.name = "TrainerWorkerError";
-    this.status = status;
-    this.code = code;
-    this.field = field;
-  }
-}
+/**
+ * The trainer client's error: {@link HttpError} itself (kept as a name for existing code).
+ *
+ * @deprecated Use `HttpError` from `lib/http/error.ts`.
+ */
+export const TrainerWorkerError = HttpError;
+/** The trainer client's error (see {@link HttpError}). */
+export type TrainerWorkerError = HttpError;
 
 /** Options of {@link TrainerClient}. */
 export interface TrainerClientOptions {
@@ -139,10 +133,10 @@ export class TrainerClient {
       });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      throw new TrainerWorkerError(
+      throw new HttpError(
         0,
-        "unreachable",
         `trainer worker at ${this.url} did not answer ${method} ${path}: ${reason}`,
+        { code: "unreachable", cause: error },
       );
     } finally {
       if (timer !== undefined) clearTimeout(timer);
@@ -195,27 +189,15 @@ export class TrainerClient {
   ): AsyncGenerator<GenerateStreamLine, void, void> {
     const body = { ...parseOrThrow(GenerateRequestSchema, request), stream: true };
     const response = await this.#fetch("POST", "/generate", body, signal, false);
-    const reader = response.body!.getReader();
-    const lines = new LineSplitter();
-    try {
-      while (true) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        for (const raw of lines.push(value)) {
-          const line = raw.trim();
-          if (!line) continue;
-          const parsed = parseOrThrow(GenerateStreamLineSchema, JSON.parse(line), "stream");
-          if ("error" in parsed) {
-            throw new TrainerWorkerError(500, parsed.error.code ?? "error", parsed.error.message);
-          }
-          yield parsed;
-          if ("done" in parsed) return;
-        }
+    for await (const line of readLines(response.body!)) {
+      const parsed = parseOrThrow(GenerateStreamLineSchema, JSON.parse(line), "stream");
+      if ("error" in parsed) {
+        throw new HttpError(500, parsed.error.message, { code: parsed.error.code ?? "error" });
       }
-      throw new TrainerWorkerError(0, "truncated", "generate stream ended without a done line");
-    } finally {
-      await reader.cancel().catch(() => {});
+      yield parsed;
+      if ("done" in parsed) return;
     }
+    throw new HttpError(0, "generate stream ended without a done line", { code: "truncated" });
   }
 
   /**
@@ -259,7 +241,7 @@ async function errorFrom(
   response: Response,
   method: string,
   path: string,
-): Promise<TrainerWorkerError> {
+): Promise<HttpError> {
   const text = await response.text();
   let parsed: ReturnType<typeof WorkerErrorBodySchema.safeParse> | undefined;
   try {
@@ -269,12 +251,12 @@ async function errorFrom(
   }
   if (parsed?.success) {
     const { code, message, field } = parsed.data.error;
-    return new TrainerWorkerError(response.status, code, message, field);
+    return new HttpError(response.status, message, { code, ...(field ? { field } : {}) });
   }
-  return new TrainerWorkerError(
+  return new HttpError(
     response.status,
-    "http_error",
     `${method} ${path} failed with HTTP ${response.status}: ${text.slice(0, 500)}`,
+    { code: "http_error" },
   );
 }
 

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { LineSplitter } from "./lines.ts";
+import { LineSplitter } from "../http/lines.ts";
 
 /** Marker line the worker prints once it listens. */
 export const READY_MARKER = "REINS_WORKER_READY ";

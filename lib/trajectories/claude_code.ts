@@ -25,7 +25,14 @@ import type {
   TrajectoryCallRef,
   TrajectoryConversation,
 } from "../schema/trajectories.ts";
-import { contentText, inferTools, RawContentSchema, safeId } from "./common.ts";
+import { contentText, inferTools, RawContentSchema, ReasoningReader, safeId } from "./common.ts";
+
+/**
+ * Where Claude Code logs keep reasoning: `thinking` content blocks of assistant records (the
+ * blocks of one API response, spread over several lines, are joined by a blank line).
+ * `redacted_thinking` blocks carry only ciphertext and give no reasoning text.
+ */
+export const CLAUDE_CODE_REASONING_FIELDS = ["message.content[type=thinking].thinking"] as const;
 
 const BlockSchema = z.object({ type: z.string() }).passthrough();
 
@@ -155,6 +162,7 @@ function buildConversation(
   parent: string | null,
   entries: Entry[],
   calls: CallOrder[],
+  reader: ReasoningReader,
 ): TrajectoryConversation {
   const conversation: TrajectoryConversation = {
     id,
@@ -248,7 +256,10 @@ function buildConversation(
     // Claude streams a whitespace-only text block before thinking; it is not part of the answer.
     item.message.content = item.texts.filter((t) => t.trim() !== "").join("\n\n");
     const reasoning = item.thinking.filter((t) => t.trim() !== "").join("\n\n");
-    if (reasoning) item.message.reasoning_content = reasoning;
+    if (reasoning) {
+      item.message.reasoning_content = reasoning;
+      reader.count(CLAUDE_CODE_REASONING_FIELDS[0]);
+    }
   }
   return conversation;
 }
@@ -294,8 +305,9 @@ export function parseClaudeCode(main: JsonlFile, subagents: JsonlFile[] = []): T
   }
   if (!grouped.has("main")) grouped.set("main", []);
   const calls: CallOrder[] = [];
+  const reader = new ReasoningReader(CLAUDE_CODE_REASONING_FIELDS, { inline: false });
   const conversations = [...grouped].map(([id, list]) =>
-    buildConversation(id, list[0]?.parent ?? null, list, calls)
+    buildConversation(id, list[0]?.parent ?? null, list, calls, reader)
   );
   conversations.sort((a, b) => (a.id === "main" ? -1 : b.id === "main" ? 1 : 0));
   const timed = calls.every((call) => call.timestamp !== undefined);
@@ -315,5 +327,6 @@ export function parseClaudeCode(main: JsonlFile, subagents: JsonlFile[] = []): T
     tools: inferTools(messages),
     conversations,
     calls: calls.map((call) => call.ref),
+    reasoning: reader.record(),
   };
 }

@@ -5,7 +5,12 @@
  */
 import { z } from "zod";
 import type { ChatMessage, JsonObject } from "../schema.ts";
-import type { Trajectory, TrajectoryCallRef, TrajectorySource } from "../schema/trajectories.ts";
+import type {
+  ReasoningImport,
+  Trajectory,
+  TrajectoryCallRef,
+  TrajectorySource,
+} from "../schema/trajectories.ts";
 
 /**
  * Makes an IdSchema-safe id (letters, digits, `. _ : @ -`, at most 200 characters) from free text.
@@ -141,6 +146,136 @@ export function inferTools(messages: Iterable<ChatMessage>): JsonObject[] | null
 }
 
 /**
+ * Values at `path` inside `value`. A path is dot-separated keys; `key[N]` takes item N of an
+ * array, `key[]` every item, `key[type=X]` the items whose `type` is X.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { readPath } from "./common.ts";
+ * const raw = { extra: { response: { choices: [{ message: { reasoning: "r" } }] } } };
+ * assert.deepEqual(readPath(raw, "extra.response.choices[0].message.reasoning"), ["r"]);
+ * const blocks = { content: [{ type: "thinking", thinking: "a" }, { type: "text", text: "b" }] };
+ * assert.deepEqual(readPath(blocks, "content[type=thinking].thinking"), ["a"]);
+ * ```
+ */
+export function readPath(value: unknown, path: string): unknown[] {
+  let current: unknown[] = [value];
+  for (const segment of path.split(".")) {
+    const match = /^([^[\]]+)(?:\[([^\]]*)\])?$/.exec(segment);
+    if (!match) throw new Error(`readPath: bad segment "${segment}" in "${path}"`);
+    const [, key, selector] = match;
+    const next: unknown[] = [];
+    for (const item of current) {
+      if (item === null || typeof item !== "object" || Array.isArray(item)) continue;
+      const child = (item as Record<string, unknown>)[key];
+      if (selector === undefined) {
+        if (child !== undefined) next.push(child);
+        continue;
+      }
+      if (!Array.isArray(child)) continue;
+      if (selector === "") next.push(...child);
+      else if (/^\d+$/.test(selector)) {
+        if (Number(selector) < child.length) next.push(child[Number(selector)]);
+      } else if (selector.startsWith("type=")) {
+        const type = selector.slice(5);
+        next.push(...child.filter((c) => (c as { type?: unknown } | null)?.type === type));
+      } else throw new Error(`readPath: bad selector "[${selector}]" in "${path}"`);
+    }
+    current = next;
+  }
+  return current;
+}
+
+/** The pseudo-field for a `<think>…</think>` block written at the start of a message's text. */
+export const INLINE_THINK_FIELD = "content (leading <think>…</think>)";
+
+/**
+ * Splits a leading `<think>…</think>` block off `content` the way Qwen3's template does (the
+ * reasoning without surrounding newlines, the answer without leading newlines); null when the
+ * text does not start with one.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { splitInlineThink } from "./common.ts";
+ * assert.deepEqual(splitInlineThink("<think>\nhmm\n</think>\n\nls"), { reasoning: "hmm", content: "ls" });
+ * assert.equal(splitInlineThink("ls"), null);
+ * ```
+ */
+export function splitInlineThink(content: string): { reasoning: string; content: string } | null {
+  const match = /^\s*<think>([\s\S]*?)<\/think>/.exec(content);
+  if (!match) return null;
+  return {
+    reasoning: match[1].replace(/^\n+|\n+$/g, ""),
+    content: content.slice(match[0].length).replace(/^\n+/, ""),
+  };
+}
+
+/**
+ * Reads the logged reasoning of assistant messages from an importer's list of fields (tried in
+ * order, the first non-empty one wins; several values at one path are joined by a blank line),
+ * then from a `<think>` block at the start of the text, and counts where it found some: the
+ * import record's {@link ReasoningImport}. An empty structured field counts as no reasoning (an
+ * API's empty string cannot be told from "not requested"); an empty inline `<think></think>` is
+ * kept as an empty reasoning, because the policy did write the block.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ReasoningReader } from "./common.ts";
+ * const reader = new ReasoningReader(["reasoning_content", "extra.reasoning"]);
+ * assert.deepEqual(reader.read({ extra: { reasoning: "think" } }, "ls"), {
+ *   reasoning: "think", content: "ls",
+ * });
+ * assert.deepEqual(reader.read({}, "<think></think>ls"), { reasoning: "", content: "ls" });
+ * assert.deepEqual(reader.record().found, { "extra.reasoning": 1, "content (leading <think>…</think>)": 1 });
+ * ```
+ */
+export class ReasoningReader {
+  readonly #fields: readonly string[];
+  readonly #inline: boolean;
+  readonly #found: Record<string, number> = {};
+
+  /** `inline`: also split a leading `<think>` block off the text (not for Anthropic logs). */
+  constructor(fields: readonly string[], options: { inline?: boolean } = {}) {
+    this.#fields = fields;
+    this.#inline = options.inline ?? true;
+  }
+
+  /** The reasoning of one logged assistant message and its text without an inline block. */
+  read(raw: unknown, content: string): { reasoning: string | undefined; content: string } {
+    for (const field of this.#fields) {
+      const texts = readPath(raw, field).filter((v): v is string =>
+        typeof v === "string" && v.trim() !== ""
+      );
+      if (texts.length > 0) {
+        this.#found[field] = (this.#found[field] ?? 0) + 1;
+        return { reasoning: texts.join("\n\n"), content };
+      }
+    }
+    const inline = this.#inline ? splitInlineThink(content) : null;
+    if (inline) {
+      this.#found[INLINE_THINK_FIELD] = (this.#found[INLINE_THINK_FIELD] ?? 0) + 1;
+      return inline;
+    }
+    return { reasoning: undefined, content };
+  }
+
+  /** Counts a reasoning found by the importer's own parsing under `field`. */
+  count(field: string): void {
+    this.#found[field] = (this.#found[field] ?? 0) + 1;
+  }
+
+  /** What was read and found, for the trajectory record. */
+  record(): ReasoningImport {
+    const fields = [...this.#fields];
+    if (this.#inline) fields.push(INLINE_THINK_FIELD);
+    return { fields_read: fields, found: { ...this.#found } };
+  }
+}
+
+/**
  * Builds a one-conversation, one-segment trajectory from an append-only message list (SWE-agent,
  * tau-bench, mini-swe-agent): each assistant message is a call whose prompt is everything before.
  */
@@ -150,13 +285,15 @@ export function linearTrajectory(meta: {
   source: TrajectorySource;
   file: string;
   reward: number | null;
+  reasoning: ReasoningImport;
 }, messages: ChatMessage[]): Trajectory {
   const calls: TrajectoryCallRef[] = [];
   messages.forEach((message, index) => {
     if (message.role === "assistant") calls.push({ conversation: "main", segment: 0, index });
   });
+  const { reasoning, ...rest } = meta;
   return {
-    ...meta,
+    ...rest,
     tools: inferTools(messages),
     conversations: [{
       id: "main",
@@ -165,6 +302,7 @@ export function linearTrajectory(meta: {
       segments: [{ index: 0, opened_by: "root", messages }],
     }],
     calls,
+    reasoning,
   };
 }
 

@@ -16,11 +16,17 @@
  *
  * @module
  */
-export { inferTools } from "./common.ts";
-export { parseSweAgent } from "./swe_agent.ts";
-export { parseTauBench } from "./tau_bench.ts";
-export { parseMiniSweAgent } from "./mini_swe_agent.ts";
-export { type JsonlFile, parseClaudeCode } from "./claude_code.ts";
+export {
+  inferTools,
+  INLINE_THINK_FIELD,
+  readPath,
+  ReasoningReader,
+  splitInlineThink,
+} from "./common.ts";
+export { parseSweAgent, SWE_AGENT_REASONING_FIELDS } from "./swe_agent.ts";
+export { parseTauBench, TAU_BENCH_REASONING_FIELDS } from "./tau_bench.ts";
+export { MINI_SWE_AGENT_REASONING_FIELDS, parseMiniSweAgent } from "./mini_swe_agent.ts";
+export { CLAUDE_CODE_REASONING_FIELDS, type JsonlFile, parseClaudeCode } from "./claude_code.ts";
 export {
   detectTrajectoryFormat,
   importTrajectoryFile,
@@ -35,7 +41,26 @@ export {
   replayTrajectory,
   type ReplayTrajectoryOptions,
   type ResponseFormatter,
+  withPolicyOutput,
 } from "./replay.ts";
 export { loadQwen3KeepReasoningTokenizer, qwen3KeepReasoningTemplate } from "./templates.ts";
 export { PLACEHOLDER_REASONING, withPlaceholderReasoning } from "./transform.ts";
+export {
+  BREAK_REASONS,
+  formatSplitsReport,
+  formatSplitsTable,
+  loadChatTemplate,
+  type LoadedTranscripts,
+  loadTranscripts,
+  measureSplits,
+  measureSplitsGrid,
+  NAMED_TEMPLATES,
+  reasonsText,
+  settingLabel,
+  SPLITS_GRID,
+  type SplitsGridCell,
+  type SplitsMeasurement,
+  type SplitsSetting,
+  type TranscriptSet,
+} from "./splits.ts";
 export * from "../schema/trajectories.ts";

@@ -7,6 +7,12 @@
  *   rendered by the chat template, faithfully (no reuse of earlier sampled ids).
  * - Response: the assistant message as sampled: its reasoning as `<think>\n…\n</think>\n\n`, its
  *   content, its tool calls written as the template writes them, then the end-of-turn token.
+ * - Policy output (`policy_output`, default `logged`): what the policy is assumed to emit before
+ *   its answer, applied alike to each response and to the earlier turns in its history (the
+ *   harness sends back what the policy produced; the template then decides what it keeps):
+ *   `logged` — the reasoning the log holds, none where it holds none; `thinking` — always a think
+ *   block, empty where nothing was logged; `plain` — never one. Figures built on a replay depend
+ *   on this choice; name it next to them.
  * - Logprobs: FAKE. The logs carry none; the replay fills in deterministic placeholder values
  *   (a hash of position and id, in [-2.5, -0.0025]) so that the events validate and assemble. Do
  *   not read anything into them.
@@ -15,6 +21,7 @@
  */
 import { type ChatMessage, type Flavor, type ModelRequestEvent, parseOrThrow } from "../schema.ts";
 import {
+  type PolicyOutput,
   type ReplayOptions,
   ReplayOptionsSchema,
   type Trajectory,
@@ -42,6 +49,8 @@ const END = "<|im_end|>";
  * const qwen = await loadQwen3Tokenizer();
  * chatmlResponseText({ role: "assistant", content: "4", reasoning_content: "2+2" }, qwen);
  * // "<think>\n2+2\n</think>\n\n4"
+ * chatmlResponseText({ role: "assistant", content: "4", reasoning_content: "" }, qwen);
+ * // "<think>\n\n</think>\n\n4"
  * ```
  */
 export function chatmlResponseText(message: ChatMessage, tokenizer: ChatTokenizer): string {
@@ -57,8 +66,31 @@ export function chatmlResponseText(message: ChatMessage, tokenizer: ChatTokenize
     );
   }
   const body = text.slice(start + ASSISTANT_HEADER.length, end);
-  if (!reasoning) return body;
+  // An empty reasoning is an opened, empty think block (Qwen3 in thinking mode writes one).
+  if (reasoning === undefined || reasoning === null) return body;
   return `<think>\n${reasoning.replace(/^\n+|\n+$/g, "")}\n</think>\n\n${body.replace(/^\n+/, "")}`;
+}
+
+/**
+ * An assistant message as a policy with output `policy` would have produced it (other roles and
+ * `logged` unchanged): `plain` drops the reasoning, `thinking` gives an empty one where none was
+ * logged.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { withPolicyOutput } from "./replay.ts";
+ * const m = { role: "assistant" as const, content: "ls" };
+ * assert.deepEqual(withPolicyOutput(m, "thinking"), { role: "assistant", content: "ls", reasoning_content: "" });
+ * assert.deepEqual(withPolicyOutput({ ...m, reasoning_content: "r" }, "plain"), m);
+ * assert.equal(withPolicyOutput(m, "logged"), m);
+ * ```
+ */
+export function withPolicyOutput(message: ChatMessage, policy: PolicyOutput): ChatMessage {
+  if (message.role !== "assistant" || policy === "logged") return message;
+  const { reasoning_content: reasoning, ...rest } = message;
+  if (policy === "plain") return rest;
+  return { ...rest, reasoning_content: reasoning ?? "" };
 }
 
 /**
@@ -132,9 +164,13 @@ export function replayTrajectory(
       encoder = new IncrementalChatEncoder(tokenizer);
       encoders.set(key, encoder);
     }
-    const promptText = tokenizer.render(call.prompt, render);
+    const policy = config.policy_output;
+    const history = policy === "logged"
+      ? call.prompt
+      : call.prompt.map((m) => withPolicyOutput(m, policy));
+    const promptText = tokenizer.render(history, render);
     const prompt = encoder ? encoder.encodeText(promptText) : tokenizer.encode(promptText);
-    const responseText = formatResponse(call.response, tokenizer);
+    const responseText = formatResponse(withPolicyOutput(call.response, policy), tokenizer);
     const body = tokenizer.encode(responseText);
     const response = new Uint32Array(body.length + 1);
     response.set(body);
@@ -149,6 +185,7 @@ export function replayTrajectory(
       file: trajectory.file,
       call_index: i,
       fake_logprobs: true,
+      policy_output: policy,
     };
     if (config.keep_text) request.prompt_text = promptText;
     events.push({
@@ -161,7 +198,7 @@ export function replayTrajectory(
       payload: {
         flavor: flavorOf(trajectory),
         request,
-        messages: call.prompt,
+        messages: history,
         prompt_token_ids: prompt,
         response_token_ids: response,
         response_logprobs: logprobs,

@@ -3,6 +3,10 @@
  * demonstrations, observations as user or tool messages, assistant turns with optional OpenAI
  * `tool_calls`). The history only grows, so each assistant turn's prompt is all that precedes it.
  *
+ * Reasoning: SWE-agent copies a model's Anthropic-style `thinking_blocks` onto the history item
+ * ({@link SWE_AGENT_REASONING_FIELDS}); its `thought` field is the text before the action, part of
+ * `content`, not hidden reasoning, so it is not read as such.
+ *
  * @module
  */
 import { z } from "zod";
@@ -13,9 +17,13 @@ import {
   linearTrajectory,
   RawContentSchema,
   RawToolCallSchema,
+  ReasoningReader,
   safeId,
   toolCall,
 } from "./common.ts";
+
+/** Where SWE-agent history items keep reasoning (`HistoryItem.thinking_blocks`, from LiteLLM). */
+export const SWE_AGENT_REASONING_FIELDS = ["thinking_blocks[].thinking"] as const;
 
 const SweAgentMessageSchema = z.object({
   role: z.enum(["system", "user", "assistant", "tool"]),
@@ -49,8 +57,14 @@ function baseName(file: string): string {
  */
 export function parseSweAgent(data: unknown, file: string): Trajectory {
   const parsed = parseOrThrow(SweAgentFileSchema, data, file);
+  const reader = new ReasoningReader(SWE_AGENT_REASONING_FIELDS);
   const messages: ChatMessage[] = parsed.history.map((raw) => {
     const message: ChatMessage = { role: raw.role, content: contentText(raw.content) };
+    if (raw.role === "assistant") {
+      const { reasoning, content } = reader.read(raw, message.content ?? "");
+      message.content = content;
+      if (reasoning !== undefined) message.reasoning_content = reasoning;
+    }
     if (raw.role === "assistant" && raw.tool_calls && raw.tool_calls.length > 0) {
       message.tool_calls = raw.tool_calls.map(toolCall);
     }
@@ -65,5 +79,6 @@ export function parseSweAgent(data: unknown, file: string): Trajectory {
     source: "swe-agent",
     file,
     reward: null,
+    reasoning: reader.record(),
   }, messages);
 }

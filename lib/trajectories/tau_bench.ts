@@ -3,19 +3,31 @@
  * `traj` an OpenAI chat history (system policy, user simulator turns, assistant turns with
  * `tool_calls`, `tool` results). Runs of one `task_id` form a GRPO group.
  *
+ * Assistant messages are LiteLLM message dumps; reasoning models leave their reasoning in the
+ * fields of {@link TAU_BENCH_REASONING_FIELDS} (the gpt-4o runs shipped here have none).
+ *
  * @module
  */
 import { z } from "zod";
 import { type ChatMessage, parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
 import {
+  contentText,
   linearTrajectory,
   RawContentSchema,
   RawToolCallSchema,
+  ReasoningReader,
   safeId,
   toolCall,
 } from "./common.ts";
-import { contentText } from "./common.ts";
+
+/** Where tau-bench's LiteLLM message dumps keep reasoning, in the order they are tried. */
+export const TAU_BENCH_REASONING_FIELDS = [
+  "reasoning_content",
+  "reasoning",
+  "thinking_blocks[].thinking",
+  "provider_specific_fields.reasoning_content",
+] as const;
 
 const TauMessageSchema = z.object({
   role: z.enum(["system", "user", "assistant", "tool"]),
@@ -51,11 +63,17 @@ export function parseTauBench(data: unknown, file: string): Trajectory[] {
   const base = file.slice(file.lastIndexOf("/") + 1).replace(/\.json$/, "");
   const seen = new Set<string>();
   return runs.map((run, i) => {
+    const reader = new ReasoningReader(TAU_BENCH_REASONING_FIELDS);
     const messages: ChatMessage[] = run.traj.map((raw) => {
       const message: ChatMessage = {
         role: raw.role,
         content: raw.content === null ? null : contentText(raw.content),
       };
+      if (raw.role === "assistant") {
+        const read = reader.read(raw, message.content ?? "");
+        if (read.content !== (message.content ?? "")) message.content = read.content;
+        if (read.reasoning !== undefined) message.reasoning_content = read.reasoning;
+      }
       if (raw.role === "assistant" && raw.tool_calls && raw.tool_calls.length > 0) {
         message.tool_calls = raw.tool_calls.map(toolCall);
       }
@@ -71,7 +89,14 @@ export function parseTauBench(data: unknown, file: string): Trajectory[] {
     if (seen.has(id)) id = safeId(`${id}:run${i}`);
     seen.add(id);
     return linearTrajectory(
-      { id, group_id: group, source: "tau-bench", file, reward: run.reward },
+      {
+        id,
+        group_id: group,
+        source: "tau-bench",
+        file,
+        reward: run.reward,
+        reasoning: reader.record(),
+      },
       messages,
     );
   });

@@ -2,9 +2,10 @@
  * Chat-template variants for measuring what the template alone changes in the sample split.
  *
  * Qwen3's official template drops the reasoning of every assistant turn before the last user
- * query (and of tool-loop turns that had none). A policy that thought in turn i therefore sees a
- * prompt at turn i+1 that is *not* `prompt_i ∥ response_i`, and prefix merging must split. The
- * variant here keeps every turn's reasoning, the choice some training stacks make so that
+ * query, and writes a tool-loop turn after it without its think block when the reasoning is
+ * empty. A policy that opened a think block in turn i therefore sees a prompt at turn i+1 that is
+ * *not* `prompt_i ∥ response_i`, and prefix merging must split. The variant here writes every
+ * turn back the way the policy produced it, the choice some training stacks make so that
  * trajectories stay one sample.
  *
  * @module
@@ -14,10 +15,22 @@ import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
 
 const QWEN3_POSITION_TEST = "{%- if loop.index0 > ns.last_query_index %}";
 const QWEN3_KEEP_TEST = "{%- if loop.last or (not loop.last and reasoning_content) %}";
+const KEEP_POSITION_TEST = "{%- if true %}";
+const KEEP_TEST = "{%- if (message.reasoning_content is defined and " +
+  "message.reasoning_content is not none) or reasoning_content %}";
 
 /**
- * Rewrites the Qwen3 chat template so that every assistant turn keeps its reasoning as
- * `<think>\n…\n</think>\n\n` (turns without reasoning are written as before, content only).
+ * Rewrites the Qwen3 chat template so that every assistant turn is written back with the think
+ * block the policy produced. Exactly two lines of the official template change, nothing else:
+ *
+ * 1. `{%- if loop.index0 > ns.last_query_index %}` becomes `{%- if true %}`: turns before the
+ *    last user query keep their reasoning too;
+ * 2. `{%- if loop.last or (not loop.last and reasoning_content) %}` becomes
+ *    `{%- if (message.reasoning_content is defined and message.reasoning_content is not none) or
+ *    reasoning_content %}`: a turn that carries a reasoning field, even an empty one (a thinking
+ *    policy's `<think>\n\n</think>\n\n`), is written as `<think>\n…\n</think>\n\n` + content;
+ *    a turn without one (a log from a model that never thinks) as content only, as before.
+ *
  * Throws when the source is not the Qwen3 template it knows.
  *
  * @example
@@ -34,9 +47,9 @@ export function qwen3KeepReasoningTemplate(source: string): string {
       "chatTemplate: not the Qwen3 template (its reasoning-stripping test was not found)",
     );
   }
-  return source.replace(QWEN3_POSITION_TEST, "{%- if true %}").replace(
+  return source.replace(QWEN3_POSITION_TEST, KEEP_POSITION_TEST).replace(
     QWEN3_KEEP_TEST,
-    "{%- if reasoning_content %}",
+    KEEP_TEST,
   );
 }
 

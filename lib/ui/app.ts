@@ -9,9 +9,14 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { secureHeaders } from "hono/secure-headers";
 import { changeFeedResponse, parseAfterSeq } from "../gateway/change_feed.ts";
 import type { Mount, MountContext } from "../gateway/server.ts";
-import { type Store, StoreError } from "../gateway/store.ts";
+import type { Store } from "../gateway/store.ts";
+import { bodyLimits } from "../http/body.ts";
+import { HttpError, toHttpError } from "../http/error.ts";
+import { sleep } from "../http/retry.ts";
 import type { Auditor } from "../monitors/auditor.ts";
 import { defaultMonitors } from "../monitors/defaults.ts";
 import { type MonitorRunner, startMonitorRunner } from "../monitors/runner.ts";
@@ -25,7 +30,7 @@ import {
 } from "../schema.ts";
 import { RolloutListQuerySchema } from "../schema/ui.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
-import { type Access, checkAccess, SESSION_COOKIE, sessionToken } from "./auth.ts";
+import { checkAccess, requireUiAccess, SESSION_COOKIE, UiSessions } from "./auth.ts";
 import { detailFragment } from "./detail.ts";
 import { exportRollout, rolloutNotebook } from "./export.ts";
 import { html, type SafeHtml } from "./html.ts";
@@ -53,6 +58,8 @@ export interface UiOptions {
   indexPollMs?: number;
   /** How often `/api/stream` polls the store when idle (default 250 ms). */
   streamPollMs?: number;
+  /** How long a login session lasts (default 12 h; logout ends it at once). */
+  sessionTtlMs?: number;
 }
 
 /** What the UI app reads: the gateway's store and phase gate, and its keys. */
@@ -181,6 +188,9 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     })
     : null;
   const callCache = new Map<number, CallFact>();
+  const sessions = new UiSessions(
+    options.sessionTtlMs === undefined ? {} : { ttlMs: options.sessionTtlMs },
+  );
 
   // Follow the change feed in the background so that pages rarely wait for it.
   let indexTimer: ReturnType<typeof setTimeout> | undefined;
@@ -201,23 +211,30 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   scheduleIndex();
 
   const app = new Hono();
+  app.use(
+    "*",
+    secureHeaders({
+      strictTransportSecurity: false,
+      contentSecurityPolicy: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        imgSrc: ["'self'", "data:"],
+        connectSrc: ["'self'"],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+        formAction: ["'self'"],
+      },
+    }),
+  );
   app.use("*", async (c, next) => {
     await next();
-    c.res.headers.set(
-      "content-security-policy",
-      "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
-    );
-    c.res.headers.set("x-content-type-options", "nosniff");
-    c.res.headers.set("referrer-policy", "no-referrer");
     c.res.headers.set("cache-control", "no-store");
   });
 
   app.onError((err, c) => {
-    if (err instanceof StoreError) return fail(c, err.status, err.code, err.message);
-    if (err instanceof ValidationError) return fail(c, 400, "invalid", err.message);
-    console.error("ui: internal error:", err instanceof Error ? err.stack : err);
-    return fail(c, 500, "internal", "internal error (see the gateway log)");
+    const error = toHttpError("ui", err, c.req.raw);
+    return fail(c, error.status, error.code, error.message);
   });
 
   const wantsJson = (c: Context) => {
@@ -250,45 +267,32 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     (c) => c.body(APP_JS, 200, { "content-type": "text/javascript; charset=utf-8" }),
   );
 
+  const cookiePath = base || "/";
   app.get("/login", (c) => c.html(loginPage(base, null).value));
-  app.post("/login", async (c) => {
+  app.post("/login", bodyLimits({ maxBytes: 16 * 1024 }), async (c) => {
     const form = await c.req.parseBody();
     const key = typeof form.key === "string" ? form.key : "";
     const access = key
-      ? checkAccess(new Headers({ authorization: `Bearer ${key}` }), keys)
+      ? checkAccess(new Headers({ authorization: `Bearer ${key}` }), keys, sessions)
       : "missing";
     if (access !== "ok") {
       return c.html(loginPage(base, "key: not the gateway's admin key").value, 401);
     }
-    c.header(
-      "set-cookie",
-      `${SESSION_COOKIE}=${sessionToken(keys)}; Path=${base || "/"}; HttpOnly; SameSite=Strict`,
-    );
+    setCookie(c, SESSION_COOKIE, sessions.create(), {
+      path: cookiePath,
+      httpOnly: true,
+      sameSite: "Strict",
+    });
     return c.redirect(`${base}/`, 303);
   });
   app.get("/logout", (c) => {
-    c.header(
-      "set-cookie",
-      `${SESSION_COOKIE}=; Path=${base || "/"}; Max-Age=0; HttpOnly; SameSite=Strict`,
-    );
+    const session = getCookie(c, SESSION_COOKIE);
+    if (session) sessions.revoke(session);
+    deleteCookie(c, SESSION_COOKIE, { path: cookiePath, httpOnly: true, sameSite: "Strict" });
     return c.redirect(`${base}/login`, 303);
   });
 
-  app.use("*", async (c, next) => {
-    const access: Access = checkAccess(c.req.raw.headers, keys);
-    if (access === "ok") return await next();
-    const message = access === "missing"
-      ? "authorization: missing key (log in, or send Authorization: Bearer <admin key>)"
-      : access === "capability"
-      ? "authorization: a capability token cannot read the UI; use the admin key"
-      : "authorization: invalid key";
-    return fail(
-      c,
-      access === "capability" ? 403 : 401,
-      access === "capability" ? "forbidden" : "unauthorized",
-      message,
-    );
-  });
+  app.use("*", requireUiAccess(keys, sessions));
 
   const pageContext = async (): Promise<PageContext> => ({ base, seq: await store.lastSeq() });
   const phaseSnapshot = () => context.phase?.snapshot() ?? null;
@@ -361,7 +365,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     const id = c.req.param("id") ?? "";
     const strategy = strategyOf(c);
     const rollout = await store.getRollout(id);
-    if (!rollout) throw new StoreError("not_found", `rollout_id: no rollout '${id}'`);
+    if (!rollout) throw new HttpError(404, `rollout_id: no rollout '${id}'`);
     const events = await store.listEvents(id);
     return detailFragment({
       base,
@@ -401,7 +405,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   app.get("/rollouts/:id/notebook.ipynb", async (c) => {
     const id = c.req.param("id");
     if (!(await store.getRollout(id))) {
-      throw new StoreError("not_found", `rollout_id: no rollout '${id}'`);
+      throw new HttpError(404, `rollout_id: no rollout '${id}'`);
     }
     c.header("content-disposition", `attachment; filename="${safeFileName(id)}.ipynb"`);
     return c.json(rolloutNotebook(new URL(c.req.url).origin, base, id));
@@ -460,11 +464,12 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   // ---- live change feed -------------------------------------------------------------------
   app.get("/api/stream", (c) => {
     const raw = c.req.query("after") ?? c.req.header("last-event-id") ?? "0";
-    return changeFeedResponse({
+    return changeFeedResponse(c, {
       store,
       after: parseAfterSeq(raw),
-      signals: [c.req.raw.signal, closing.signal],
-      preamble: "retry: 1000\n: reins ui change feed\n\n",
+      signals: [closing.signal],
+      comment: "reins ui change feed",
+      retryMs: 1000,
       wait: async (signal) => {
         await sleep(streamPollMs, signal);
         return streamPollMs;
@@ -496,18 +501,6 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
       return closedOnce;
     },
   };
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 function safeFileName(id: string): string {

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { capText, PAYLOAD_LIMITS, prettyJsonText, prettyJsonValue } from "./payload.ts";
 import { parseOutput } from "../proxy/parse_output.ts";
 import { assembleRollout, type AssemblyResult } from "../samples/mod.ts";
 import type {
@@ -75,7 +76,7 @@ export function assembleForView(
 }
 
 function pre(text: string): SafeHtml {
-  return html`<pre>${text}</pre>`;
+  return html`<pre>${capText(text, 2 * PAYLOAD_LIMITS.maxChars)}</pre>`;
 }
 
 function messageView(m: ChatMessage): SafeHtml {
@@ -97,13 +98,7 @@ ${
   }</div>`;
 }
 
-function prettyJson(text: string): string {
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return text;
-  }
-}
+const prettyJson = (text: string) => prettyJsonText(text);
 
 function responseView(event: ModelRequestEvent, tokenizer?: ChatTokenizer): SafeHtml {
   const p = event.payload;
@@ -466,7 +461,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
     <p><a id="export" href="${base}/rollouts/${id}/export.json?strategy=${input
       .strategy}" download>export JSON</a> ·
     <a id="notebook" href="${base}/rollouts/${id}/notebook.ipynb" download>open in a notebook (.ipynb)</a></p>
-    <h2>Input</h2>${pre(JSON.stringify(rollout.input, null, 2))}
+    <h2>Input</h2>${pre(prettyJsonValue(rollout.input))}
     <h2>Monitor flags</h2>${flagsView(input)}
     <h2>Status timeline</h2><table id="timeline">
       <thead>

@@ -29,7 +29,7 @@ export {
   type UiContext,
   type UiOptions,
 } from "./app.ts";
-export { type Access, checkAccess, readCookie, SESSION_COOKIE, sessionToken } from "./auth.ts";
+export { type Access, checkAccess, requireUiAccess, SESSION_COOKIE, UiSessions } from "./auth.ts";
 export { escapeHtml, html, type HtmlValue, SafeHtml, unsafeRaw } from "./html.ts";
 export { exportRollout, rolloutNotebook } from "./export.ts";
 export { harnessOf, listRolloutPage, type RolloutListPage } from "./query.ts";

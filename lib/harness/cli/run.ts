@@ -17,6 +17,7 @@
  *
  * @module
  */
+import { parseArgs as parseNodeArgs } from "node:util";
 import { CliUnavailableError } from "./install.ts";
 import { cliAdapter } from "./registry.ts";
 import { runCli } from "./runner.ts";
@@ -36,38 +37,50 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { cli: "", taskField: "task", install: true, env: {}, extra: [], json: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${a}: needs a value`);
-      return v;
-    };
-    if (a === "--") {
-      args.extra = argv.slice(i + 1);
-      break;
-    } else if (a === "--cli") args.cli = value();
-    else if (a === "--model") args.model = value();
-    else if (a === "--task-field") args.taskField = value();
-    else if (a === "--task") args.task = value();
-    else if (a === "--home") args.home = value();
-    else if (a === "--cache-dir") args.cacheDir = value();
-    else if (a === "--no-install") args.install = false;
-    else if (a === "--json") args.json = true;
-    else if (a === "--env-json") {
-      const parsed: unknown = JSON.parse(value());
-      if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) {
-        throw new Error("--env-json: must be a JSON object of strings");
-      }
-      for (const [k, v] of Object.entries(parsed)) {
-        if (typeof v !== "string") throw new Error(`--env-json: ${k} must be a string`);
-        args.env[k] = v;
-      }
-    } else throw new Error(`${a}: unknown argument`);
+  const { values, positionals } = parseNodeArgs({
+    args: argv,
+    options: {
+      cli: { type: "string", default: "" },
+      model: { type: "string" },
+      "task-field": { type: "string", default: "task" },
+      task: { type: "string" },
+      home: { type: "string" },
+      "cache-dir": { type: "string" },
+      "no-install": { type: "boolean", default: false },
+      json: { type: "boolean", default: false },
+      "env-json": { type: "string" },
+    },
+    strict: true,
+    allowPositionals: true,
+  });
+  const dashDash = argv.indexOf("--");
+  if (positionals.length && dashDash < 0) {
+    throw new Error(`${positionals[0]}: unknown argument (harness arguments go after --)`);
   }
-  if (!args.cli) throw new Error("--cli: is required (opencode, claude_code, codex, qwen_code)");
-  return args;
+  const env: Record<string, string> = {};
+  if (values["env-json"] !== undefined) {
+    const parsed: unknown = JSON.parse(values["env-json"]);
+    if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) {
+      throw new Error("--env-json: must be a JSON object of strings");
+    }
+    for (const [k, v] of Object.entries(parsed)) {
+      if (typeof v !== "string") throw new Error(`--env-json: ${k} must be a string`);
+      env[k] = v;
+    }
+  }
+  if (!values.cli) throw new Error("--cli: is required (opencode, claude_code, codex, qwen_code)");
+  return {
+    cli: values.cli,
+    ...(values.model === undefined ? {} : { model: values.model }),
+    taskField: values["task-field"],
+    ...(values.task === undefined ? {} : { task: values.task }),
+    ...(values.home === undefined ? {} : { home: values.home }),
+    ...(values["cache-dir"] === undefined ? {} : { cacheDir: values["cache-dir"] }),
+    install: !values["no-install"],
+    env,
+    extra: dashDash < 0 ? [] : argv.slice(dashDash + 1),
+    json: values.json,
+  };
 }
 
 function readTask(field: string): string {

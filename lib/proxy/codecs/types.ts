@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { HttpError } from "../../http/error.ts";
 import type { ChatMessage, Flavor, JsonObject } from "../../schema.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
 import type { AssistantOutput, OutputPart } from "../parse_output.ts";
@@ -102,28 +103,9 @@ export interface Codec {
   errorBody(status: number, message: string, param?: string): JsonObject;
 }
 
-/** An error the proxy answers with `status`, naming the offending field when there is one. */
-export class ProxyHttpError extends Error {
-  readonly status: number;
-  readonly param: string | undefined;
-  readonly headers: Record<string, string>;
-  constructor(
-    status: number,
-    message: string,
-    param?: string,
-    headers: Record<string, string> = {},
-  ) {
-    super(message);
-    this.name = "ProxyHttpError";
-    this.status = status;
-    this.param = param;
-    this.headers = headers;
-  }
-}
-
 /** Throws a 400 naming `field`. */
 export function badRequest(field: string, message: string): never {
-  throw new ProxyHttpError(400, `${field}: ${message}`, field);
+  throw new HttpError(400, `${field}: ${message}`, { field });
 }
 
 /** Formats one SSE event. */

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { readSse } from "../../http/sse.ts";
 import type { ChatMessage, JsonObject } from "../../schema.ts";
 import type { NormalizedRequest } from "../codecs/types.ts";
 import type { AssistantOutput, OutputPart } from "../parse_output.ts";
@@ -174,71 +175,50 @@ export class OpenAICompatibleUpstream {
       }
       pending.clear();
     };
-    const reader = response.body!.getReader();
-    const utf8 = new TextDecoder();
-    let buffer = "";
-    let ended = false;
-    try {
-      while (!ended) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        ctx.touch();
-        buffer += utf8.decode(value, { stream: true });
-        let nl: number;
-        while ((nl = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, nl).trim();
-          buffer = buffer.slice(nl + 1);
-          if (!line.startsWith("data:")) continue;
-          const data = line.slice(5).trim();
-          if (data === "[DONE]") {
-            ended = true;
-            break;
-          }
-          const json = JSON.parse(data) as Json;
-          if (json.error) throw bad(ctx, JSON.stringify(json.error));
-          if (json.prompt_token_ids && result.promptIds.length === 0) {
-            result.promptIds = idsOf(json.prompt_token_ids);
-          }
-          const choice = ((json.choices as Json[] | undefined) ?? [])[0];
-          if (!choice) continue;
-          if (choice.prompt_token_ids && result.promptIds.length === 0) {
-            result.promptIds = idsOf(choice.prompt_token_ids);
-          }
-          const ids = idsOf(choice.token_ids);
-          const lps = logprobsOf(choice);
-          const parts: OutputPart[] = [];
-          const delta = (choice.delta ?? {}) as Json;
-          const reasoning = delta.reasoning_content ?? delta.reasoning;
-          if (typeof reasoning === "string" && reasoning) {
-            parts.push({ type: "reasoning", text: reasoning });
-          }
-          const text = chat ? delta.content : choice.text;
-          if (typeof text === "string" && text) {
-            if (pending.size) flushTools(parts);
-            parts.push({ type: "content", text });
-          }
-          for (const tc of (delta.tool_calls as Json[] | undefined) ?? []) {
-            const index = Number(tc.index ?? 0);
-            if (!pending.has(index) && pending.size) flushTools(parts);
-            const fn = (tc.function ?? {}) as Json;
-            const entry = pending.get(index) ?? { id: "", name: "", arguments: "" };
-            if (typeof tc.id === "string") entry.id = tc.id;
-            if (typeof fn.name === "string") entry.name += fn.name;
-            if (typeof fn.arguments === "string") entry.arguments += fn.arguments;
-            pending.set(index, entry);
-          }
-          if (choice.finish_reason) {
-            finish(choice.finish_reason);
-            flushTools(parts);
-          }
-          result.ids.push(...ids);
-          result.logprobs.push(...lps);
-          if (ids.length || parts.length) call.onDelta(ids, lps, parts);
-          this.#collect(result, parts);
-        }
+    for await (const message of readSse(response.body!, { onChunk: ctx.touch })) {
+      const data = message.data.trim();
+      if (data === "[DONE]") break;
+      const json = JSON.parse(data) as Json;
+      if (json.error) throw bad(ctx, JSON.stringify(json.error));
+      if (json.prompt_token_ids && result.promptIds.length === 0) {
+        result.promptIds = idsOf(json.prompt_token_ids);
       }
-    } finally {
-      await reader.cancel().catch(() => {});
+      const choice = ((json.choices as Json[] | undefined) ?? [])[0];
+      if (!choice) continue;
+      if (choice.prompt_token_ids && result.promptIds.length === 0) {
+        result.promptIds = idsOf(choice.prompt_token_ids);
+      }
+      const ids = idsOf(choice.token_ids);
+      const lps = logprobsOf(choice);
+      const parts: OutputPart[] = [];
+      const delta = (choice.delta ?? {}) as Json;
+      const reasoning = delta.reasoning_content ?? delta.reasoning;
+      if (typeof reasoning === "string" && reasoning) {
+        parts.push({ type: "reasoning", text: reasoning });
+      }
+      const text = chat ? delta.content : choice.text;
+      if (typeof text === "string" && text) {
+        if (pending.size) flushTools(parts);
+        parts.push({ type: "content", text });
+      }
+      for (const tc of (delta.tool_calls as Json[] | undefined) ?? []) {
+        const index = Number(tc.index ?? 0);
+        if (!pending.has(index) && pending.size) flushTools(parts);
+        const fn = (tc.function ?? {}) as Json;
+        const entry = pending.get(index) ?? { id: "", name: "", arguments: "" };
+        if (typeof tc.id === "string") entry.id = tc.id;
+        if (typeof fn.name === "string") entry.name += fn.name;
+        if (typeof fn.arguments === "string") entry.arguments += fn.arguments;
+        pending.set(index, entry);
+      }
+      if (choice.finish_reason) {
+        finish(choice.finish_reason);
+        flushTools(parts);
+      }
+      result.ids.push(...ids);
+      result.logprobs.push(...lps);
+      if (ids.length || parts.length) call.onDelta(ids, lps, parts);
+      this.#collect(result, parts);
     }
     const tail: OutputPart[] = [];
     flushTools(tail);

@@ -6,11 +6,14 @@
  *
  * @module
  */
+import { HttpError } from "../../http/error.ts";
+import { backoffDelay, sleep } from "../../http/retry.ts";
 
-/** Why an upstream call failed; `status` is what the proxy answers. */
-export class UpstreamError extends Error {
-  /** HTTP status for the caller (502 upstream error, 504 timeout, 4xx passed through). */
-  readonly status: number;
+/**
+ * Why an upstream call failed: an {@link HttpError} whose `status` is what the proxy answers
+ * (502 upstream error, 504 timeout, 4xx passed through), with what the retry policy needs.
+ */
+export class UpstreamError extends HttpError {
   /** Status the upstream answered, when it answered. */
   readonly upstreamStatus: number | null;
   readonly retryable: boolean;
@@ -25,9 +28,8 @@ export class UpstreamError extends Error {
       retryAfterS?: number | null;
     },
   ) {
-    super(message);
+    super(options.status, message);
     this.name = "UpstreamError";
-    this.status = options.status;
     this.upstreamStatus = options.upstreamStatus ?? null;
     this.retryable = options.retryable;
     this.retryAfterS = options.retryAfterS ?? null;
@@ -77,13 +79,13 @@ export interface PoolResult<T> {
   retries: number;
 }
 
-/** A failure after the pool gave up, with what it tried. */
-export class PoolFailure extends Error {
+/** A failure after the pool gave up, with what it tried (status: the failure's). */
+export class PoolFailure extends HttpError {
   readonly failure: UpstreamError;
   readonly endpoint: string;
   readonly retries: number;
   constructor(failure: UpstreamError, endpoint: string, retries: number) {
-    super(failure.message);
+    super(failure.status, failure.message, { cause: failure });
     this.name = "PoolFailure";
     this.failure = failure;
     this.endpoint = endpoint;
@@ -112,32 +114,18 @@ function hash(text: string): number {
   return h >>> 0;
 }
 
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /**
  * Routes, times out and retries upstream calls.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { UpstreamPool } from "./pool.ts";
  * const pool = new UpstreamPool({
  *   endpoints: ["http://a", "http://b"],
  *   timeout_ms: 1000, max_retries: 2, backoff_base_ms: 10, backoff_max_ms: 100,
  * });
- * pool.endpointFor("rollout-1") === pool.endpointFor("rollout-1"); // true (sticky)
+ * assert.equal(pool.endpointFor("rollout-1"), pool.endpointFor("rollout-1")); // sticky
  * ```
  */
 export class UpstreamPool {
@@ -159,10 +147,11 @@ export class UpstreamPool {
 
   /** Delay before try `attempt` (1-based retry index): exponential, capped, with jitter. */
   backoffMs(retry: number, retryAfterS: number | null = null): number {
-    const { backoff_base_ms: base, backoff_max_ms: max } = this.options;
-    const exp = Math.min(max, base * 2 ** (retry - 1));
-    const jittered = exp * (0.5 + this.#random() * 0.5);
-    return retryAfterS !== null ? Math.min(max, Math.max(jittered, retryAfterS * 1000)) : jittered;
+    return backoffDelay(retry, {
+      baseMs: this.options.backoff_base_ms,
+      maxMs: this.options.backoff_max_ms,
+      random: this.#random,
+    }, retryAfterS);
   }
 
   /** Runs `fn` against the rollout's endpoint, retrying transient failures. */
@@ -218,7 +207,7 @@ export class UpstreamPool {
           throw new PoolFailure(failure, endpoint, attempt);
         }
         attempt++;
-        await abortableSleep(this.backoffMs(attempt, failure.retryAfterS), signal);
+        await sleep(this.backoffMs(attempt, failure.retryAfterS), signal, { rejectOnAbort: true });
       } finally {
         clearTimeout(timer);
         signal.removeEventListener("abort", onAbort);

@@ -5,6 +5,8 @@
  *
  * @module
  */
+import { readLines } from "../../http/lines.ts";
+import { readSse } from "../../http/sse.ts";
 import { GenerateResponseSchema, GenerateStreamLineSchema } from "../../schema.ts";
 import type { Sampling } from "../codecs/types.ts";
 import { type TryContext, UpstreamError, upstreamHttpError } from "./pool.ts";
@@ -37,31 +39,6 @@ export interface TokenUpstream {
 
 function protocolError(endpoint: string, message: string): UpstreamError {
   return new UpstreamError(`upstream ${endpoint}: ${message}`, { status: 502, retryable: false });
-}
-
-/** Reads `body` line by line (NDJSON) or SSE `data:` payloads. */
-async function* lines(body: ReadableStream<Uint8Array>, ctx: TryContext): AsyncGenerator<string> {
-  const reader = body.getReader();
-  const utf8 = new TextDecoder();
-  let buffer = "";
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      ctx.touch();
-      buffer += utf8.decode(value, { stream: true });
-      let nl: number;
-      while ((nl = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, nl).replace(/\r$/, "");
-        buffer = buffer.slice(nl + 1);
-        if (line.trim() !== "") yield line;
-      }
-    }
-    if (buffer.trim() !== "") yield buffer;
-  } finally {
-    await reader.cancel().catch(() => {});
-    reader.releaseLock();
-  }
 }
 
 async function post(url: string, body: unknown, ctx: TryContext, headers: HeadersInit = {}) {
@@ -114,7 +91,7 @@ export class ReinsGenerateUpstream implements TokenUpstream {
     }
     const ids: number[] = [];
     const logprobs: number[] = [];
-    for await (const line of lines(response.body!, ctx)) {
+    for await (const line of readLines(response.body!, { onChunk: ctx.touch })) {
       let json: unknown;
       try {
         json = JSON.parse(line);
@@ -212,10 +189,8 @@ export class SglangUpstream implements TokenUpstream {
       const json = await response.json() as { meta_info?: SglangMeta };
       take(json.meta_info ?? {});
     } else {
-      for await (const line of lines(response.body!, ctx)) {
-        if (!line.startsWith("data:")) continue;
-        const data = line.slice(5).trim();
-        if (data === "[DONE]") break;
+      for await (const { data } of readSse(response.body!, { onChunk: ctx.touch })) {
+        if (data.trim() === "[DONE]") break;
         const json = JSON.parse(data) as { meta_info?: SglangMeta; error?: { message?: string } };
         if (json.error) throw protocolError(ctx.endpoint, json.error.message ?? "error");
         take(json.meta_info ?? {});

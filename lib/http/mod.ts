@@ -1,0 +1,33 @@
+/**
+ * The HTTP layer every reins service and client shares: one error type ({@link HttpError}),
+ * credentials and auth middleware, byte-counted streaming body limits, per-key concurrency
+ * caps, connection deadlines in front of `Deno.serve`, SSE read and write, one line reader and
+ * one retry policy.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { HttpError } from "./mod.ts";
+ * const err = new HttpError(413, "body: larger than 1024 bytes", { field: "body" });
+ * assert.equal(err.code, "too_large");
+ * ```
+ *
+ * @module
+ */
+export { type AuthEnv, credentialOf, type RequestCredential, requireCredential } from "./auth.ts";
+export { bodyLimits, jsonDepth, limitStream, readJson } from "./body.ts";
+export { concurrencyCap, onBodyDone } from "./concurrency.ts";
+export {
+  codeOfStatus,
+  HttpError,
+  type HttpErrorCode,
+  httpErrorFrom,
+  isAbortError,
+  statusOf,
+  statusOfCode,
+  toHttpError,
+} from "./error.ts";
+export { LineSplitter, readLines } from "./lines.ts";
+export { backoffDelay, retry, sleep } from "./retry.ts";
+export { type GuardedServer, serveGuarded } from "./serve.ts";
+export { readSse, sseStream } from "./sse.ts";

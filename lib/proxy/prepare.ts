@@ -1,0 +1,122 @@
+/**
+ * Turns a proxied request into a {@link PreparedCall}: decodes it with its codec (400 naming
+ * the field), tags its conversation, and for token-level upstreams renders and tokenizes the
+ * prompt (incrementally per conversation, or reusing sampled ids in `substitute` mode).
+ *
+ * @module
+ */
+import { readJson } from "../http/body.ts";
+import { HttpError } from "../http/error.ts";
+import type { PromptMode } from "../schema.ts";
+import { IncrementalChatEncoder } from "../tokens/incremental.ts";
+import type { RenderOptions } from "../tokens/types.ts";
+import type { PreparedCall, ProxyContext } from "./call.ts";
+import type { Codec, NormalizedRequest } from "./codecs/types.ts";
+import type { OutputParserOptions } from "./parse_output.ts";
+import { substitutePrompt } from "./substitute.ts";
+
+/** The chat-template options of a request (tools, thinking). */
+export function renderOptions(ctx: ProxyContext, request: NormalizedRequest): RenderOptions {
+  const enableThinking = request.enableThinking ?? ctx.options.enable_thinking;
+  return {
+    addGenerationPrompt: true,
+    ...(request.tools.length ? { tools: request.tools } : {}),
+    ...(enableThinking !== undefined ? { enableThinking } : {}),
+  };
+}
+
+/** Reads and decodes the request body (the byte limit is the app's middleware). */
+export async function decodeRequest(
+  ctx: ProxyContext,
+  codec: Codec,
+  request: Request,
+): Promise<{ body: unknown; request: NormalizedRequest }> {
+  const body = await readJson(request, { malformed: "invalid JSON" });
+  return { body, request: codec.decode(body, ctx.decodeOptions) };
+}
+
+/** The prompt ids of a token-level call, and how to parse its output. */
+function tokenize(
+  ctx: ProxyContext,
+  request: NormalizedRequest,
+  conversation: PreparedCall["conversation"],
+): { promptIds: Uint32Array; parser: OutputParserOptions | null; mode: PromptMode } {
+  const { tokenizer, options } = ctx;
+  if (request.messages) {
+    const render = renderOptions(ctx, request);
+    let promptIds: Uint32Array | null = null;
+    let mode: PromptMode = "faithful";
+    if (options.mode === "substitute" && conversation?.last) {
+      promptIds = substitutePrompt(tokenizer, conversation.last, request.messages, render);
+      if (promptIds) mode = "substitute";
+    }
+    let text: string;
+    if (promptIds) {
+      text = tokenizer.decode(promptIds.subarray(Math.max(0, promptIds.length - 4)));
+    } else {
+      let encoder = conversation?.encoderState as IncrementalChatEncoder | undefined;
+      if (!encoder) {
+        encoder = new IncrementalChatEncoder(tokenizer);
+        if (conversation) conversation.encoderState = encoder;
+      }
+      try {
+        const rendered = encoder.renderAndEncode(request.messages, render);
+        promptIds = rendered.ids;
+        text = rendered.text;
+      } catch (err) {
+        throw new HttpError(
+          400,
+          `messages: cannot render the chat template: ${(err as Error).message}`,
+          { field: "messages" },
+        );
+      }
+    }
+    return { promptIds, parser: { startInReasoning: /<think>\s*$/.test(text) }, mode };
+  }
+  if (request.promptIds) {
+    for (const [i, id] of request.promptIds.entries()) {
+      if (id >= tokenizer.vocabSize) {
+        throw new HttpError(400, `prompt[${i}]: token id ${id} is outside the vocabulary`, {
+          field: "prompt",
+        });
+      }
+    }
+    return { promptIds: Uint32Array.from(request.promptIds), parser: null, mode: "faithful" };
+  }
+  return { promptIds: tokenizer.encode(request.prompt ?? ""), parser: null, mode: "faithful" };
+}
+
+/** Tags the call's conversation and, for token-level upstreams, tokenizes its prompt. */
+export function prepareCall(
+  ctx: ProxyContext,
+  init: {
+    callId: string;
+    rolloutId: string;
+    attemptId: string;
+    codec: Codec;
+    body: unknown;
+    request: NormalizedRequest;
+    startedAt: number;
+  },
+): PreparedCall {
+  const { request } = init;
+  const tagged = request.messages
+    ? ctx.sessions.tag(init.rolloutId, init.attemptId, request.messages)
+    : null;
+  const conversation = tagged?.conversation ?? null;
+  let tokens: ReturnType<typeof tokenize> | null = null;
+  if (ctx.binding.kind === "token") {
+    tokens = tokenize(ctx, request, conversation);
+    if (tokens.promptIds.length === 0) {
+      throw new HttpError(400, "prompt: is empty", { field: "prompt" });
+    }
+  }
+  return {
+    ...init,
+    segment: tagged?.segment ?? null,
+    conversation,
+    promptIds: tokens?.promptIds ?? null,
+    parser: tokens?.parser ?? null,
+    mode: tokens?.mode ?? "faithful",
+  };
+}
