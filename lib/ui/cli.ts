@@ -1,6 +1,7 @@
 /**
  * `deno run -A lib/ui/cli.ts --db runs/x.db` serves a gateway with the Live UI over an existing
- * SQLite file (`--db` is required; a missing file is an error unless `--create`): to watch a run live from a second process (the change feed picks up the other
+ * SQLite file (`--db` is required; a missing file is an error unless `--create`): to watch a run
+ * live from a second process (the change feed picks up the other
  * process's writes) or to inspect a finished one. It prints the login URL; the admin key comes
  * from `$REINS_ADMIN_KEY`, else from `<db>.key` (created when missing), as with the gateway's
  * own command line.
