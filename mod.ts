@@ -68,3 +68,4 @@ export * from "./lib/controller/mod.ts";
 export * from "./lib/harness/mod.ts";
 export * from "./lib/trainer/mod.ts";
 export * from "./lib/loop/mod.ts";
+export * from "./lib/curation/mod.ts";

@@ -107,4 +107,6 @@ export {
   writeToyDataset,
 } from "./toy.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
+export { ReplicatedGateway } from "./replicas.ts";
+export { type TaskSource, withTaskSource } from "./task_source.ts";
 export * from "../schema/loop.ts";

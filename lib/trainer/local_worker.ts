@@ -155,12 +155,22 @@ export interface LocalWorkerOptions extends TrainerClientOptions {
   /** Extra environment variables for the worker (e.g. CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
   /**
-   * torch intra-op threads (default: torch's own choice). Also caps OpenBLAS's and OpenMP's own
-   * thread pools (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, unless `env` sets them): Debian's
-   * torch does not pass its thread count to the system BLAS, whose extra threads only spin
-   * against the others on a busy machine.
+   * torch intra-op threads per rank (default: torch's own choice). Also caps OpenBLAS's and
+   * OpenMP's own thread pools (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, unless `env` sets
+   * them): Debian's torch does not pass its thread count to the system BLAS, whose extra threads
+   * only spin against the others on a busy machine.
    */
   threads?: number;
+  /**
+   * Data-parallel ranks (default 1): the worker starts `ranks - 1` more processes on this
+   * machine (one per GPU, or gloo on the CPU) and spreads each `forward_backward` over them;
+   * see docs/scale.md.
+   */
+  ranks?: number;
+  /** torch.distributed backend of the ranks (default `auto`: NCCL with GPUs, else gloo). */
+  backend?: "auto" | "gloo" | "nccl";
+  /** Seconds a rank waits for the others in one collective before the call fails (600). */
+  collectiveTimeoutS?: number;
   /** How long to wait for the worker to listen and answer /health (default 120 s). */
   startupTimeoutMs?: number;
   /** Receives every line the worker prints (default: kept only for error messages). */
@@ -220,6 +230,16 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
     "--exit-with-parent",
   ];
   if (options.threads) args.push("--threads", String(options.threads));
+  if (options.ranks !== undefined) {
+    if (!Number.isInteger(options.ranks) || options.ranks < 1) {
+      throw new RangeError(`ranks: expected an integer >= 1, got ${options.ranks}`);
+    }
+    args.push("--ranks", String(options.ranks));
+  }
+  if (options.backend) args.push("--backend", options.backend);
+  if (options.collectiveTimeoutS !== undefined) {
+    args.push("--collective-timeout-s", String(options.collectiveTimeoutS));
+  }
   const proc = spawnWorkerProcess(
     new Deno.Command(python.python, {
       args,
