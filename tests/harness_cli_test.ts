@@ -39,6 +39,7 @@ import {
   CliUnavailableError,
   ensureCli,
   type PromptView,
+  runSummary,
   type ScriptedFix,
   SIDE_CONVERSATIONS,
   viewPrompt,
@@ -96,6 +97,23 @@ Deno.test("cli resolvers reject bad options and a missing task, naming the field
     "m",
   ]);
   assert.deepEqual(Object.keys(CLI_HARNESSES).sort(), [...ORDER].sort());
+});
+
+Deno.test("run summaries: a run with no calls prints none, not Infinity–-Infinity", () => {
+  const empty = runSummary({ wallMs: 1234, promptTokens: [], conversations: [], reward: null });
+  assert.equal(empty, "1.2 s, 0 calls (none captured), prompt tokens none, reward none");
+  assert.doesNotMatch(empty, /Infinity/);
+  assert.equal(
+    runSummary({
+      wallMs: 9000,
+      promptTokens: [812, 640, 1204],
+      conversations: ["c0", "c0", "c1"],
+      reward: 1,
+      status: "succeeded",
+      sandboxed: true,
+    }),
+    "9.0 s, 3 calls, 2 conversations, prompt tokens 640–1204, reward 1, sandboxed",
+  );
 });
 
 Deno.test("each adapter writes its config under the fresh HOME, never elsewhere", () => {
@@ -329,14 +347,15 @@ Deno.test({
     };
 
     const stats = (cli: CliName, fix: ScriptedFix, run: RunReport) => {
-      const prompts = run.events.map((e) => e.payload.prompt_token_ids.length);
-      const conversations = new Set(run.events.map((e) => e.payload.segment?.conversation));
-      console.log(
-        `harness-stats ${cli} ${fix}: ${(run.wallMs / 1000).toFixed(1)} s, ` +
-          `${run.events.length} calls, ${conversations.size} conversations, ` +
-          `prompt tokens ${Math.min(...prompts)}–${Math.max(...prompts)}, reward ${run.reward}` +
-          (run.sandboxed ? ", sandboxed" : ""),
-      );
+      const summary = runSummary({
+        wallMs: run.wallMs,
+        promptTokens: run.events.map((e) => e.payload.prompt_token_ids.length),
+        conversations: run.events.map((e) => e.payload.segment?.conversation),
+        reward: run.reward,
+        status: run.status,
+        sandboxed: run.sandboxed,
+      });
+      console.log(`harness-stats ${cli} ${fix}: ${summary}`);
     };
     const checkSide = (cli: CliName, run: RunReport) => {
       const side = SIDE[cli]!;

@@ -194,7 +194,12 @@ async function initPolicy(
     steps: sftSteps,
     batchSize: config.sft.batch_size,
     seed: config.seed,
-    onStep: (step, l) => progress.status(`SFT ${step + 1}/${sftSteps} loss ${l.toFixed(3)}`),
+    onStep: (step, l) =>
+      progress.status(`SFT ${step + 1}/${sftSteps} loss ${l.toFixed(3)}`, {
+        phase: "SFT",
+        done: step + 1,
+        total: sftSteps,
+      }),
   });
   progress.log(
     `SFT done: loss ${loss.toFixed(3)} in ${((performance.now() - t0) / 1000).toFixed(1)}s`,

@@ -332,6 +332,13 @@ export const WorkerHealthSchema = z.object({
   generating: z.number().int().min(0),
   /** A weight change (optim_step, load, init) waits for them; new requests queue meanwhile. */
   weights_pending: z.boolean(),
+  /** fp32 512×512 CPU matmul rate measured at start-up (absent from older workers). */
+  cpu_matmul_gflops: z.number().optional(),
+  /** The BLAS torch's CPU matmuls use (`reference` is Debian's unoptimised libblas3). */
+  blas: z.string().optional(),
+  torch_threads: z.number().int().optional(),
+  /** Set when the CPU matmul rate is far below what an optimised BLAS does; names the fix. */
+  cpu_warning: z.string().nullable().optional(),
   /** Data-parallel ranks (absent from older workers: 1). */
   world_size: z.number().int().min(1).optional(),
 });

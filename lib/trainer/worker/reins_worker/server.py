@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .coordinator import Coordinator, follow
+from .cpu_probe import cpu_probe
 from .dist_env import DEFAULT_TIMEOUT_S, init_groups, open_channels, rank_env, spawn_ranks
 from .engine import Engine, not_initialized
 from .generation import GenerateScheduler, GenJob
@@ -36,6 +37,8 @@ from .validate import (
 )
 
 MAX_BODY_BYTES = 512 * 1024 * 1024
+# Measured once at start-up (cpu_probe.py); served by /health.
+CPU_PROBE: Dict[str, Any] = {}
 
 
 class StreamJob(GenJob):
@@ -140,6 +143,7 @@ def make_handler(
                 "pid": os.getpid(),
                 "world_size": world_size,
                 **engine.generation_status(),
+                **CPU_PROBE,
             }
 
         def state(self, _body: Any) -> Dict[str, Any]:
@@ -320,6 +324,10 @@ def main(argv: Optional[List[str]] = None) -> None:
             follow(engine, groups, channels[0])
             return
         coordinator = Coordinator(engine, groups, channels, children)
+    # The serving process (rank 0) measures its CPU matmul rate once, for /health.
+    CPU_PROBE.update(cpu_probe())
+    if CPU_PROBE["cpu_warning"]:
+        print(f"reins worker: warning: {CPU_PROBE['cpu_warning']}", file=sys.stderr, flush=True)
     scheduler = GenerateScheduler(engine, args.batch_window_ms / 1000.0, args.max_batch)
     handler = make_handler(engine, scheduler, coordinator)
     server = ThreadingHTTPServer((args.host, args.port), handler)
