@@ -1,12 +1,32 @@
 /**
  * reins — harnessed agentic RL on Deno.
  *
- * The public API of every area: the shared data model (`lib/schema.ts`), tokenizers and chat
- * templates, sample assembly from captured model calls, the RL math (advantages, loss weights,
- * alignment) and batching, plots and trajectory importers, the gateway and its client, the proxy,
- * the controller (its Kubernetes backend lives in `lib/controller/k8s_backend.ts`, so importing
- * reins does not load the Kubernetes client), harnesses and environments, the Live UI and
- * monitors, and the trainer client.
+ * This module re-exports the whole API. Each area is also an entry point of its own (deno.json
+ * `exports`), with its own documentation, so that an import says which part of reins it uses
+ * and loads only that part:
+ *
+ * | entry point              | what it holds                                                                     |
+ * | ------------------------ | --------------------------------------------------------------------------------- |
+ * | `@reins/reins/schema`    | the data model: zod schemas and types of rollouts, events, samples, configs       |
+ * | `@reins/reins/tokens`    | tokenizers and chat templates (Hugging Face, bundled Qwen3, char-level)           |
+ * | `@reins/reins/samples`   | sample assembly from captured calls: merge strategies, break diagnosis, metrics   |
+ * | `@reins/reins/algo`      | RL math: GRPO advantages, loss normalization, policy losses, alignment            |
+ * | `@reins/reins/batching`  | rollout-whole batches, data-parallel balancing, micro-batch packing               |
+ * | `@reins/reins/trainer`   | the PyTorch worker and its typed client                                           |
+ * | `@reins/reins/loop`      | the training loop (sync and collocated async), evaluation, `parseLoopConfig`      |
+ * | `@reins/reins/http`      | the shared HTTP layer: one error type, credentials, limits, SSE, retry            |
+ * | `@reins/reins/gateway`   | the durable rollout/event/model service and its client                            |
+ * | `@reins/reins/proxy`     | token-exact capture of every LLM call in four wire formats                        |
+ * | `@reins/reins/controller`| the rollout controller: leases, retries, local backend and sandbox                |
+ * | `@reins/reins/k8s`       | the controller's Kubernetes backend (kept apart: it loads the Kubernetes client)  |
+ * | `@reins/reins/harness`   | the built-in harness, real CLI harnesses (OpenCode, Claude Code, Codex, Qwen Code), environments |
+ * | `@reins/reins/curation`  | task curation: the SWE-smith recipe as a pipeline, the task generator             |
+ * | `@reins/reins/trajectories` | real agent transcripts: importers and replay                                   |
+ * | `@reins/reins/ui`        | the Live UI served by the gateway                                                 |
+ * | `@reins/reins/monitors`  | reward-hacking monitors and the LLM auditor                                       |
+ * | `@reins/reins/plot`      | figures: Observable Plot on the server, Jupyter display, SVG/PNG export           |
+ *
+ * Inside this repository the same modules are `./lib/<area>/mod.ts` (and `./lib/schema.ts`).
  *
  * @example Turn one rollout's captured calls into weighted training rows
  * ```ts
@@ -51,20 +71,27 @@
  *
  * @module
  */
+// The data model.
 export * from "./lib/schema.ts";
+// From captured calls to training rows.
 export type * from "./lib/tokens/types.ts";
 export * from "./lib/tokens/mod.ts";
 export * from "./lib/samples/mod.ts";
 export * from "./lib/algo/mod.ts";
 export * from "./lib/batching/mod.ts";
-export * from "./lib/plot/mod.ts";
-export * from "./lib/trajectories/mod.ts";
+// Training.
+export * from "./lib/trainer/mod.ts";
+export * from "./lib/loop/mod.ts";
+// Services: HTTP layer, gateway, proxy, controller.
 export * from "./lib/http/mod.ts";
 export * from "./lib/gateway/mod.ts";
 export * from "./lib/proxy/mod.ts";
+export * from "./lib/controller/mod.ts";
+// What runs in a rollout, and the tasks it runs on.
+export * from "./lib/harness/mod.ts";
+export * from "./lib/curation/mod.ts";
+export * from "./lib/trajectories/mod.ts";
+// Looking at runs.
 export * from "./lib/ui/mod.ts";
 export * from "./lib/monitors/mod.ts";
-export * from "./lib/controller/mod.ts";
-export * from "./lib/harness/mod.ts";
-export * from "./lib/trainer/mod.ts";
-export * from "./lib/loop/mod.ts";
+export * from "./lib/plot/mod.ts";

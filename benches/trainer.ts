@@ -19,7 +19,7 @@ import {
 } from "../lib/batching/mod.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { toyArithmeticTasks, toyModel, toySftRows } from "../lib/loop/mod.ts";
-import { startLocalWorker, type TrainerClient } from "../lib/trainer/mod.ts";
+import { describeCpu, startLocalWorker, type TrainerClient } from "../lib/trainer/mod.ts";
 
 const CONFIG = {
   vocab_size: 512,
@@ -103,7 +103,9 @@ async function trainStep(
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const worker = await startLocalWorker();
+// One torch and one BLAS thread: stable on a shared machine (extra BLAS threads spin against
+// the other processes) and what the demo and the loop tests use.
+const worker = await startLocalWorker({ threads: 1 });
 try {
   const { client } = worker;
   const state = await client.init({
@@ -113,6 +115,8 @@ try {
     dtype: "float32",
   });
   console.log(`model: ${state.parameter_count} parameters, torch ${state.torch_version}, cpu`);
+  // The throughput below is only as good as the BLAS under torch (README: set-up).
+  console.log(`worker: ${describeCpu(worker.health)}`);
 
   const rand = rng(1);
   const rows: TrainingRow[] = Array.from({ length: ROWS }, (_, i) => {

@@ -114,6 +114,11 @@ try {
   const postFiltered = await measure("/rollouts?reward_min=1&harness=swe");
   const newest = await measure("/rollouts?order=newest");
   const detail = await measure("/rollouts/r000004");
+  // Sorted by reward (reads the newest 5,000 matches and pages by key); text search reads the
+  // events of up to 1,000 rollouts per page (the input holds the task number).
+  const sorted = await measure("/rollouts?sort=-reward");
+  const search = await measure(`/rollouts?q=${encodeURIComponent('"task":96')}`);
+  const runs = await measure("/runs");
 
   console.log(`rollouts: ${ROLLOUTS} (${FINISHED} finished), fill ${(fillMs / 1000).toFixed(1)} s`);
   console.log(`ui_list_page_ms: ${first.median.toFixed(1)}`);
@@ -123,6 +128,9 @@ try {
   console.log(`ui_list_post_filter_ms: ${postFiltered.median.toFixed(1)}`);
   console.log(`ui_list_newest_page_ms: ${newest.median.toFixed(1)}`);
   console.log(`ui_detail_page_ms: ${detail.median.toFixed(1)}`);
+  console.log(`ui_list_sorted_ms: ${sorted.median.toFixed(1)}`);
+  console.log(`ui_list_search_ms: ${search.median.toFixed(1)}`);
+  console.log(`ui_runs_page_ms: ${runs.median.toFixed(1)}`);
   console.log(`ui_overview_first_load_ms: ${overviewFirst.ms.toFixed(1)}`);
   console.log(`ui_overview_ms: ${overview.median.toFixed(1)}`);
 } finally {

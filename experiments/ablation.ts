@@ -1,93 +1,182 @@
 /**
- * `deno task ablation [--quick]`: the normalization/advantage ablation (the paper's Figure 9
- * analogue) on the split-arithmetic environment, CPU-sized. Four settings — sample-level
- * advantage + `seq_mean_token_mean`, rollout-level advantage + `seq_mean_token_mean`
- * (rollout-level advantage alone), rollout-level advantage + `rollout_token_mean` (the
- * paper's choice), and rollout-level advantage + `token_mean` — × 3 seeds, one training-loop
- * run per cell. Results go to `experiments/results/ablation_quick/` (`--quick`) or
- * `experiments/results/ablation/`; finished cells are never rerun (delete a cell's folder to
- * rerun it). Ends with one line per setting:
- * `cell <advantage>/<normalization>: final_reward=<mean> ± <95% CI half-width>`.
+ * `deno task ablation [--pilot]`: the confirmation grid of the normalization/advantage ablation
+ * (the paper's Figure 9 analogue) on the full stack — the four settings
+ * ({@link ABLATION_SETTINGS}) as training-loop runs on the split-arithmetic environment
+ * (`loop_cell.ts`), every cell evaluated on 200 rollouts with common random numbers before RL
+ * (shared) and after its last step.
  *
- * Flags: `--quick` (CI-sized grid), `--seeds <n>` (default 3), `--results <dir>`,
- * `--limit <n>` (run at most n cells now, resume later), `--concurrency <n>` (harness
- * processes).
+ * - `--pilot` (alias `--quick`): 2 seeds per setting → `experiments/results/ablation_pilot/`.
+ * - default: the sized grid → `experiments/results/ablation/`, with as many seeds per setting
+ *   as the power calculation (`grid_plan.ts`) asks for, from the committed pilot and testbed
+ *   results (checked against the current code: a difference is printed as a warning, since a
+ *   plan only forecasts); `--seeds <n>` overrides it, `--plan` prints the plan and the
+ *   predicted time and stops.
+ *
+ * Finished cells are never rerun; a grid whose cells other code produced is not resumed (see
+ * `runner.ts`). Ends with one line per setting,
+ * `cell <advantage>/<normalization>: final_reward=<mean> ± <95% CI half-width>`, and one line
+ * per comparison with the reference, `effect <setting> − rollout/rollout_token_mean: <d> ± <ci>`.
+ *
+ * Flags: `--pilot`, `--plan`, `--seeds <n>`, `--results <dir>`, `--limit <n>` (run at most n
+ * cells now, resume later), `--concurrency <n>` (harness processes), `--budget-min <m>`.
  *
  * @module
  */
 import { parseArgs } from "node:util";
-import { expandGrid, type GridSpecInput } from "./grid.ts";
-import { FULL_SETTINGS, QUICK_SETTINGS, startLoopCells } from "./loop_cell.ts";
+import { meanCi } from "./ci.ts";
+import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
+import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
+import { CELL_SETTINGS, startLoopCells } from "./loop_cell.ts";
+import { readStudy, studyDir } from "./mechanism.ts";
+import {
+  codeFingerprint,
+  type CodeSpecInput,
+  StaleResultsError,
+  verifyProvenance,
+} from "./provenance.ts";
 import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
 import { runGrid } from "./runner.ts";
-import { orderingVerdict, summarise } from "./stats.ts";
-
-/** The four settings of the ablation. */
-export const ABLATION_SETTINGS: GridSpecInput["settings"] = [
-  { advantage: "sample", normalization: "seq_mean_token_mean" },
-  { advantage: "rollout", normalization: "seq_mean_token_mean" },
-  { advantage: "rollout", normalization: "rollout_token_mean" },
-  { advantage: "rollout", normalization: "token_mean" },
-];
+import { orderingVerdict, summarise, welchDiff } from "./stats.ts";
 
 /**
- * The ablation grid (`quick`: the CI-sized one).
+ * What produces a grid's results: the cell runner (loop, stack, environment, evaluation), the
+ * grid runner, the harness process it spawns and the worker's Python. Not this command's
+ * planning code: it picks the number of seeds, recorded in `grid.json`, and computes no result.
+ */
+export const ABLATION_CODE: CodeSpecInput = {
+  entries: ["experiments/loop_cell.ts", "experiments/runner.ts", "lib/harness/builtin/main.ts"],
+  extra: ["lib/trainer/worker/reins_worker/*.py"],
+};
+
+/** Seeds per setting of the pilot. */
+export const PILOT_SEEDS = 2;
+
+/**
+ * The ablation grid: the pilot (`pilot`) or the sized grid with `seeds` seeds per setting.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ablationGrid } from "./ablation.ts";
- * ablationGrid(true).name; // "ablation_quick"
+ * assert.equal(ablationGrid(true).name, "ablation_pilot");
+ * assert.equal(ablationGrid(false, 5).seeds?.length, 5);
  * ```
  */
-export function ablationGrid(quick: boolean, seeds = 3): GridSpecInput {
-  const settings = quick ? QUICK_SETTINGS : FULL_SETTINGS;
+export function ablationGrid(pilot: boolean, seeds = PILOT_SEEDS): GridSpecInput {
+  // Cells run settings first, seeds within: the pilot starts with the two settings of the
+  // primary comparison, so a pilot stopped half-way still measures both.
+  const first = [PLAN_REFERENCE, PLAN_PRIMARY];
+  const order = [...ABLATION_SETTINGS].sort((a, b) =>
+    rank(first, settingLabel(a)) - rank(first, settingLabel(b))
+  );
   return {
-    name: quick ? "ablation_quick" : "ablation",
-    settings: ABLATION_SETTINGS,
+    name: pilot ? "ablation_pilot" : "ablation",
+    settings: pilot ? order : [...ABLATION_SETTINGS],
     merge: ["prefix_merge"],
-    seeds: Array.from({ length: seeds }, (_, i) => i),
+    seeds: Array.from({ length: pilot ? PILOT_SEEDS : seeds }, (_, i) => i),
     env: ["split-arithmetic"],
-    base: { ...settings },
+    base: { ...CELL_SETTINGS },
   };
 }
 
-/** The figures-contract line of one setting. */
+function rank(first: string[], label: string): number {
+  const i = first.indexOf(label);
+  return i < 0 ? first.length : i;
+}
+
+/**
+ * The figures-contract line of one setting.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cellLine } from "./ablation.ts";
+ * assert.equal(cellLine("rollout/token_mean", 0.5, 0.1), "cell rollout/token_mean: final_reward=0.500 ± 0.100");
+ * ```
+ */
 export function cellLine(setting: string, mean: number, ci95: number): string {
   const ci = Number.isFinite(ci95) ? ci95 : 0;
   return `cell ${setting}: final_reward=${mean.toFixed(3)} ± ${ci.toFixed(3)}`;
+}
+
+/**
+ * The power plan of the sized grid from the committed pilot and testbed results, after
+ * checking that the current code produced both.
+ */
+export async function loadPlan(
+  resultsDir: string,
+  budget_s = 3600,
+  warn: (line: string) => void = console.warn,
+): Promise<GridPlan> {
+  const pilot = ablationGrid(true);
+  // A plan is a forecast: results of other code still estimate the noise and the cost, so
+  // they are used, with the difference stated (plots refuse them; planning only warns).
+  for (const dir of [`${resultsDir}/${pilot.name}`, studyDir(resultsDir, false)]) {
+    await verifyProvenance(dir).catch((error) => {
+      if (!(error instanceof StaleResultsError) || error.diff === null) throw error;
+      warn(`[plan] warning: ${error.message}`);
+    });
+  }
+  return planGrid(
+    await readGridResults(resultsDir, pilot.name),
+    await readStudy(studyDir(resultsDir, false)),
+    { budget_s, settings: ABLATION_SETTINGS.length },
+  );
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: Deno.args,
     options: {
+      pilot: { type: "boolean", default: false },
       quick: { type: "boolean", default: false },
-      seeds: { type: "string", default: "3" },
+      plan: { type: "boolean", default: false },
+      seeds: { type: "string" },
       results: { type: "string", default: DEFAULT_RESULTS_DIR },
       limit: { type: "string" },
       concurrency: { type: "string", default: "16" },
+      "budget-min": { type: "string", default: "60" },
     },
   });
-  const seeds = Number(values.seeds);
-  if (!Number.isInteger(seeds) || seeds < 1) throw new Error("--seeds: expected an integer ≥ 1");
+  const pilot = values.pilot || values.quick;
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
     throw new Error("--limit: expected an integer ≥ 0");
   }
-  const grid = ablationGrid(values.quick, seeds);
+  let seeds = PILOT_SEEDS;
+  if (!pilot) {
+    const plan = await loadPlan(values.results, Number(values["budget-min"]) * 60);
+    for (const line of plan.lines) console.log(`[plan] ${line}`);
+    console.log(`power_seeds_per_setting: ${plan.seeds_per_setting}`);
+    console.log(`predicted_wall_min: ${(plan.predicted_wall_s / 60).toFixed(0)}`);
+    seeds = plan.seeds_per_setting;
+  }
+  if (values.seeds !== undefined) {
+    seeds = Number(values.seeds);
+    if (!Number.isInteger(seeds) || seeds < 2) throw new Error("--seeds: expected an integer ≥ 2");
+  }
+  if (values.plan) return;
+  const grid = ablationGrid(pilot, seeds);
+  const command = `deno task ablation${pilot ? " --pilot" : ` --seeds ${seeds}`}`;
   const t0 = performance.now();
-  const pending = await pendingCells(values.results, grid);
+  const done = new Set((await readGridResults(values.results, grid.name)).map((r) => r.cell.id));
+  const pending = expandGrid(grid).filter((c) => !done.has(c.id)).length;
   if (pending > 0 && limit !== 0) {
+    const code = await codeFingerprint(ABLATION_CODE);
     await using cells = await startLoopCells({
       concurrency: Number(values.concurrency),
+      cacheTag: code.hash.slice(0, 12),
       log: (line) => console.log(line),
     });
     await runGrid(grid, cells.runner, {
       resultsDir: values.results,
+      code: ABLATION_CODE,
+      command,
       ...(limit !== undefined ? { limit } : {}),
     });
   } else {
     console.log(`[grid] ${grid.name}: every cell already done; reading the stored results`);
+    await verifyProvenance(`${values.results}/${grid.name}`);
   }
   const results = await readGridResults(values.results, grid.name);
   const summaries = summarise(results);
@@ -97,11 +186,23 @@ async function main(): Promise<void> {
   );
   console.log(orderingVerdict(summaries).sentence);
   for (const s of summaries) console.log(cellLine(s.setting, s.score.mean, s.score.ci95));
+  const ref = summaries.find((s) => s.setting === PLAN_REFERENCE);
+  for (const s of summaries) {
+    if (!ref || s === ref) continue;
+    const d = welchDiff(s.scores, ref.scores);
+    console.log(
+      `effect ${s.setting} − ${PLAN_REFERENCE}: ${d.mean >= 0 ? "+" : ""}${d.mean.toFixed(3)} ± ${
+        d.ci95.toFixed(3)
+      }`,
+    );
+  }
+  const gains = results.filter((r) =>
+    typeof r.summary.start_val_reward === "number" && r.summary.final_val_reward !== null
+  ).map((r) => (r.summary.final_val_reward as number) - (r.summary.start_val_reward as number));
+  const g = meanCi(gains);
+  console.log(`gain_all_cells: ${g.mean.toFixed(3)} ± ${g.ci95.toFixed(3)} (n=${g.n})`);
 }
 
-async function pendingCells(resultsDir: string, grid: GridSpecInput): Promise<number> {
-  const done = new Set((await readGridResults(resultsDir, grid.name)).map((r) => r.cell.id));
-  return expandGrid(grid).filter((c) => !done.has(c.id)).length;
-}
+export { ABLATION_SETTINGS };
 
 if (import.meta.main) await main();

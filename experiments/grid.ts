@@ -22,6 +22,33 @@ export const SettingSchema = z.object({
 export type Setting = z.infer<typeof SettingSchema>;
 
 /**
+ * The ablation's four settings: the paper's three — sample-level advantage +
+ * `seq_mean_token_mean`, rollout-level advantage + `seq_mean_token_mean` ("rollout-level
+ * advantage alone"), rollout-level advantage + `rollout_token_mean` (its choice) — plus
+ * rollout-level advantage + `token_mean`.
+ */
+export const ABLATION_SETTINGS: readonly Setting[] = [
+  { advantage: "sample", normalization: "seq_mean_token_mean" },
+  { advantage: "rollout", normalization: "seq_mean_token_mean" },
+  { advantage: "rollout", normalization: "rollout_token_mean" },
+  { advantage: "rollout", normalization: "token_mean" },
+];
+
+/**
+ * The label of a setting, `<advantage>/<normalization>`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { settingLabel } from "./grid.ts";
+ * assert.equal(settingLabel({ advantage: "rollout", normalization: "token_mean" }), "rollout/token_mean");
+ * ```
+ */
+export function settingLabel(s: Setting): string {
+  return `${s.advantage}/${s.normalization}`;
+}
+
+/**
  * A grid. `settings` lists the (advantage, normalization) pairs explicitly (the paper's
  * settings are not a full product); when absent, `advantage × normalization` is used.
  */

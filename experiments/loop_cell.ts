@@ -2,10 +2,14 @@
  * The default cell runner: one training-loop run per cell on the split-arithmetic environment
  * (`split_env.ts`), on an embedded CPU stack shared by the grid's cells. The policy of every
  * cell starts from the same SFT warm-start checkpoint (trained once, cached by its settings),
- * so cells differ only in advantage level, normalization, merge strategy and seed. The quick
- * and full grids train on two questions whose rollouts split, with a wrong guess mixed into the
- * demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate fresh rollouts of them
- * before the first RL step and after the last.
+ * so cells differ only in advantage level, normalization, merge strategy and seed. The pilot
+ * and the sized grid train on two questions whose rollouts split, with a wrong guess mixed into
+ * the demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate 200 fresh rollouts of
+ * them with common random numbers (`crn_eval.ts`): once before RL for the whole grid (same
+ * checkpoint, same prompts, same seeds: `<grid>/start_eval.json`) and after each cell's last
+ * step (`<cell>/eval.json`, rollout by rollout, so before/after pairs prompt by prompt). Each
+ * step's trained batch (per rollout: reward and trained tokens per sample) goes to
+ * `<cell>/batches.jsonl`, the material of the mechanism analysis on the project's own runs.
  *
  * Reward: 1 for the exact answer, otherwise partial credit for a numeric answer close to it
  * (`0.5 · max(0, 1 − |answer − expected| / 10)`), 0 without a bare number (a guess in a
@@ -25,7 +29,6 @@ import {
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import {
   type EmbeddedStack,
-  evaluatePolicy,
   type LoopResult,
   mulberry32,
   runLoop,
@@ -37,6 +40,10 @@ import {
   toyModel,
   writeToyDataset,
 } from "../lib/loop/mod.ts";
+import type { GatewayClient } from "../lib/gateway/client.ts";
+import { assembleRollout } from "../lib/samples/mod.ts";
+import { trainedTokens } from "../lib/algo/validate.ts";
+import { crnEvaluate, type CrnEvaluation } from "./crn_eval.ts";
 import type { Cell } from "./grid.ts";
 import type { CellRunner } from "./runner.ts";
 import { splitHarness, splitSftRows, splitsOnScript } from "./split_env.ts";
@@ -65,16 +72,25 @@ export interface LoopCellSettings {
   train_tasks: number;
   /** Wrong guessing demonstrations per task in the SFT warm start (see `split_env.ts`). */
   guesses: number;
-  /** Evaluation rollouts scored after the last step (0: none). */
+  /** Evaluation rollouts scored before the first step and after the last (0: none). */
   val_tasks: number;
   /** Also score them every `val_every` steps (0: only at the end). */
   val_every: number;
+  /**
+   * Sampling seed base of the evaluation (common random numbers, `crn_eval.ts`): evaluation
+   * rollout i samples with seeds from `eval_seed + 1000·i` in every cell.
+   */
+  eval_seed: number;
   max_tokens: number;
   temperature: number;
 }
 
-/** The quick (CI-sized) settings. */
-export const QUICK_SETTINGS: LoopCellSettings = {
+/**
+ * The cells of the pilot and of the sized grid: 12 RL steps × 2 groups × 8 rollouts on 2
+ * training questions, 200 evaluation rollouts with common random numbers before RL (shared by
+ * every cell: same checkpoint, same seeds) and after the last step.
+ */
+export const CELL_SETTINGS: LoopCellSettings = {
   steps: 12,
   group_size: 8,
   groups_per_step: 2,
@@ -88,19 +104,11 @@ export const QUICK_SETTINGS: LoopCellSettings = {
   ppo_epochs: 4,
   train_tasks: 2,
   guesses: 1,
-  val_tasks: 24,
+  val_tasks: 200,
   val_every: 0,
+  eval_seed: 10_000,
   max_tokens: 80,
   temperature: 1,
-};
-
-/** The full grid's settings. */
-export const FULL_SETTINGS: LoopCellSettings = {
-  ...QUICK_SETTINGS,
-  steps: 30,
-  groups_per_step: 4,
-  val_tasks: 48,
-  val_every: 5,
 };
 
 /** Reward of the split-arithmetic environment (see the module doc). */
@@ -172,6 +180,11 @@ export interface LoopCellOptions {
   concurrency?: number;
   /** Torch threads of the worker. */
   threads?: number;
+  /**
+   * Part of the SFT cache key (e.g. the experiment's code hash), so that a checkpoint trained
+   * by other code is not reused.
+   */
+  cacheTag?: string;
   log?: (line: string) => void;
 }
 
@@ -182,7 +195,7 @@ export interface LoopCells extends AsyncDisposable {
 }
 
 function settingsOf(base: JsonObject): LoopCellSettings {
-  const out = { ...QUICK_SETTINGS };
+  const out = { ...CELL_SETTINGS };
   for (const key of Object.keys(out) as (keyof LoopCellSettings)[]) {
     const value = base[key];
     if (value === undefined) continue;
@@ -234,7 +247,8 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
 
   const warmStart = async (s: LoopCellSettings, train: ArithmeticTask[]): Promise<string> => {
     const tasks = s.train_tasks > 0 ? `t${s.train_tasks}` : `v${s.val_tasks}`;
-    const key = `sft-d${s.d_model}-l${s.n_layers}-n${s.sft_steps}-${tasks}-g${s.guesses}`;
+    const tag = options.cacheTag ? `-${options.cacheTag}` : "";
+    const key = `sft-d${s.d_model}-l${s.n_layers}-n${s.sft_steps}-${tasks}-g${s.guesses}${tag}`;
     const cached = sftCache.get(key);
     if (cached) return cached;
     await Deno.mkdir(cacheDir, { recursive: true });
@@ -268,8 +282,11 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     return path;
   };
 
+  // One evaluation before RL per (checkpoint, evaluation): every cell starts from the same
+  // checkpoint and evaluates the same prompts with the same seeds, so it is measured once.
+  const startEvals = new Map<string, CrnEvaluation>();
   let runs = 0;
-  const runner: CellRunner = async (cell: Cell, { grid }) => {
+  const runner: CellRunner = async (cell: Cell, { grid, dir }) => {
     if (cell.env !== "split-arithmetic") {
       throw new Error(`cell.env: the loop cell runner knows "split-arithmetic", not "${cell.env}"`);
     }
@@ -299,33 +316,43 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       checkpoint_every: 0,
       seed: cell.seed,
     });
-    const valRewards = new Map<number, number>();
-    let startVal: number | null = null;
+    const startKey = `${checkpoint}|${s.val_tasks}|${s.eval_seed}|${s.max_tokens}|${s.temperature}`;
+    const startFile = `${dir.slice(0, dir.lastIndexOf("/"))}/start_eval.json`;
+    const evals = new Map<number, CrnEvaluation>();
+    const batches: BatchRecord[] = [];
+    let startEval: CrnEvaluation | null = null;
     let result: LoopResult | undefined;
     let name = "";
     for (let attempt = 1; result === undefined; attempt++) {
       name = `${grid.name}-${cell.id}-${runs++}`.replace(/[^A-Za-z0-9_.-]/g, "_");
       const config = parseOrThrow(LoopConfigSchema, configOf(name), "config");
-      // The same evaluation before the first step and after later ones.
-      const evaluate = async (label: string) =>
-        (await evaluatePolicy(stack.client, config, label, toyLoopTasks(val))).reward_mean;
+      const evaluate = (label: string) =>
+        crnEvaluate(stack.client, config, label, toyLoopTasks(val), s.eval_seed);
       try {
         result = await runLoop(config, stack.services, {
           progress: silentProgress(),
           beforeSteps: async () => {
-            if (s.val_tasks > 0) startVal = await evaluate("start");
+            if (s.val_tasks === 0) return;
+            startEval = startEvals.get(startKey) ?? await readStartEval(startFile, startKey);
+            if (!startEval) {
+              startEval = await evaluate("start");
+              log(`[cells] evaluation before RL (shared by every cell): ${startEval.reward_mean}`);
+              await Deno.writeTextFile(startFile, JSON.stringify({ key: startKey, ...startEval }));
+            }
+            startEvals.set(startKey, startEval);
           },
           hooks: {
-            afterStep: async (m) => {
+            afterStep: async (m, update) => {
               log(
                 `[cells] ${cell.id} step ${m.step + 1}/${s.steps} reward ${
                   m.reward_mean.toFixed(3)
                 }`,
               );
+              batches.push(await recordBatch(stack.client, m.step, update.trained, cell.merge));
               const last = m.step + 1 === s.steps;
               const every = s.val_every > 0 && (m.step + 1) % s.val_every === 0;
               if (s.val_tasks > 0 && (last || every)) {
-                valRewards.set(m.step, await evaluate(`s${m.step}`));
+                evals.set(m.step, await evaluate(`s${m.step}`));
               }
             },
           },
@@ -336,16 +363,26 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
         const message = error instanceof Error ? error.message : String(error);
         if (attempt >= 3 || !/-run' cannot go from/.test(message)) throw error;
         log(`[cells] ${cell.id}: run record race (${message}); retrying`);
-        valRewards.clear();
-        startVal = null;
+        evals.clear();
+        batches.length = 0;
       }
     }
     const metrics = result.metrics.map((m: LoopStepMetrics) => ({
       ...m,
-      val_reward: valRewards.get(m.step) ?? null,
+      val_reward: evals.get(m.step)?.reward_mean ?? null,
     }));
     await Deno.remove(`${workDir}/runs/${name}`, { recursive: true }).catch(() => undefined);
-    // The task list is deterministic (splitTasks); record its size and split, not 200 inputs.
+    const final = evals.get(s.steps - 1) ?? null;
+    await Deno.mkdir(dir, { recursive: true });
+    await Deno.writeTextFile(
+      `${dir}/eval.json`,
+      JSON.stringify({ start: startEval, final }) + "\n",
+    );
+    await Deno.writeTextFile(
+      `${dir}/batches.jsonl`,
+      batches.map((b) => JSON.stringify(b) + "\n").join(""),
+    );
+    // The task list is deterministic (cellTasks); record its size and split, not 200 inputs.
     const recorded = JSON.parse(JSON.stringify(result.config)) as JsonObject;
     recorded.tasks = `${train.length} train tasks (${train.map((t) => t.id).join(", ")}): ` +
       `cellTasks(train_tasks ${s.train_tasks}, val_tasks ${s.val_tasks}).train; ` +
@@ -353,8 +390,8 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     return {
       config: { ...recorded, settings: { ...s } } as JsonObject,
       metrics,
-      final_val_reward: valRewards.get(s.steps - 1) ?? null,
-      start_val_reward: startVal,
+      final_val_reward: final?.reward_mean ?? null,
+      start_val_reward: (startEval as CrnEvaluation | null)?.reward_mean ?? null,
     };
   };
 
@@ -363,4 +400,45 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     if (!options.workDir) await Deno.remove(workDir, { recursive: true }).catch(() => undefined);
   };
   return { runner, close, [Symbol.asyncDispose]: close };
+}
+
+/** One RL step's batch as trained: per rollout its reward and its samples' trained tokens. */
+export interface BatchRecord {
+  step: number;
+  rollouts: { rollout_id: string; group_id: string; reward: number; lengths: number[] }[];
+}
+
+/**
+ * Rebuilds the composition of a step's trained batch from the gateway (the same assembly the
+ * loop ran): the material of the mechanism analysis on the project's own runs.
+ */
+async function recordBatch(
+  gateway: GatewayClient,
+  step: number,
+  trained: readonly { rollout_id: string; group_id: string }[],
+  strategy: Cell["merge"],
+): Promise<BatchRecord> {
+  const rollouts = await Promise.all(trained.map(async (t) => {
+    const rollout = await gateway.getRollout(t.rollout_id);
+    const events = await gateway.listEvents(t.rollout_id, { type: "model_request" });
+    const reward = rollout.reward ?? 0;
+    const { samples } = assembleRollout(events, { strategy, group_id: t.group_id, reward });
+    return {
+      rollout_id: t.rollout_id,
+      group_id: t.group_id,
+      reward,
+      lengths: samples.map(trainedTokens),
+    };
+  }));
+  return { step, rollouts };
+}
+
+async function readStartEval(path: string, key: string): Promise<CrnEvaluation | null> {
+  try {
+    const stored = JSON.parse(await Deno.readTextFile(path)) as CrnEvaluation & { key: string };
+    return stored.key === key ? stored : null;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  }
 }

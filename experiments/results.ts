@@ -38,7 +38,11 @@ export interface CellSummary {
   /** The same evaluation before the first RL step (null or absent: not measured). */
   start_val_reward?: number | null;
   wall_s: number;
+  /** CPU seconds of the cell (this process, its harness processes, the worker), when measured. */
+  cpu_s?: number;
   finished_at: string;
+  /** Code fingerprint (`provenance.ts`) of the run that produced the cell, when recorded. */
+  code_hash?: string;
 }
 
 /** A cell's stored results. */

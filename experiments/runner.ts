@@ -25,7 +25,7 @@ import {
   type GridSpecInput,
   GridSpecSchema,
 } from "./grid.ts";
-import { type GridProgress, lineProgress } from "./progress.ts";
+import { cpuSeconds, type GridProgress, lineProgress } from "./progress.ts";
 import {
   type CellResult,
   type CellSummary,
@@ -36,6 +36,48 @@ import {
   writeCell,
 } from "./results.ts";
 import { parseOrThrow } from "../lib/schema.ts";
+import {
+  type CodeFingerprint,
+  codeFingerprint,
+  type CodeSpecInput,
+  diffFingerprints,
+  readProvenance,
+  StaleResultsError,
+  writeProvenance,
+} from "./provenance.ts";
+
+/** Refuses to add cells to a grid whose finished cells other code produced. */
+async function assertResumable(gridDir: string, code: CodeFingerprint): Promise<void> {
+  const stored = await readProvenance(gridDir);
+  let doneHashes: (string | undefined)[] = [];
+  try {
+    for await (const entry of Deno.readDir(gridDir)) {
+      if (!entry.isDirectory) continue;
+      try {
+        const done = JSON.parse(await Deno.readTextFile(`${gridDir}/${entry.name}/done.json`));
+        doneHashes.push(done.code_hash);
+      } catch (error) {
+        if (!(error instanceof Deno.errors.NotFound)) throw error;
+      }
+    }
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return;
+    throw error;
+  }
+  doneHashes = doneHashes.filter((h) => h !== code.hash);
+  if (doneHashes.length === 0) return;
+  const diff = stored ? diffFingerprints(stored.code, code) : null;
+  const what = diff
+    ? [...diff.changed, ...diff.added, ...diff.removed].join(", ") || "npm packages"
+    : "no provenance recorded";
+  throw new StaleResultsError(
+    gridDir,
+    `${gridDir}: ${doneHashes.length} finished cell(s) were produced by other code than this ` +
+      `checkout (${what}); a grid is not resumed across code changes — delete ${gridDir} to ` +
+      "run it again",
+    diff,
+  );
+}
 
 /** What a cell runner returns for one cell. */
 export interface CellOutput {
@@ -47,6 +89,12 @@ export interface CellOutput {
   final_val_reward?: number | null;
   /** The same evaluation of the starting policy (before any RL step), when measured. */
   start_val_reward?: number | null;
+}
+
+/** CPU seconds a cell used (`cpuSeconds` before and after), when the platform tells. */
+function cpuSince(start: number | null): number | null {
+  const now = cpuSeconds();
+  return start === null || now === null ? null : now - start;
 }
 
 /** Runs one cell; `dir` is the cell's results folder (scratch files may go elsewhere). */
@@ -65,6 +113,17 @@ export interface RunGridOptions {
   progress?: GridProgress;
   /** Run only the first `limit` unfinished cells (the rest stay for a later resume). */
   limit?: number;
+  /**
+   * The experiment's code (`provenance.ts`): fingerprinted when the grid starts, recorded in
+   * `<grid>/provenance.json` with the grid and `command`, and stamped on every cell. A grid
+   * whose finished cells were produced by other code is not resumed (mixing them would make
+   * its results belong to no code): the run throws, naming the files that changed.
+   */
+  code?: CodeSpecInput;
+  /** The command that reproduces the grid (recorded with the provenance). */
+  command?: string;
+  /** Repository root the `code` paths are relative to (default: this checkout's). */
+  codeRoot?: string;
 }
 
 /** What {@link runGrid} did. */
@@ -98,7 +157,21 @@ export async function runGrid(
     throw new Error(`options.concurrency: expected a positive integer, got ${concurrency}`);
   }
   const cells = expandGrid(grid);
-  await Deno.mkdir(`${resultsDir}/${grid.name}`, { recursive: true });
+  const gridDir = `${resultsDir}/${grid.name}`;
+  const code = options.code ? await codeFingerprint(options.code, options.codeRoot) : null;
+  if (code) await assertResumable(gridDir, code);
+  await Deno.mkdir(gridDir, { recursive: true });
+  // Written now (a grid stopped half-way still says which code its cells come from; each
+  // cell also carries the hash) and checked again when the grid ends.
+  const provenance = code
+    ? () =>
+      writeProvenance(gridDir, {
+        command: options.command ?? `runGrid(${grid.name})`,
+        config: grid,
+        code,
+      }, options.codeRoot)
+    : () => Promise.resolve();
+  await provenance();
   await Deno.writeTextFile(
     `${resultsDir}/${grid.name}/grid.json`,
     JSON.stringify(grid, null, 2) + "\n",
@@ -122,8 +195,10 @@ export async function runGrid(
       const dir = `${resultsDir}/${grid.name}/${cell.id}`;
       progress.cellStarted(cell);
       const started = performance.now();
+      const cpu0 = concurrency === 1 ? cpuSeconds() : null;
       try {
         const out = await runCell(cell, { grid, dir });
+        const cpu_s = cpuSince(cpu0);
         const wall_s = (performance.now() - started) / 1000;
         const last = out.metrics.at(-1);
         const summary: CellSummary = {
@@ -135,7 +210,9 @@ export async function runGrid(
           final_val_reward: out.final_val_reward ?? null,
           start_val_reward: out.start_val_reward ?? null,
           wall_s,
+          ...(cpu_s !== null ? { cpu_s } : {}),
           finished_at: new Date().toISOString(),
+          ...(code ? { code_hash: code.hash } : {}),
         };
         await writeCell(resultsDir, grid.name, {
           cell,
@@ -157,6 +234,7 @@ export async function runGrid(
   if (errors.length > 0) {
     throw new Error(`grid ${grid.name}: ${errors.length} cell(s) failed:\n${errors.join("\n")}`);
   }
+  await provenance();
   return {
     grid,
     cells,

@@ -1,74 +1,14 @@
 /**
  * Summary statistics of a grid's results: per setting, the mean over seeds with a Student-t
- * 95% confidence interval, and the verdict on the paper's ordering.
+ * 95% confidence interval (`ci.ts`), and the verdict on the paper's ordering.
  *
  * @module
  */
+import tQuantile from "@stdlib/stats-base-dists-t-quantile";
+import { type MeanCi, meanCi } from "./ci.ts";
 import type { CellResult } from "./results.ts";
 
-/** Two-sided 95% Student-t quantiles for 1..30 degrees of freedom. */
-const T95 = [
-  12.706,
-  4.303,
-  3.182,
-  2.776,
-  2.571,
-  2.447,
-  2.365,
-  2.306,
-  2.262,
-  2.228,
-  2.201,
-  2.179,
-  2.16,
-  2.145,
-  2.131,
-  2.12,
-  2.11,
-  2.101,
-  2.093,
-  2.086,
-  2.08,
-  2.074,
-  2.069,
-  2.064,
-  2.06,
-  2.056,
-  2.052,
-  2.048,
-  2.045,
-  2.042,
-];
-
-/** Mean, sample standard deviation (n − 1) and 95% CI half-width of `xs`. */
-export interface MeanCi {
-  n: number;
-  mean: number;
-  std: number;
-  /** Half-width of the 95% confidence interval of the mean (NaN for n < 2). */
-  ci95: number;
-}
-
-/**
- * Mean and 95% confidence interval of a sample.
- *
- * @example
- * ```ts
- * import { meanCi } from "./stats.ts";
- * const s = meanCi([1, 2, 3]);
- * s.mean; // 2
- * s.ci95.toFixed(3); // "2.484"
- * ```
- */
-export function meanCi(xs: number[]): MeanCi {
-  const n = xs.length;
-  if (n === 0) return { n, mean: Number.NaN, std: Number.NaN, ci95: Number.NaN };
-  const mean = xs.reduce((a, b) => a + b, 0) / n;
-  if (n < 2) return { n, mean, std: Number.NaN, ci95: Number.NaN };
-  const std = Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1));
-  const t = T95[Math.min(n - 1, T95.length) - 1] ?? 1.96;
-  return { n, mean, std, ci95: (t * std) / Math.sqrt(n) };
-}
+export { type MeanCi, meanCi };
 
 /** One setting's summary over its seeds. */
 export interface SettingSummary {
@@ -236,4 +176,28 @@ export function orderingVerdict(summaries: SettingSummary[]): OrderingVerdict {
     separated,
     sentence,
   };
+}
+
+/**
+ * Difference of two means with a Welch 95% confidence interval (unequal variances,
+ * Welch–Satterthwaite degrees of freedom).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { welchDiff } from "./stats.ts";
+ * const d = welchDiff([1, 2, 3], [0, 1, 2]);
+ * assert.equal(d.mean, 1);
+ * assert.ok(d.ci95 > 1.5 && d.ci95 < 2.5);
+ * ```
+ */
+export function welchDiff(xs: number[], ys: number[]): { mean: number; ci95: number; df: number } {
+  const a = meanCi(xs);
+  const b = meanCi(ys);
+  const va = a.std ** 2 / a.n;
+  const vb = b.std ** 2 / b.n;
+  const se = Math.sqrt(va + vb);
+  const df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1));
+  const t = Number.isFinite(df) && df > 0 ? tQuantile(0.975, df) : Number.NaN;
+  return { mean: a.mean - b.mean, ci95: t * se, df };
 }

@@ -27,3 +27,4 @@ export * from "./schema/trajectories.ts";
 export * from "./schema/harness_cli.ts";
 export * from "./schema/ui.ts";
 export * from "./schema/loop.ts";
+export * from "./schema/curation.ts";

@@ -2,7 +2,8 @@
  * Installs what reins' tests, notebooks and demo need when it is missing, and says what it did.
  *
  * The npm side is Deno's own (`nodeModulesDir: auto`); this script covers the system side:
- * PyTorch for the trainer worker, PostgreSQL for the second store backend, bubblewrap for the
+ * PyTorch for the trainer worker with an optimised BLAS (Debian's python3-torch otherwise
+ * runs its matmuls on the reference BLAS, ~50x slower), PostgreSQL for the second store backend, bubblewrap for the
  * sandbox, Chromium for the UI tests, Jupyter for the notebooks and a font for PNG figures.
  * On Debian as root it runs `apt-get install`; elsewhere it prints the command to run.
  *
@@ -39,19 +40,51 @@ function exists(path: string): boolean {
   }
 }
 
-async function pythonWithTorch(): Promise<boolean> {
+async function torchPython(): Promise<string | null> {
   for (const python of [Deno.env.get("REINS_PYTHON"), "/usr/bin/python3", "python3"]) {
-    if (python && await succeeds(python, ["-c", "import torch"])) return true;
+    if (python && await succeeds(python, ["-c", "import torch"])) return python;
   }
-  return false;
+  return null;
+}
+
+const WORKER_DIR = new URL("../lib/trainer/worker", import.meta.url).pathname;
+
+/**
+ * Which BLAS the worker's torch uses (the worker's own probe, `cpu_probe.blas_library`): pip
+ * wheels bundle MKL/OpenBLAS; Debian's python3-torch uses the `libblas.so.3` alternative, which
+ * is the reference BLAS (~50x slower matmuls) unless an optimised one is installed.
+ */
+export async function torchBlas(env: Record<string, string> = {}): Promise<string | null> {
+  const python = await torchPython();
+  if (!python) return null;
+  const code = "from reins_worker.cpu_probe import blas_library; print(blas_library())";
+  try {
+    const out = await new Deno.Command(python, {
+      args: ["-c", code],
+      stdout: "piped",
+      stderr: "null",
+      env: { PYTHONDONTWRITEBYTECODE: "1", PYTHONPATH: WORKER_DIR, ...env },
+    }).output();
+    return out.success ? new TextDecoder().decode(out.stdout).trim() : null;
+  } catch {
+    return null;
+  }
 }
 
 const DEPENDENCIES: SystemDependency[] = [
   {
     name: "torch",
-    debian: ["python3-torch"],
-    present: pythonWithTorch,
+    debian: ["python3-torch", "libopenblas0-pthread"],
+    present: async () => (await torchPython()) !== null,
     hint: "pip install torch (or set REINS_PYTHON to a python that has it)",
+  },
+  {
+    // Without it Debian's torch runs on the reference BLAS: every CPU experiment ~10x slower.
+    name: "blas",
+    debian: ["libopenblas0-pthread"],
+    present: async () => (await torchBlas()) !== "reference",
+    hint: "pip's torch bundles an optimised BLAS; for Debian's python3-torch install " +
+      "libopenblas0-pthread",
   },
   {
     name: "postgres",

@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { evaluateExpression, formatNumber } from "../lib/harness/calculator.ts";
 import type {
   ArithmeticTask,
-  CodingTask,
+  CodingTaskInput,
   FileCheck,
   FileTask,
   SearchDoc,
@@ -499,7 +499,7 @@ export function envDataFiles(seed: number): Record<string, string> {
   files["search/corpus.jsonl"] = jsonl(search.corpus);
   files["search/tasks.jsonl"] = jsonl(search.tasks);
   files["files/tasks.jsonl"] = jsonl(fileTasks(rng, 8));
-  const coding: CodingTask[] = REPOS.map((repo) => ({
+  const coding: CodingTaskInput[] = REPOS.map((repo) => ({
     id: `coding-${repo.name}`,
     repo: repo.name,
     problem: repo.problem,

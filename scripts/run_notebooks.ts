@@ -1,15 +1,21 @@
 /**
- * Executes every notebook in `notebooks/` headless and fails on any cell error (`deno task
- * notebooks`; CI runs it).
+ * Executes every notebook in `notebooks/` headless and fails on any cell error or any figure
+ * cell that comes back without its figure (`deno task notebooks`; CI runs it).
  *
- * Steps: install the Deno Jupyter kernel (`deno jupyter --install --force`, idempotent), then run each
- * notebook with `jupyter nbconvert --to notebook --execute` on the `deno` kernel. Executed copies
- * go to a temporary directory that is removed afterwards, so the repo stays clean; the notebooks'
- * own side effects (figures under `experiments/figures/`) stay. Prints the time of each notebook.
+ * Steps: install the Deno Jupyter kernel (`deno jupyter --install --force`, idempotent), then run
+ * each notebook with `jupyter nbconvert --to notebook --execute` on the `deno` kernel. Executed
+ * copies go to a temporary directory that is removed afterwards, so the repo stays clean; the
+ * notebooks' own side effects (figures under `experiments/figures/`) stay. Prints the time of
+ * each notebook.
  *
- * Usage: `deno run -A scripts/run_notebooks.ts [--in-place] [--out DIR] [--timeout S] [name...]`
+ * Usage: `deno run -A scripts/run_notebooks.ts [--write | --check] [--out DIR] [--timeout S]
+ * [name...]`
  * - `name...`: only notebooks whose file name contains one of the names;
- * - `--in-place`: write the outputs into the notebooks themselves (to commit executed notebooks);
+ * - `--write`: write the outputs into the notebooks themselves, stamped with the sources' hash
+ *   and the code fingerprint (see `scripts/notebook_meta.ts`), to commit executed notebooks
+ *   (`--in-place` is the old name);
+ * - `--check`: execute nothing; fail unless each committed notebook is current (its sources and
+ *   the code it imports unchanged since `--write`, every figure cell holding its image);
  * - `--out DIR`: keep the executed copies in DIR instead of a temporary directory;
  * - `--timeout S`: per-cell time limit in seconds (default 600).
  *
@@ -20,12 +26,20 @@
  */
 
 import { parseArgs as parseNodeArgs } from "node:util";
+import {
+  missingFigures,
+  readNotebook,
+  staleReasons,
+  stampFor,
+  writeNotebook,
+} from "./notebook_meta.ts";
 
 const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname).replace(/\/$/, "");
 const NOTEBOOKS = `${ROOT}/notebooks`;
 
 interface Options {
-  inPlace: boolean;
+  write: boolean;
+  check: boolean;
   out: string | undefined;
   timeout: number;
   names: string[];
@@ -35,7 +49,9 @@ function parseArgs(args: string[]): Options {
   const { values, positionals } = parseNodeArgs({
     args,
     options: {
+      write: { type: "boolean", default: false },
       "in-place": { type: "boolean", default: false },
+      check: { type: "boolean", default: false },
       out: { type: "string" },
       timeout: { type: "string", default: "600" },
     },
@@ -47,7 +63,9 @@ function parseArgs(args: string[]): Options {
     throw new Error("--timeout: expected a positive number of seconds");
   }
   if (values.out === "") throw new Error("--out: expected a directory");
-  return { inPlace: values["in-place"], out: values.out, timeout, names: positionals };
+  const write = values.write || values["in-place"];
+  if (write && values.check) throw new Error("--write and --check: choose one");
+  return { write, check: values.check, out: values.out, timeout, names: positionals };
 }
 
 async function run(cmd: string, args: string[]): Promise<{ ok: boolean; output: string }> {
@@ -86,8 +104,29 @@ function tail(text: string, lines = 40): string {
   return text.trimEnd().split("\n").slice(-lines).join("\n");
 }
 
+async function check(notebooks: string[]): Promise<number> {
+  let stale = 0;
+  for (const path of notebooks) {
+    const name = path.slice(path.lastIndexOf("/") + 1);
+    const reasons = await staleReasons(await readNotebook(path), path);
+    console.log(`${reasons.length ? "STALE" : "ok   "} ${name}${reasons.length ? ":" : ""}`);
+    for (const r of reasons) console.log(`      ${r}`);
+    if (reasons.length) stale++;
+  }
+  console.log(`${notebooks.length - stale}/${notebooks.length} notebooks current`);
+  return stale === 0 ? 0 : 1;
+}
+
 async function main(): Promise<number> {
   const options = parseArgs(Deno.args);
+  if (options.check) {
+    const notebooks = await listNotebooks(options.names);
+    if (notebooks.length === 0) {
+      console.error(`no notebook matched in ${NOTEBOOKS}`);
+      return 1;
+    }
+    return await check(notebooks);
+  }
   const jupyter = await findJupyter();
   // `--force` makes it idempotent and points the kernel at the deno running this script.
   const install = await run(Deno.execPath(), ["jupyter", "--install", "--force"]);
@@ -100,8 +139,8 @@ async function main(): Promise<number> {
     console.error(`no notebook matched in ${NOTEBOOKS}`);
     return 1;
   }
-  const temp = options.inPlace || options.out ? undefined : await Deno.makeTempDir();
-  const outDir = options.out ?? temp;
+  const temp = options.out ? undefined : await Deno.makeTempDir();
+  const outDir = options.out ?? temp!;
   if (options.out) await Deno.mkdir(options.out, { recursive: true });
   const results: { name: string; seconds: number; ok: boolean }[] = [];
   try {
@@ -114,15 +153,33 @@ async function main(): Promise<number> {
         "--execute",
         "--ExecutePreprocessor.kernel_name=deno",
         `--ExecutePreprocessor.timeout=${options.timeout}`,
-        ...(options.inPlace ? ["--inplace"] : ["--output-dir", outDir!]),
+        "--output-dir",
+        outDir,
         path,
       ];
       const start = performance.now();
       const result = await run(jupyter, args);
       const seconds = (performance.now() - start) / 1000;
-      results.push({ name, seconds, ok: result.ok });
-      console.log(`${result.ok ? "ok  " : "FAIL"} ${name} ${seconds.toFixed(1)}s`);
-      if (!result.ok) console.error(tail(result.output));
+      let ok = result.ok;
+      let why = result.ok ? "" : tail(result.output);
+      if (ok) {
+        const executed = await readNotebook(`${outDir}/${name}`);
+        const missing = missingFigures(executed);
+        if (missing.length) {
+          ok = false;
+          why = `figure cell(s) ${missing.join(", ")} came back without an image`;
+        } else if (options.write) {
+          executed.metadata.reins = await stampFor(executed, path);
+          await writeNotebook(path, executed);
+        }
+      }
+      results.push({ name, seconds, ok });
+      console.log(
+        `${ok ? "ok  " : "FAIL"} ${name} ${seconds.toFixed(1)}s${
+          ok && options.write ? " (written)" : ""
+        }`,
+      );
+      if (!ok) console.error(why);
     }
   } finally {
     if (temp) await Deno.remove(temp, { recursive: true });

@@ -5,11 +5,14 @@ import {
   extractAnswer,
   historyChars,
   reserializeArguments,
+  runAgent,
   SUBAGENT_SYSTEM,
   SUMMARY_REQUEST,
   SUMMARY_SYSTEM,
 } from "../lib/harness/builtin/agent.ts";
 import { nonCanonicalTokenizer, promptRole } from "../lib/harness/builtin/scripted.ts";
+import OpenAI from "openai";
+import { BuiltinHarnessOptionsSchema } from "../lib/schema/harness.ts";
 import { qwen3 } from "./support/harness_fixture.ts";
 
 Deno.test("extractAnswer: the last <answer> tag, else a final-answer line, else the text", () => {
@@ -93,4 +96,62 @@ Deno.test("nonCanonicalTokenizer: same text, different ids, only where the marke
     Array.from(tokenizer.encode("no marker")),
   );
   assert.throws(() => nonCanonicalTokenizer(tokenizer, "x"), /marker: must have at least two/);
+});
+
+Deno.test("runAgent: the seed option seeds call n with seed + n; without it no seed is sent", async () => {
+  const calculator = {
+    name: "calculator",
+    description: "evaluates",
+    parameters: { type: "object", properties: { expression: { type: "string" } } },
+    run: () => Promise.resolve("56"),
+  };
+  const seeds = async (seed: number | undefined) => {
+    const sent: (number | undefined)[] = [];
+    let turn = 0;
+    const client = new OpenAI({
+      apiKey: "x",
+      baseURL: "http://127.0.0.1:1/v1",
+      fetch: async (_url: string | URL | Request, init?: RequestInit) => {
+        sent.push(JSON.parse(String(init?.body)).seed);
+        const message = turn++ === 0
+          ? {
+            role: "assistant",
+            content: null,
+            tool_calls: [{
+              id: "c1",
+              type: "function",
+              function: { name: "calculator", arguments: '{"expression":"7 * 8"}' },
+            }],
+          }
+          : { role: "assistant", content: "<answer>56</answer>" };
+        return await Promise.resolve(
+          new Response(
+            JSON.stringify({
+              id: "x",
+              object: "chat.completion",
+              created: 0,
+              model: "m",
+              choices: [{ index: 0, message, finish_reason: "stop" }],
+            }),
+            { headers: { "content-type": "application/json" } },
+          ),
+        );
+      },
+    });
+    const options = BuiltinHarnessOptionsSchema.parse({
+      max_turns: 3,
+      ...(seed === undefined ? {} : { seed }),
+    });
+    const out = await runAgent({
+      client,
+      options,
+      task: "7 * 8?",
+      systemPrompt: "s",
+      tools: [calculator],
+    });
+    assert.equal(out.answer, "56");
+    return sent;
+  };
+  assert.deepEqual(await seeds(100), [100, 101]);
+  assert.deepEqual(await seeds(undefined), [undefined, undefined]);
 });

@@ -142,6 +142,60 @@ Deno.test("runCli refuses bad input, naming the field", async () => {
   }
 });
 
+Deno.test("runCli asks each CLI only for the variables of the wire it speaks", async () => {
+  const { cacheDir, adapter } = await fakeCache();
+  const workdir = await Deno.makeTempDir();
+  const saved = ["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+    .map((k) => [k, Deno.env.get(k)] as const);
+  for (const [k] of saved) Deno.env.delete(k);
+  try {
+    // An OpenAI-wire CLI (OpenCode, Codex, Qwen Code) runs without ANTHROPIC_BASE_URL.
+    const openai = await runCli({
+      cli: adapter,
+      task: "hello",
+      workdir,
+      cacheDir,
+      openaiBaseUrl: URLS.openaiBaseUrl,
+      apiKey: "rk_fake",
+    });
+    assert.equal(openai.exit_code, 0, openai.stderr);
+    await assert.rejects(
+      runCli({
+        cli: adapter,
+        task: "x",
+        workdir,
+        cacheDir,
+        anthropicBaseUrl: URLS.anthropicBaseUrl,
+      }),
+      /openaiBaseUrl \(OPENAI_BASE_URL\): is required/,
+    );
+    // Claude Code's wire needs ANTHROPIC_BASE_URL and its key, and nothing of OpenAI's.
+    const claude: CliAdapter = {
+      ...adapter,
+      wire: "anthropic_messages",
+      prepare: (ctx) => ({
+        argv: [ctx.bin, ctx.task],
+        env: { FAKE_KEY: ctx.apiKey },
+        files: { [`${ctx.home}/fake/config.json`]: JSON.stringify({ url: ctx.anthropicBaseUrl }) },
+      }),
+    };
+    await assert.rejects(
+      runCli({ cli: claude, task: "x", workdir, cacheDir, openaiBaseUrl: URLS.openaiBaseUrl }),
+      /anthropicBaseUrl \(ANTHROPIC_BASE_URL\): is required/,
+    );
+    Deno.env.set("ANTHROPIC_BASE_URL", URLS.anthropicBaseUrl);
+    Deno.env.set("ANTHROPIC_API_KEY", "rk_anthropic");
+    const result = await runCli({ cli: claude, task: "hello", workdir, cacheDir });
+    assert.equal(result.exit_code, 0, result.stderr);
+    assert.match(result.stdout, /key=rk_anthropic/);
+    assert.match(result.stdout, new RegExp(`"url":"${URLS.anthropicBaseUrl}"`));
+  } finally {
+    for (const [k, v] of saved) v === undefined ? Deno.env.delete(k) : Deno.env.set(k, v);
+    await Deno.remove(cacheDir, { recursive: true });
+    await Deno.remove(workdir, { recursive: true });
+  }
+});
+
 Deno.test("a CLI that cannot run here says exactly why", async () => {
   const { cacheDir, adapter } = await fakeCache();
   try {

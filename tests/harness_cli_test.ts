@@ -39,6 +39,7 @@ import {
   CliUnavailableError,
   ensureCli,
   type PromptView,
+  runSummary,
   type ScriptedFix,
   SIDE_CONVERSATIONS,
   viewPrompt,
@@ -96,6 +97,23 @@ Deno.test("cli resolvers reject bad options and a missing task, naming the field
     "m",
   ]);
   assert.deepEqual(Object.keys(CLI_HARNESSES).sort(), [...ORDER].sort());
+});
+
+Deno.test("run summaries: a run with no calls prints none, not Infinity–-Infinity", () => {
+  const empty = runSummary({ wallMs: 1234, promptTokens: [], conversations: [], reward: null });
+  assert.equal(empty, "1.2 s, 0 calls (none captured), prompt tokens none, reward none");
+  assert.doesNotMatch(empty, /Infinity/);
+  assert.equal(
+    runSummary({
+      wallMs: 9000,
+      promptTokens: [812, 640, 1204],
+      conversations: ["c0", "c0", "c1"],
+      reward: 1,
+      status: "succeeded",
+      sandboxed: true,
+    }),
+    "9.0 s, 3 calls, 2 conversations, prompt tokens 640–1204, reward 1, sandboxed",
+  );
 });
 
 Deno.test("each adapter writes its config under the fresh HOME, never elsewhere", () => {
@@ -289,8 +307,8 @@ Deno.test({
         return `${seg?.conversation}/${seg?.index}/${seg?.opened_by} tools=${v.tools.length} ` +
           `results=${v.toolResponses} system=${JSON.stringify(v.system.slice(0, 60))}`;
       }).join("\n");
-      // The agent's own conversation is the one offering the CLI's edit tool (the proxy names
-      // whichever conversation comes first "main"; OpenCode's title generator may come first).
+      // The agent's own conversation is the one offering the CLI's edit tool, and the proxy
+      // names it `main` (OpenCode's title generator, which may come first, is `side-title`).
       const editTool = cli === "codex" ? "exec_command" : cli === "claude_code" ? "Edit" : "edit";
       const agent = run.events.filter((e) =>
         viewOf(e).tools.includes(
@@ -300,6 +318,11 @@ Deno.test({
       );
       assert.ok(agent.length >= 3, `${cli}: agent conversation offers ${editTool}\n${summary}`);
       const agentConversation = agent[0].payload.segment!.conversation;
+      assert.equal(
+        agentConversation,
+        "main",
+        `${cli}: the agent's conversation is main\n${summary}`,
+      );
       assert.ok(
         agent.every((e) => e.payload.segment?.conversation === agentConversation),
         `${cli}: the agent's calls form one conversation\n${summary}`,
@@ -324,14 +347,15 @@ Deno.test({
     };
 
     const stats = (cli: CliName, fix: ScriptedFix, run: RunReport) => {
-      const prompts = run.events.map((e) => e.payload.prompt_token_ids.length);
-      const conversations = new Set(run.events.map((e) => e.payload.segment?.conversation));
-      console.log(
-        `harness-stats ${cli} ${fix}: ${(run.wallMs / 1000).toFixed(1)} s, ` +
-          `${run.events.length} calls, ${conversations.size} conversations, ` +
-          `prompt tokens ${Math.min(...prompts)}–${Math.max(...prompts)}, reward ${run.reward}` +
-          (run.sandboxed ? ", sandboxed" : ""),
-      );
+      const summary = runSummary({
+        wallMs: run.wallMs,
+        promptTokens: run.events.map((e) => e.payload.prompt_token_ids.length),
+        conversations: run.events.map((e) => e.payload.segment?.conversation),
+        reward: run.reward,
+        status: run.status,
+        sandboxed: run.sandboxed,
+      });
+      console.log(`harness-stats ${cli} ${fix}: ${summary}`);
     };
     const checkSide = (cli: CliName, run: RunReport) => {
       const side = SIDE[cli]!;
@@ -358,10 +382,15 @@ Deno.test({
           !agentConversations.has(id),
           `${cli}: ${side.kind} is its own conversation\n${summary}`,
         );
+        assert.equal(
+          id,
+          `side-${side.kind}`,
+          `${cli}: side calls are labelled as such\n${summary}`,
+        );
         const first = run.events.find((e) => e.payload.segment?.conversation === id)!;
-        assert.ok(
-          first.payload.segment?.opened_by === "root" ||
-            first.payload.segment?.opened_by === "branch",
+        assert.equal(
+          first.payload.segment?.opened_by,
+          "branch",
           `${cli}: ${side.kind} opens a new conversation\n${summary}`,
         );
       }

@@ -18,7 +18,10 @@ import { qwen3, startProxiedGateway } from "./support/harness_fixture.ts";
 import { runningRollout } from "./support/records.ts";
 
 const env = codingEnv();
-const TASKS = Object.fromEntries(env.loadTasks().map((t) => [t.repo, t]));
+/** The hand-written tasks (their repository holds the bug; the generated ones carry a patch). */
+const TASKS = Object.fromEntries(
+  env.loadTasks().filter((t) => t.patch === "").map((t) => [t.repo, t]),
+);
 const REPOS = `${env.dataDir}/coding/repos`;
 
 /** Correct fixes: [file, old text, new text]. */

@@ -39,16 +39,22 @@ Deno.test({
               afterStep: (metrics, update) => {
                 updates.push({ metrics, update });
               },
-              // Stay in `update` until an LLM call is being held (or 3 s), so that calls do
-              // cross phase switches in the async run.
+              // Stay in `update` until an LLM call is being held, so that calls do cross phase
+              // switches in the async run. A rollout still in flight must either call the model
+              // (and be held) or finish, so wait on that event, not on the clock: on a loaded
+              // machine the harnesses may take many seconds to reach their next call. The
+              // 60 s bound only keeps a broken run from hanging the suite.
               beforeTrain: async () => {
-                if (mode !== "collocated_async") return;
-                const until = Date.now() + 3_000;
+                if (mode !== "collocated_async" || maxHeld > 0) return;
+                const until = Date.now() + 60_000;
                 while (Date.now() < until) {
                   const phase = await stack.client.getPhase();
                   assert.equal(phase.phase, "update");
                   maxHeld = Math.max(maxHeld, phase.held);
                   if (phase.held > 0) break;
+                  const live = (await runRollouts(stack.client, name))
+                    .filter((r) => !TERMINAL_ROLLOUT_STATUSES.includes(r.status));
+                  if (live.length === 0) break;
                   await new Promise((r) => setTimeout(r, 50));
                 }
               },
@@ -77,6 +83,11 @@ Deno.test({
         }
         for (const r of rollouts) {
           assert.ok(TERMINAL_ROLLOUT_STATUSES.includes(r.status), `${r.rollout_id}: ${r.status}`);
+          // Labelled for the UI's step filter: the step in progress when its group was declared.
+          assert.equal(r.labels.role, "train");
+          const group = Number(r.labels.group);
+          if (mode === "sync") assert.equal(r.labels.step, String(Math.floor(group / 2)));
+          else assert.ok(Number(r.labels.step) <= Math.floor(group / 2), r.rollout_id);
         }
         const seen = new Set<string>();
         for (const { update } of updates) {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { type ForwardBackwardRequest, parseOrThrow, ValidationError } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
-import { updatePolicy } from "../lib/loop/mod.ts";
+import { LoopConfigError, parseLoopConfig, updatePolicy } from "../lib/loop/mod.ts";
 import { data, fakeClient } from "./support/loop_update.ts";
 
 const baseConfig = parseOrThrow(LoopConfigSchema, {
@@ -153,6 +153,23 @@ Deno.test("config: bad values are refused naming the field", () => {
   bad({ ...ok, harness: {} }, "config.harness.name");
   const parsed = parseOrThrow(LoopConfigSchema, ok, "config");
   assert.equal(parsed.schedule.mode, "collocated_async");
+  // What runLoop throws: every bad field on its own line, not zod's JSON dump.
+  assert.throws(
+    () => parseLoopConfig({ ...ok, name: "has space", group_size: 0, loss: { kind: "x" } }),
+    (e: unknown) => {
+      assert.ok(e instanceof LoopConfigError);
+      assert.equal(e.field, "config.name");
+      const lines = e.message.split("\n");
+      assert.equal(lines[0], "3 invalid fields in the loop config:");
+      assert.deepEqual(lines.slice(1).map((l) => l.trim().split(":")[0]).sort(), [
+        "config.group_size",
+        "config.loss.kind",
+        "config.name",
+      ]);
+      assert.doesNotMatch(e.message, /"code"|\[\s*\{/);
+      return true;
+    },
+  );
   assert.equal(parsed.normalization.mode, "rollout_token_mean");
   assert.equal(parsed.advantage.level, "rollout");
 });

@@ -14,6 +14,28 @@ import { mulberry32 } from "./fixtures/algo/samples.ts";
 const SYSTEM: ChatMessage = { role: "system", content: "You are an agent." };
 const TASK: ChatMessage = { role: "user", content: "Fix the bug." };
 
+Deno.test("sessions: a harness's side conversation is side-<kind> even when it comes first; the agent's is main", () => {
+  const sessions = new SessionTracker();
+  // OpenCode sends its title request before the agent's first call.
+  const title = sessions.tag("r", "a", [
+    { role: "system", content: "You are a title generator. You output ONLY a thread title." },
+    TASK,
+  ]);
+  assert.deepEqual(title.segment, { conversation: "side-title", index: 0, opened_by: "branch" });
+  const agent = sessions.tag("r", "a", [SYSTEM, TASK]);
+  assert.deepEqual(agent.segment, { conversation: "main", index: 0, opened_by: "root" });
+  const memory = sessions.tag("r", "a", [
+    { role: "system", content: "Run memory extraction over the session." },
+    TASK,
+  ]);
+  assert.equal(memory.segment.conversation, "side-memory");
+  const sub = sessions.tag("r", "a", [{ role: "system", content: "You are a sub-agent." }, TASK]);
+  assert.equal(sub.segment.conversation, "branch-1");
+  // Without markers, first come is main (the old naming).
+  const plain = new SessionTracker({ sideConversations: {} });
+  assert.equal(plain.tag("r", "a", title.conversation.lastMessages!).segment.conversation, "main");
+});
+
 Deno.test("sessions: same leading messages = one conversation; different ones = a branch; replaced history = a compaction segment", () => {
   const sessions = new SessionTracker();
   const first = sessions.tag("r", "a", [SYSTEM, TASK]);

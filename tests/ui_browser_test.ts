@@ -1,15 +1,18 @@
 /**
  * The Live UI in a real browser (playwright-core driving Debian's Chromium) against a gateway
  * filled by a real run (proxy + scripted upstream + openai SDK): log in, watch new rollouts
- * appear in the list without a reload, filter the list, read split reasons and trained-token
- * highlighting on the detail page (with model HTML shown as text, never run), and see the
- * overview's charts grow. Screenshots go to `tests/artifacts/ui/`.
+ * appear in the list without a reload, filter, search and sort the list, read the token view as
+ * running text with split reasons and trained-token highlighting (model HTML shown as text,
+ * never run), see the overview's charts grow (eval curve, disjoint timings, unclipped ticks),
+ * and compare runs of an experiment grid. Every page fits 1,440 px without horizontal scroll.
+ * Screenshots go to `tests/artifacts/ui/` (`docs/img/` keeps copies of three of them).
  *
  * Run alone with `deno task test:ui`.
  */
 import assert from "node:assert/strict";
 import { chromium, type Page } from "playwright-core";
 import { ADMIN_KEY, runRollout, startUiFixture, type UiFixture } from "./ui_helpers.ts";
+import { writeRunsDir } from "./ui_runs_fixture.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const ARTIFACTS = new URL("./artifacts/ui/", import.meta.url).pathname;
@@ -26,10 +29,32 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${ARTIFACTS}${name}.png`, fullPage: true });
 }
 
+/** The page fits the viewport's width: nothing scrolls sideways. */
+async function assertNoHorizontalScroll(page: Page, what: string): Promise<void> {
+  const { scroll, client } = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    client: document.documentElement.clientWidth,
+  }));
+  assert.ok(scroll <= client, `${what}: ${scroll} px wide in a ${client} px window`);
+}
+
+/** Rows of the rollout table, in order. */
+function rowIds(page: Page): Promise<(string | null)[]> {
+  return page.$$eval(
+    "#rollouts tbody tr",
+    (rows) => rows.map((r) => r.getAttribute("data-rollout")),
+  );
+}
+
 /** A finished rollout whose only call reads git history (the monitors flag it). */
 async function seedFlagged(fx: UiFixture, id: string): Promise<void> {
   const store = fx.gateway.store;
-  await store.createRollouts([{ rollout_id: id, input: { q: id }, labels: { step: "2" } }]);
+  await store.createRollouts([{
+    rollout_id: id,
+    group_id: "g-hack",
+    input: { q: id },
+    labels: { step: "2" },
+  }]);
   const [claimed] = (await store.claimRollouts({ worker: "seed", limit: 10, lease_ms: 60_000 }))
     .filter((c) => c.rollout.rollout_id === id);
   await store.appendEvents(id, claimed.attempt.attempt_id, [{
@@ -59,8 +84,17 @@ async function postStep(fx: UiFixture, attemptId: string, step: number): Promise
         pass_rate: 0.1 + 0.25 * step,
         alignment_corr: 0.996 - 0.001 * step,
         samples_per_rollout: 2.4 - 0.3 * step,
+        reward_std: 0.4,
+        rollouts: 16,
+        entropy: 0.9 - 0.1 * step,
+        filtered: { error: 0, zero_variance: step, stale: 0 },
         break_reasons: { template_rewrite: 3 - step, branch: 1, token_boundary: step },
-        timings_ms: { rollout: 1200 + 100 * step, assemble: 40, train: 600 },
+        timings_ms: {
+          rollout: 1200 + 100 * step,
+          assemble: 40,
+          train: 600,
+          step: 1900 + 100 * step,
+        },
       },
     },
   }]);
@@ -72,7 +106,8 @@ Deno.test({
   fn: async (t) => {
     await Deno.mkdir(ARTIFACTS, { recursive: true });
     const profile = await Deno.makeTempDir({ prefix: "reins_ui_chromium_" });
-    const fx = await startUiFixture();
+    const runsDir = await writeRunsDir();
+    const fx = await startUiFixture({ runsDir });
     const browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
@@ -83,7 +118,7 @@ Deno.test({
         "--no-first-run",
         "--disable-background-networking",
       ],
-      viewport: { width: 1280, height: 900 },
+      viewport: { width: 1440, height: 900 },
     });
     try {
       const page = browser.pages()[0] ?? await browser.newPage();
@@ -107,9 +142,14 @@ Deno.test({
         await page.evaluate(() => {
           (window as unknown as { __sameDocument: boolean }).__sameDocument = true;
         });
-        await runRollout(fx, "r2", { labels: { step: "2", harness: "calc" }, reward: 0.5 });
+        await runRollout(fx, "r2", {
+          labels: { step: "2", harness: "calc" },
+          group: "g-2",
+          reward: 0.5,
+        });
         await runRollout(fx, "r3", {
           labels: { step: "2", harness: "other" },
+          group: "g-2",
           reward: 0,
           status: "failed",
         });
@@ -163,6 +203,42 @@ Deno.test({
         );
         assert.match(await page.textContent("#rollouts tbody") ?? "", /⚑ 1/);
         await shot(page, "03_rollouts_flagged");
+
+        // By group: the group cell links to its group.
+        await page.goto(`${fx.base}/rollouts`);
+        await Promise.all([
+          page.waitForURL(/group=g-2/),
+          page.click('tr[data-rollout="r2"] a[href*="group="]'),
+        ]);
+        assert.deepEqual(await rowIds(page), ["r2", "r3"]);
+        // Full text: a word of a tool call's arguments finds the rollout that made it.
+        await page.goto(`${fx.base}/rollouts`);
+        await page.fill("#f-q", "git log");
+        await Promise.all([page.waitForURL(/q=git/), page.click("#apply")]);
+        assert.deepEqual(await rowIds(page), ["hack-1"]);
+        // A word of the prompts finds every rollout that was asked it.
+        await page.fill("#f-q", "careful calculator");
+        await Promise.all([page.waitForURL(/q=careful/), page.click("#apply")]);
+        assert.deepEqual(await rowIds(page), ["r1", "r2", "r3"]);
+        // Sorting: a header click sorts by reward, highest first; a second click flips it.
+        await page.goto(`${fx.base}/rollouts`);
+        await Promise.all([page.waitForURL(/sort=-reward/), page.click("#sort-reward")]);
+        assert.deepEqual(await rowIds(page), ["r1", "hack-1", "r2", "r3"]);
+        assert.equal(
+          await page.getAttribute("#rollouts th:has(#sort-reward)", "aria-sort"),
+          "descending",
+        );
+        await Promise.all([page.waitForURL(/sort=reward/), page.click("#sort-reward")]);
+        assert.deepEqual(await rowIds(page), ["r3", "r2", "hack-1", "r1"]);
+        // Keyset paging in sorted order: two per page, the cursor is the last row's key.
+        await page.goto(`${fx.base}/rollouts?sort=-reward&limit=2`);
+        assert.deepEqual(await rowIds(page), ["r1", "hack-1"]);
+        await runRollout(fx, "r4", { reward: 2 }); // sorts first: must not shift page 2
+        await page.click("#next-page");
+        await page.waitForURL(/after=k/);
+        assert.deepEqual(await rowIds(page), ["r2", "r3"]);
+        await assertNoHorizontalScroll(page, "rollouts");
+        await shot(page, "03b_rollouts_sorted");
       });
 
       await t.step(
@@ -187,6 +263,21 @@ Deno.test({
             (await page.$$(".seg")).length >= 3,
             "a marker where each call's response starts",
           );
+          // Tokens read as text: consecutive trained tokens share line boxes (not one per line).
+          const lines = await page.$$eval(".sample .tokens", (views) =>
+            views.map((v) => {
+              const spans = Array.from(v.querySelectorAll(".tk.trn"));
+              const tops = spans.map((s) => Math.round(s.getBoundingClientRect().top));
+              let shared = 0;
+              for (let i = 1; i < tops.length; i++) if (tops[i] === tops[i - 1]) shared++;
+              return { spans: spans.length, lines: new Set(tops).size, shared };
+            }));
+          for (const l of lines) {
+            if (l.spans < 10) continue;
+            assert.ok(l.lines * 3 < l.spans, `${l.spans} tokens on ${l.lines} lines`);
+            assert.ok(l.shared * 2 > l.spans, `${l.shared} of ${l.spans} share a line`);
+          }
+          await assertNoHorizontalScroll(page, "rollout detail");
           // The hostile answer renders as text and never runs.
           const callId = await page.$eval("details.call", (d) => d.id);
           await page.click(`#${callId} > summary`);
@@ -245,9 +336,107 @@ Deno.test({
             timeout: 15_000,
           },
         );
-        assert.equal(await page.$$eval(".chart > svg", (els) => els.length), 5);
+        // Eval rollouts labelled with their step draw the eval curve.
+        for (const [id, step, reward] of [["e0", "0", 0.25], ["e1", "2", 0.75]] as const) {
+          await runRollout(fx, id, {
+            mode: "val",
+            labels: { role: "eval", step, run: "demo" },
+            reward,
+          });
+        }
+        await postStep(fx, run.attempt.attempt_id, 3);
+        await page.waitForFunction(
+          () => document.querySelector("#step-count")?.textContent === "4",
+          null,
+          { timeout: 15_000 },
+        );
+        assert.deepEqual(
+          await page.$$eval(
+            ".chart[data-chart]",
+            (els) => els.map((e) => e.getAttribute("data-chart")),
+          ),
+          ["reward", "pass", "alignment", "entropy", "samples", "breaks", "timings"],
+        );
+        // The eval curve is recomputed at most every 5 s: reload until it shows.
+        for (let i = 0; i < 20; i++) {
+          if (/eval reward/.test(await page.textContent('.chart[data-chart="reward"]') ?? "")) {
+            break;
+          }
+          await new Promise((r) => setTimeout(r, 500));
+          await page.reload();
+        }
+        assert.match(await page.textContent('.chart[data-chart="reward"]') ?? "", /eval reward/);
+        // y tick labels sit inside their chart (0.996 and its neighbours are not clipped).
+        const clipped = await page.$$eval(".chart svg", (svgs) =>
+          svgs.flatMap((svg) => {
+            const box = svg.getBoundingClientRect();
+            return Array.from(svg.querySelectorAll('[aria-label="y-axis tick label"] text'))
+              .filter((t) => t.getBoundingClientRect().left < box.left - 0.5)
+              .map((t) => t.textContent);
+          }));
+        assert.deepEqual(clipped, []);
+        const alignmentTicks = await page.$$eval(
+          '.chart[data-chart="alignment"] [aria-label="y-axis tick label"] text',
+          (ts) => ts.map((t) => t.textContent),
+        );
+        assert.ok(alignmentTicks.every((t) => /^0\.99\d+$/.test(t ?? "")), alignmentTicks.join());
+        // The steps table reads records as text, not JSON.
+        assert.doesNotMatch(await page.textContent("#steps") ?? "", /[{"]/);
+        // Smoothing keeps the raw curve, faint, under the smoothed one.
+        const paths = () =>
+          page.$$eval('.chart[data-chart="pass"] [stroke-opacity="0.3"]', (p) => p.length);
+        assert.equal(await paths(), 0);
+        await page.goto(`${fx.base}/?smooth=0.8`);
+        assert.equal(await page.$eval("#f-smooth", (s) => (s as HTMLSelectElement).value), "0.8");
+        assert.ok(await paths() > 0, "a faint raw line under the smoothed one");
+        await assertNoHorizontalScroll(page, "overview");
         await shot(page, "05_overview_steps");
       });
+
+      await t.step(
+        "the runs page overlays an experiment grid's runs and diffs their configs",
+        async () => {
+          await page.goto(`${fx.base}/runs`);
+          await page.click('#grids a[href*="grid=ablation"]');
+          await page.waitForURL(/grid=ablation/);
+          assert.deepEqual(
+            await page.$$eval(
+              "#runs tbody tr input:checked",
+              (els) => els.map((e) => (e as HTMLInputElement).value),
+            ),
+            ["dir:ablation/seq-s0", "dir:ablation/seq-s1", "dir:ablation/tok-s0"],
+          );
+          assert.deepEqual(
+            await page.$$eval(
+              ".chart[data-chart]",
+              (els) => els.map((e) => e.getAttribute("data-chart")),
+            ),
+            ["runs-reward", "runs-eval", "runs-entropy", "runs-alignment"],
+          );
+          // Only the differing keys, one column per run.
+          assert.deepEqual(
+            await page.$$eval(
+              "#config-diff tbody td:first-child",
+              (els) => els.map((e) => e.textContent),
+            ),
+            ["normalization", "seed"],
+          );
+          // Pooling seeds draws one curve per setting with a band across seeds.
+          await page.check("#f-pool");
+          await Promise.all([page.waitForURL(/pool=seeds/), page.click("#compare")]);
+          const legend = await page.$$eval(
+            '.chart[data-chart="runs-reward"] svg > text',
+            (ts) => ts.map((t) => t.textContent),
+          );
+          assert.ok(legend.includes("seq") && legend.includes("tok"), legend.join());
+          assert.ok(!legend.includes("seq-s0"), legend.join());
+          await assertNoHorizontalScroll(page, "runs");
+          await shot(page, "07_runs");
+          // A run that reported to this gateway is listed too, with a link to its rollouts.
+          await page.goto(`${fx.base}/runs`);
+          assert.ok(await page.$('#runs tr[data-run="gw:run-1"]'));
+        },
+      );
 
       await t.step("the proxy page shows the phase and the upstream", async () => {
         await page.goto(`${fx.base}/proxy`);
@@ -261,6 +450,7 @@ Deno.test({
       await browser.close();
       await fx.close();
       await Deno.remove(profile, { recursive: true });
+      await Deno.remove(runsDir, { recursive: true });
     }
   },
 });

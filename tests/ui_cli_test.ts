@@ -53,9 +53,46 @@ Deno.test("ui cli serves a SQLite file another writer fills", async () => {
 });
 
 Deno.test("ui cli refuses bad flags naming them", async () => {
-  await assert.rejects(main(["--port", "99999"]), /--port: expected a port number/);
+  await assert.rejects(main(["--db", ":memory:", "--port", "99999"]), /--port: expected a port/);
   await assert.rejects(
     main(["--db", ":memory:", "--port", "0", "--tokenizer", "gpt"]),
     /--tokenizer: expected qwen3, char or none/,
   );
+});
+
+Deno.test("ui cli without --db, or with a missing file, refuses and creates nothing", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "reins_ui_cli_" });
+  const db = `${dir}/runs/x/gateway.db`;
+  try {
+    // Before the fix, no --db meant a silent runs/gateway.db in the working directory.
+    await assert.rejects(main(["--port", "0", "--tokenizer", "none"]), /--db: required/);
+    await assert.rejects(
+      main(["--db", db, "--port", "0", "--tokenizer", "none"]),
+      new RegExp(`--db: ${db} does not exist \\(pass --create`),
+    );
+    const left: string[] = [];
+    for await (const e of Deno.readDir(dir)) left.push(e.name);
+    assert.deepEqual(left, [], "no runs/, no gateway.db, no key file");
+    // --create makes it, and says so.
+    const logs: string[] = [];
+    const log = console.log;
+    console.log = (...a: unknown[]) => logs.push(a.join(" "));
+    const stop = new AbortController();
+    try {
+      const listening = Promise.withResolvers<string>();
+      const done = main(
+        ["--db", db, "--create", "--port", "0", "--tokenizer", "none"],
+        { signal: stop.signal, onListen: listening.resolve },
+      );
+      await listening.promise;
+      stop.abort();
+      await done;
+    } finally {
+      console.log = log;
+    }
+    assert.ok(logs.some((l) => l.includes(`store: sqlite ${db}, created (--create)`)), logs[0]);
+    assert.ok((await Deno.stat(db)).isFile);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

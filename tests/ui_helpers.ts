@@ -104,6 +104,7 @@ export async function startUiFixture(options: UiOptions = {}): Promise<UiFixture
 /** Options of {@link runRollout}. */
 export interface RunOptions {
   labels?: Record<string, string>;
+  group?: string;
   mode?: "train" | "val";
   reward?: number;
   /** Final status (default succeeded). */
@@ -125,6 +126,7 @@ export async function runRollout(
     input: { question: "What is 2+2?" },
     mode: options.mode ?? "train",
     labels: options.labels ?? {},
+    ...(options.group ? { group_id: options.group } : {}),
   }]);
   const claimed = await store.claimRollouts({ worker: "ui-test", limit: 1, lease_ms: 600_000 });
   const mine = claimed.find((c) => c.rollout.rollout_id === id);

@@ -218,7 +218,7 @@ Deno.test("UI pages over a real run", async (t) => {
               alignment_corr: 0.995,
               samples_per_rollout: 2.5 - 0.25 * n,
               break_reasons: { template_rewrite: n, branch: 1 },
-              timings_ms: { rollout: 1000 + n, train: 400 },
+              timings_ms: { rollout: 1000 + n, train: 400, step: 1500 + n },
               grad_norm: 0.75,
             },
           },
@@ -226,19 +226,34 @@ Deno.test("UI pages over a real run", async (t) => {
         await store.appendEvents("run-1", run.attempt.attempt_id, [step(0), step(1)]);
         let frag = (await get(fx.base + "/fragments/overview")).text;
         assert.match(frag, /<b id="step-count">2<\/b>/);
-        assert.equal((frag.match(/<div class="chart"><svg/g) ?? []).length, 5, "five charts");
+        const charts = [...frag.matchAll(/<div class="chart" data-chart="([a-z]+)">/g)].map((m) =>
+          m[1]
+        );
+        assert.deepEqual(charts, ["reward", "pass", "alignment", "samples", "breaks", "timings"]);
         for (
           const title of [
-            "reward / pass rate",
+            "reward (train, eval)",
             "samples per rollout",
             "break reasons",
-            "phase timings",
+            "phase timings (s)",
           ]
         ) {
           assert.ok(frag.includes(title), title);
         }
-        assert.match(frag, /<th class="num">grad_norm<\/th>/, "unknown fields become columns");
-        assert.match(frag, /<td class="num">0\.9950<\/td>/);
+        // Phase timings stack disjoint parts only: no `step` total among them.
+        const timings = frag.slice(frag.indexOf('data-chart="timings"'));
+        const legend = [
+          ...timings.slice(0, timings.indexOf("</div>"))
+            .matchAll(/font-size="11"[^>]*>([^<]+)<\/text>/g),
+        ].map((m) => m[1]);
+        assert.deepEqual(legend.sort(), ["other", "rollout", "train"]);
+        assert.match(frag, /<td class="num">0\.995000<\/td>/, "alignment with 6 decimals");
+        assert.doesNotMatch(frag, /<th>grad_norm<\/th>/, "only the chosen columns");
+        const chosen =
+          (await get(fx.base + "/fragments/overview?cols=grad_norm,break_reasons")).text;
+        assert.match(chosen, /<th>grad_norm<\/th>/);
+        assert.match(chosen, /<td class="num">0\.750<\/td>/);
+        assert.match(chosen, /<td class="">template_rewrite 1 · branch 1<\/td>/, "records as text");
 
         await store.appendEvents("run-1", run.attempt.attempt_id, [step(2)]);
         frag = (await get(fx.base + "/fragments/overview")).text;

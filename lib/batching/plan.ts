@@ -5,14 +5,14 @@
  *
  * @module
  */
-import { parseOrThrow, type Sample } from "../schema.ts";
+import { parseOrThrow, type Sample, ValidationError } from "../schema.ts";
 import { type TrainingPlanOptions, TrainingPlanOptionsSchema } from "../schema/batching.ts";
-import type { MicroBatch } from "../schema/batching.ts";
+import type { BalanceMethod, MicroBatch, PackOptions } from "../schema/batching.ts";
 import { computeLossWeights, type LossWeightPlan } from "../algo/normalization.ts";
 import { assertSamples } from "../algo/validate.ts";
 import { balance, imbalance, workload } from "./balance.ts";
 import { rolloutUnits } from "./flatten.ts";
-import { packMicroBatches, sampleRowView } from "./packing.ts";
+import { type PackableRow, packMicroBatches, sampleRowView } from "./packing.ts";
 import { planOptimizerSteps } from "./steps.ts";
 
 /** One data-parallel rank's share of an optimizer step. */
@@ -148,5 +148,116 @@ export function planTrainingBatch(
       step_token_imbalance: stepPlan.imbalance,
       max_rank_imbalance: maxRankImbalance,
     },
+  };
+}
+
+/** Options of {@link planRankMicroBatches}. */
+export interface RankMicroBatchOptions {
+  /** Data-parallel ranks of the worker. */
+  ranks: number;
+  /** Most tokens in one packed micro-batch row. */
+  token_budget: number;
+  /**
+   * What ranks are balanced by: `tokens` (default), or `attention`, the packed attention cost
+   * a·L + L² of each row (packed segments never attend across each other, so a micro-batch
+   * costs the sum over its rows).
+   */
+  balance_by?: "tokens" | "attention";
+  /** The a of a·L + L² (default 6144, about 6·d_model for d_model 1024). */
+  workload_a?: number;
+  method?: BalanceMethod;
+  /** The packer of each rank's share (default {@link packMicroBatches}). */
+  pack?: (rows: readonly PackableRow[], options: PackOptions) => MicroBatch[];
+  /** Keep the rows of one group on one rank (shared-prefix packing stores their prompt once). */
+  keep_groups?: boolean;
+}
+
+/** What {@link planRankMicroBatches} returns. */
+export interface RankMicroBatches {
+  /** Rank 0's micro-batches first, then rank 1's, …; each segment's `source` indexes the input. */
+  micro_batches: MicroBatch[];
+  /** The rank of each micro-batch (`rank_of_row` of a `forward_backward` call). */
+  rank_of_row: number[];
+  /** Packed tokens per rank. */
+  rank_tokens: number[];
+  /** Max over mean of `rank_tokens` (1: perfectly even; 0 with no tokens at all). */
+  token_ratio: number;
+}
+
+/**
+ * One optimizer step's rows split over data-parallel ranks (Karmarkar–Karp by default), then
+ * each rank's share packed into micro-batches, so that every rank gets about the same work
+ * whatever the micro-batch count. The rows' loss weights are left as they are: computed over the
+ * whole batch before the split, the ranks' gradients sum to the one-process gradient.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { planRankMicroBatches } from "./plan.ts";
+ * const row = (id: string, n: number) => ({
+ *   rollout_id: id, group_id: "g", tokens: new Array(n).fill(7),
+ *   loss_mask: new Array(n).fill(1), advantages: new Array(n).fill(1),
+ *   loss_weights: new Array(n).fill(0.01), rollout_logprobs: new Array(n).fill(-1),
+ * });
+ * const plan = planRankMicroBatches([row("a", 90), row("b", 50), row("c", 40), row("d", 10)], {
+ *   ranks: 2, token_budget: 64,
+ * });
+ * assert.deepEqual(plan.rank_tokens, [100, 90]);
+ * assert.deepEqual(plan.rank_of_row, [0, 0, 1, 1]);
+ * assert.equal(plan.micro_batches.length, 4);
+ * ```
+ */
+export function planRankMicroBatches(
+  rows: readonly PackableRow[],
+  options: RankMicroBatchOptions,
+): RankMicroBatches {
+  const ranks = options.ranks;
+  if (!Number.isInteger(ranks) || ranks < 1) {
+    throw new ValidationError("ranks", [`ranks: must be an integer >= 1, got ${ranks}`]);
+  }
+  const a = options.workload_a ?? 6144;
+  const cost = (i: number) =>
+    options.balance_by === "attention" ? workload(rows[i].tokens.length, a) : rows[i].tokens.length;
+  const units: number[][] = [];
+  if (options.keep_groups) {
+    const byGroup = new Map<string, number[]>();
+    rows.forEach((r, i) => {
+      let unit = byGroup.get(r.group_id);
+      if (!unit) byGroup.set(r.group_id, unit = []);
+      unit.push(i);
+    });
+    units.push(...byGroup.values());
+  } else {
+    rows.forEach((_, i) => units.push([i]));
+  }
+  const split = balance(
+    units.map((u) => u.reduce((acc, i) => acc + cost(i), 0)),
+    ranks,
+    options.method ?? "kk",
+  );
+  const pack = options.pack ?? packMicroBatches;
+  const micro_batches: MicroBatch[] = [];
+  const rank_of_row: number[] = [];
+  const rank_tokens: number[] = [];
+  split.parts.forEach((part, rank) => {
+    const members = part.flatMap((u) => units[u]).sort((x, y) => x - y);
+    const mbs = members.length > 0
+      ? pack(members.map((i) => rows[i]), { token_budget: options.token_budget })
+      : [];
+    let tokens = 0;
+    for (const mb of mbs) {
+      for (const seg of mb.segments) seg.source = members[seg.source];
+      micro_batches.push(mb);
+      rank_of_row.push(rank);
+      tokens += mb.tokens;
+    }
+    rank_tokens.push(tokens);
+  });
+  const total = rank_tokens.reduce((x, y) => x + y, 0);
+  return {
+    micro_batches,
+    rank_of_row,
+    rank_tokens,
+    token_ratio: total > 0 ? Math.max(...rank_tokens) / (total / ranks) : 0,
   };
 }

@@ -26,7 +26,13 @@
  * @module
  */
 import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { SandboxOptions, SandboxStages } from "../schema.ts";
+import { bindArgs, invisibleBecause, probeVisible, sourceMounts } from "./sandbox_mounts.ts";
+import type { RelaySpec } from "./sandbox_relays.ts";
+
+export { openRelays, type Relays, type RelaySpec } from "./sandbox_relays.ts";
+export { REINS_SOURCE_ROOT } from "./sandbox_mounts.ts";
 
 /** What the host can do, probed once. */
 export interface SandboxSupport {
@@ -209,94 +215,6 @@ export function resolveHidden(paths: string[], workDir: string): HiddenPaths {
   return out;
 }
 
-/** One forward out of the sandbox: a Unix socket the controller relays to `hostname:port`. */
-export interface RelaySpec {
-  socket: string;
-  hostname: string;
-  port: number;
-}
-
-/** Open relays; `close()` stops them and removes their sockets. */
-export interface Relays {
-  close(): Promise<void>;
-}
-
-/**
- * Starts the controller side of the sandbox's forwards (also after a restart, for adopted
- * attempts: a stale socket file is replaced).
- *
- * @example
- * ```ts
- * import { openRelays } from "./sandbox.ts";
- * const dir = await Deno.makeTempDir();
- * const relays = openRelays([{ socket: `${dir}/f0.sock`, hostname: "127.0.0.1", port: 8080 }]);
- * // connections to f0.sock (bound into the sandbox) now reach 127.0.0.1:8080
- * await relays.close();
- * await Deno.remove(dir, { recursive: true });
- * ```
- */
-export function openRelays(specs: RelaySpec[]): Relays {
-  const opened = specs.map((spec) => unixRelay(spec.socket, spec.hostname, spec.port));
-  return {
-    async close() {
-      await Promise.all(opened.map((relay) => relay.close()));
-    },
-  };
-}
-
-/** Relays connections on a Unix socket to a TCP endpoint (the controller side of a forward). */
-function unixRelay(path: string, hostname: string, port: number): Relays {
-  try {
-    Deno.removeSync(path);
-  } catch { /* no stale socket */ }
-  const listener = Deno.listen({ transport: "unix", path });
-  const conns = new Set<Deno.Conn>();
-  const pipe = async (from: Deno.Conn, to: Deno.Conn) => {
-    try {
-      await from.readable.pipeTo(to.writable);
-    } catch { /* peer closed */ }
-    for (const conn of [from, to]) {
-      try {
-        conn.close();
-      } catch { /* closed */ }
-      conns.delete(conn);
-    }
-  };
-  const pipes: Promise<void>[] = [];
-  const loop = (async () => {
-    try {
-      for await (const conn of listener) {
-        conns.add(conn);
-        try {
-          const upstream = await Deno.connect({ hostname, port });
-          conns.add(upstream);
-          pipes.push(pipe(conn, upstream), pipe(upstream, conn));
-        } catch {
-          conn.close();
-          conns.delete(conn);
-        }
-      }
-    } catch { /* listener closed */ }
-  })();
-  return {
-    async close() {
-      try {
-        listener.close();
-      } catch { /* closed */ }
-      for (const conn of conns) {
-        try {
-          conn.close();
-        } catch { /* closed */ }
-      }
-      await loop;
-      await Promise.allSettled(pipes);
-      try {
-        Deno.removeSync(path);
-      } catch { /* gone */ }
-    },
-  };
-}
-
 function defaultPort(url: URL): number {
   if (url.port) return Number(url.port);
   return url.protocol === "https:" ? 443 : 80;
@@ -317,6 +235,32 @@ export const READONLY_ROOT_ARGS: readonly string[] = [
   "--tmpfs",
   "/tmp",
 ];
+
+/** The sandbox's first process when network forwards are needed ({@link ./sandbox_entry.ts}). */
+const SANDBOX_ENTRY = fileURLToPath(new URL("./sandbox_entry.ts", import.meta.url));
+
+/**
+ * The start-up probe: every host path the command needs must be readable inside, else the
+ * attempt is refused with the path and the reason (instead of a `Module not found` from inside).
+ */
+async function checkVisible(
+  bwrap: string,
+  args: string[],
+  needed: string[],
+  hidden: string[],
+): Promise<void> {
+  if (needed.length === 0) return;
+  const { missing, error } = await probeVisible(bwrap, args, needed);
+  if (error) {
+    throw new SandboxUnavailableError(`sandbox start-up probe failed (bwrap: ${error})`);
+  }
+  if (missing.length > 0) {
+    const why = missing.map((p) => `${p}: ${invisibleBecause(p, hidden)}`).join("; ");
+    throw new SandboxUnavailableError(
+      `the sandboxed command needs host paths it cannot read inside the sandbox: ${why}`,
+    );
+  }
+}
 
 /**
  * Wraps a harness command in bubblewrap with the requested stages. Stages that cannot be
@@ -378,6 +322,22 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
     "--unshare-uts",
     ...READONLY_ROOT_ARGS,
   ];
+  // What the process reads from the host (the reins source, Deno, its command line's files) is
+  // bound back when it lies under the private /tmp; masks below still cover what must be hidden.
+  const forwarding = options.network === "proxy_only" && support.net;
+  const own = [
+    req.workDir,
+    req.privateDir,
+    req.socketDir,
+    ...(req.inputFile ? [req.inputFile] : []),
+  ];
+  const mounts = sourceMounts({
+    argv: req.argv,
+    env: req.env,
+    own,
+    extra: forwarding ? [Deno.execPath(), SANDBOX_ENTRY] : [],
+  });
+  args.push(...bindArgs(mounts.binds));
   for (const path of req.hide) if (exists(path)) args.push("--tmpfs", path);
   // Masks go on before the agent's tree is bound (a hidden directory holding the tree gets it
   // back on top), except masks inside the tree, which must come after to cover it.
@@ -395,6 +355,8 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
   };
   if (hidden?.error) refuse("before:hide_paths", hidden.error);
   else if (hidden) mask((p) => !inside(p));
+  // The mounts up to here decide what the command sees of the host (the probe checks them once).
+  const layout = [...args];
   args.push("--bind", req.workDir, req.workDir);
   if (hidden && !hidden.error) mask(inside);
   // Harness CLIs write config under HOME; the root is read-only, so each attempt gets its own.
@@ -469,7 +431,10 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
     env.REINS_INPUT_FILE = "/tmp/.reins-input.json";
   }
   args.push("--chdir", req.workDir);
-  const entry = new URL("./sandbox_entry.ts", import.meta.url);
+  await checkVisible(bwrap, layout, mounts.needed, [
+    ...req.hide,
+    ...(hidden && !hidden.error ? [...hidden.dirs, ...hidden.files] : []),
+  ]);
   const inner = forwards.length > 0
     ? [
       Deno.execPath(),
@@ -482,7 +447,7 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
       "--allow-write",
       "--allow-run",
       "--allow-env",
-      entry.pathname,
+      SANDBOX_ENTRY,
       ...forwards,
       "--",
       ...req.argv,

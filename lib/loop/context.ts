@@ -88,7 +88,15 @@ export async function createGroup(ctx: LoopContext, k: number): Promise<void> {
         max_attempts: config.max_attempts,
         harness: config.harness,
       },
-      labels: { run: config.name, group: String(k), task: task.id },
+      // `step`: the step in progress when the group was declared (in sync mode the step that
+      // trains on it; in async mode the policy it starts under may be older than the update).
+      labels: {
+        run: config.name,
+        role: "train",
+        step: String(ctx.state.nextStep),
+        group: String(k),
+        task: task.id,
+      },
     })),
   );
 }

@@ -60,7 +60,15 @@ export {
 } from "./train.ts";
 export { type Exclusion, type Selection, selectSamples, updatesBehind } from "./select.ts";
 export { MetricsWriter, openRunRecord, readMetrics, type RunRecord } from "./metrics.ts";
-export { type ProgressSink, silentProgress, stepLine, terminalProgress } from "./progress.ts";
+export {
+  formatDuration,
+  type ProgressCount,
+  type ProgressSink,
+  silentProgress,
+  stepLine,
+  terminalProgress,
+  type TerminalProgressOptions,
+} from "./progress.ts";
 export { loadState, restoreWorker, saveCheckpoint, statePath } from "./checkpoint.ts";
 export {
   runSft,
@@ -76,7 +84,18 @@ export {
   type StackWorker,
   startEmbedded,
 } from "./embedded.ts";
-export { type EvalResult, evaluatePolicy } from "./eval.ts";
+export {
+  compareEvals,
+  type EvalComparison,
+  type EvalOptions,
+  type EvalResult,
+  evalSeeds,
+  evaluatePolicy,
+  formatCi,
+  type MeanCi,
+  meanCi,
+} from "./eval.ts";
+export { LoopConfigError, parseLoopConfig } from "./config.ts";
 export {
   toyArithmeticTasks,
   toyHarness,
@@ -89,4 +108,6 @@ export {
   writeToyDataset,
 } from "./toy.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
+export { ReplicatedGateway } from "./replicas.ts";
+export { type TaskSource, withTaskSource } from "./task_source.ts";
 export * from "../schema/loop.ts";

@@ -6,16 +6,12 @@
  * @module
  */
 import type { GatewayClient } from "../gateway/client.ts";
-import { parseOrThrow, type TrainingRow } from "../schema.ts";
-import {
-  type LoopConfig,
-  type LoopConfigInput,
-  LoopConfigSchema,
-  type LoopStepMetrics,
-} from "../schema/loop.ts";
+import type { TrainingRow } from "../schema.ts";
+import type { LoopConfig, LoopConfigInput, LoopStepMetrics } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { runAsync } from "./async.ts";
+import { parseLoopConfig } from "./config.ts";
 import { loadState, restoreWorker } from "./checkpoint.ts";
 import type { LoopContext, LoopHooks, LoopProgressState } from "./context.ts";
 import { MetricsWriter, openRunRecord, readMetrics } from "./metrics.ts";
@@ -84,7 +80,7 @@ export async function runLoop(
   options: RunLoopOptions = {},
 ): Promise<LoopResult> {
   const started = performance.now();
-  const config = parseOrThrow(LoopConfigSchema, input, "config");
+  const config = parseLoopConfig(input);
   const outDir = outDirOf(config);
   await Deno.mkdir(outDir, { recursive: true });
   const progress = options.progress ?? terminalProgress();
@@ -198,7 +194,12 @@ async function initPolicy(
     steps: sftSteps,
     batchSize: config.sft.batch_size,
     seed: config.seed,
-    onStep: (step, l) => progress.status(`SFT ${step + 1}/${sftSteps} loss ${l.toFixed(3)}`),
+    onStep: (step, l) =>
+      progress.status(`SFT ${step + 1}/${sftSteps} loss ${l.toFixed(3)}`, {
+        phase: "SFT",
+        done: step + 1,
+        total: sftSteps,
+      }),
   });
   progress.log(
     `SFT done: loss ${loss.toFixed(3)} in ${((performance.now() - t0) / 1000).toFixed(1)}s`,

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { packSharedPrefix } from "../batching/mod.ts";
 import type { ArithmeticTask, ChatMessage, TrainingRow } from "../schema.ts";
 import type { ChatTokenizer, ToolDefinition } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
@@ -136,6 +137,12 @@ export interface SftOptions {
   steps: number;
   batchSize: number;
   seed?: number;
+  /**
+   * Pack each batch with shared prefixes (default 4096 tokens per micro-batch): the rows' common
+   * prompt (system prompt, tools, question) is computed once, with the same loss and gradient
+   * up to float rounding (see `packSharedPrefix`). 0: one plain row per demonstration.
+   */
+  microTokenBudget?: number;
   /** Called after each optimizer step. */
   onStep?: (step: number, loss: number) => void;
 }
@@ -169,9 +176,17 @@ export async function runSft(
       ...r,
       loss_weights: r.loss_mask.map((m) => (m ? 1 / trained : 0)),
     }));
-    const out = await client.forwardBackward({ rows: weighted, loss: { kind: "ce" } });
+    const budget = options.microTokenBudget ?? 4096;
+    let loss = 0;
+    if (budget > 0) {
+      for (const mb of packSharedPrefix(weighted, { token_budget: budget })) {
+        loss += (await client.forwardBackward({ rows: [mb.row], loss: { kind: "ce" } })).loss;
+      }
+    } else {
+      loss = (await client.forwardBackward({ rows: weighted, loss: { kind: "ce" } })).loss;
+    }
     await client.optimStep();
-    last = out.loss;
+    last = loss;
     options.onStep?.(step, last);
   }
   return last;

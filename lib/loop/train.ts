@@ -29,6 +29,7 @@ import {
 import {
   packMicroBatches,
   packSharedPrefix,
+  planRankMicroBatches,
   sampleRowView,
   segmentTokenIndex,
 } from "../batching/mod.ts";
@@ -252,11 +253,27 @@ export async function updatePolicy(
   // worker computes the same logprobs and gradient either way (tests/trainer_shared_prefix_test).
   const pack = config.share_prefix ? packSharedPrefix : packMicroBatches;
   const perCall = config.loss.kind === "gspo" && config.loss.gspo_sequence === "call";
+  // A data-parallel worker gets each part in one call: its samples balanced over the ranks
+  // (Karmarkar–Karp on tokens), each rank's share packed; a single process gets one call per
+  // micro-batch.
+  const ranks = (await client.health()).world_size ?? 1;
   const packed = parts.map((part) => {
-    const mbs = pack(part.samples.map(sampleRowView), { token_budget: config.micro_token_budget });
+    const rows = part.samples.map(sampleRowView);
+    const plan = ranks > 1
+      ? planRankMicroBatches(rows, {
+        ranks,
+        token_budget: config.micro_token_budget,
+        pack,
+        keep_groups: config.share_prefix,
+      })
+      : null;
+    const mbs = plan?.micro_batches ?? pack(rows, { token_budget: config.micro_token_budget });
     return {
       ...part,
       mbs: perCall ? mbs.map((mb) => withCallSequences(mb, part.samples)) : mbs,
+      // Micro-batch indices of each forward_backward call.
+      calls: plan ? [mbs.map((_, m) => m)] : mbs.map((_, m) => [m]),
+      rankOf: plan?.rank_of_row,
       // π_prox per micro-batch row, from the first epoch (recompute parts only).
       proximal: [] as number[][],
     };
@@ -278,12 +295,13 @@ export async function updatePolicy(
     let epochTokens = 0;
     for (const part of packed) {
       const recompute = part.loss.old_logprobs === "recompute";
-      for (const [m, mb] of part.mbs.entries()) {
+      for (const batch of part.calls) {
         const out = await client.forwardBackward({
-          rows: [mb.row],
+          rows: batch.map((m) => part.mbs[m].row),
           loss: part.loss,
           return_logprobs: first,
-          ...(!first && recompute ? { proximal_logprobs: [part.proximal[m]] } : {}),
+          ...(part.rankOf ? { rank_of_row: batch.map((m) => part.rankOf![m]) } : {}),
+          ...(!first && recompute ? { proximal_logprobs: batch.map((m) => part.proximal[m]) } : {}),
         });
         const n = out.metrics.tokens;
         epochClip += out.metrics.clip_fraction * n;
@@ -292,40 +310,43 @@ export async function updatePolicy(
         lossSum += out.loss;
         entropySum += out.metrics.entropy * n;
         firstTokens += n;
-        const lp = out.logprobs?.[0];
-        if (!lp) continue;
-        if (recompute) part.proximal[m] = lp;
-        for (const seg of mb.segments) {
-          const sample = part.samples[seg.source];
-          // Where each of the sample's tokens sits in the packed row (shared prompts included).
-          const at = segmentTokenIndex(mb, seg);
-          const trainer = Array.from(at, (i) => lp[i]);
-          const meta = calls.get(sample.rollout_id);
-          for (
-            const c of callAlignments(
-              sample,
-              trainer,
-              (s) => meta?.get(s)?.policy_version === version,
-            )
-          ) {
-            const call = meta!.get(c.request_seq)!;
-            callAlignment.push({
-              rollout_id: sample.rollout_id,
-              attempt_id: call.attempt_id,
-              request_seq: c.request_seq,
-              policy_version: call.policy_version,
-              metrics: c.metrics,
-            });
+        for (const [k, m] of batch.entries()) {
+          const mb = part.mbs[m];
+          const lp = out.logprobs?.[k];
+          if (!lp) continue;
+          if (recompute) part.proximal[m] = lp;
+          for (const seg of mb.segments) {
+            const sample = part.samples[seg.source];
+            // Where each of the sample's tokens sits in the packed row (shared prompts included).
+            const at = segmentTokenIndex(mb, seg);
+            const trainer = Array.from(at, (i) => lp[i]);
+            const meta = calls.get(sample.rollout_id);
+            for (
+              const c of callAlignments(
+                sample,
+                trainer,
+                (s) => meta?.get(s)?.policy_version === version,
+              )
+            ) {
+              const call = meta!.get(c.request_seq)!;
+              callAlignment.push({
+                rollout_id: sample.rollout_id,
+                attempt_id: call.attempt_id,
+                request_seq: c.request_seq,
+                policy_version: call.policy_version,
+                metrics: c.metrics,
+              });
+            }
+            if (sample.policy_version !== version) continue;
+            const rolloutLp: number[] = [];
+            const trainerLp: number[] = [];
+            for (let t = 0; t < at.length; t++) {
+              if (!sample.loss_mask[t]) continue;
+              rolloutLp.push(sample.rollout_logprobs[t]);
+              trainerLp.push(trainer[t]);
+            }
+            alignInputs.push({ rollout_logprobs: rolloutLp, trainer_logprobs: trainerLp });
           }
-          if (sample.policy_version !== version) continue;
-          const rolloutLp: number[] = [];
-          const trainerLp: number[] = [];
-          for (let t = 0; t < at.length; t++) {
-            if (!sample.loss_mask[t]) continue;
-            rolloutLp.push(sample.rollout_logprobs[t]);
-            trainerLp.push(trainer[t]);
-          }
-          alignInputs.push({ rollout_logprobs: rolloutLp, trainer_logprobs: trainerLp });
         }
       }
     }

@@ -62,6 +62,17 @@ export class Figure {
     return path;
   }
 
+  /**
+   * Shows the figure in the notebook now (a `display_data` output) and waits for the kernel to
+   * send it; outside Jupyter it does nothing. End a figure cell with `await figure.display()`
+   * rather than a bare `figure`: in headless runs the Deno kernel can report a cell done before
+   * its result (the bare expression) reaches nbconvert, and the cell then has no output.
+   */
+  async display(): Promise<void> {
+    await show(this);
+    await flushOutput();
+  }
+
   /** The MIME bundle Deno's Jupyter kernel displays. */
   [JUPYTER_DISPLAY](): MimeBundle {
     return { "image/svg+xml": this.svg(), "text/plain": `Figure <${this.element.tagName}>` };
@@ -82,6 +93,44 @@ export class Figure {
 export function plot(options: Plot.PlotOptions): Figure {
   const element = Plot.plot({ ...options, document: plotDocument() }) as unknown as Element;
   return new Figure(element);
+}
+
+/**
+ * One figure made of several stacked vertically (each keeps its own scales: a facet per mode
+ * shares its y domain, so a panel with fewer rows would show empty ones), under an optional
+ * title and subtitle.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import * as Plot from "@observablehq/plot";
+ * import { plot, stackFigures } from "./figure.ts";
+ * const a = plot({ title: "sync", marks: [Plot.barX([1, 2], { y: ["r1", "r2"], x: (d: number) => d })] });
+ * const b = plot({ title: "async", marks: [Plot.barX([3], { y: ["r1"], x: (d: number) => d })] });
+ * const both = stackFigures([a, b], { title: "timeline" });
+ * assert.equal((both.svg().match(/<svg/g) ?? []).length, 3); // the wrapper and two panels
+ * assert.match(both.svg(), />timeline</);
+ * ```
+ */
+export function stackFigures(
+  figures: readonly Figure[],
+  options: { title?: string; subtitle?: string } = {},
+): Figure {
+  const doc = plotDocument();
+  const root = doc.createElement("figure");
+  const text = (tag: string, value: string) => {
+    const el = doc.createElement(tag);
+    el.textContent = value;
+    root.appendChild(el);
+  };
+  if (options.title) text("h2", options.title);
+  if (options.subtitle) text("h3", options.subtitle);
+  for (const figure of figures) {
+    const el = figure.element;
+    if (el.tagName.toLowerCase() === "svg") root.appendChild(el.cloneNode(true));
+    else for (const child of Array.from(el.children)) root.appendChild(child.cloneNode(true));
+  }
+  return new Figure(root as unknown as Element);
 }
 
 interface JupyterLike {

@@ -26,6 +26,7 @@ export {
   plot,
   saveFigure,
   show,
+  stackFigures,
 } from "./figure.ts";
 export { type Table, table, type TableRow } from "./table.ts";
 /** Observable Plot itself, so that notebooks need a single import. */

@@ -45,6 +45,8 @@ export interface ScriptedUpstreamOptions {
   chunkDelayMs?: number;
   /** Injects a failure for call `index` (counted over all calls, failed ones included). */
   fail?: (index: number) => ScriptedFailure;
+  /** Port to listen on (default 0: any free port; always on 127.0.0.1). */
+  port?: number;
 }
 
 /** One call the upstream received. */
@@ -347,7 +349,7 @@ export function startScriptedUpstream(options: ScriptedUpstreamOptions): Promise
   return new Promise((resolve) => {
     const server = Deno.serve({
       hostname: "127.0.0.1",
-      port: 0,
+      port: options.port ?? 0,
       onListen: () => {},
     }, serve);
     const addr = server.addr as Deno.NetAddr;

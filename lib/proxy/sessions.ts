@@ -5,6 +5,12 @@
  * generation). Inside a conversation, a call whose history no longer extends the previous
  * call's (earlier turns replaced, e.g. by a summary) opens a new segment (compaction).
  *
+ * Conversation ids: the agent's own conversation is `main`, other conversations it opens
+ * (sub-agents) are `branch-<n>`, and side conversations a harness opens by itself (OpenCode's
+ * title generator, Qwen Code's memory extraction), recognised by their system prompt (see
+ * {@link SIDE_CONVERSATIONS}), are `side-<kind>`, whenever they arrive: OpenCode sends its title
+ * request before the agent's first call, and first-come naming made that `main`.
+ *
  * Each conversation also carries per-conversation state the proxy keeps between turns (the
  * incremental prompt encoder, the last call for substitute mode).
  *
@@ -41,6 +47,26 @@ export interface Tagged {
   conversation: Conversation;
 }
 
+/**
+ * System-prompt markers of side conversations harnesses open by themselves, by kind: such a
+ * conversation is tagged `side-<kind>` instead of taking the name `main`.
+ */
+export const SIDE_CONVERSATIONS: Readonly<Record<string, RegExp>> = {
+  title: /title generator/i,
+  memory: /memory extraction/i,
+};
+
+/** The side-conversation kind of a call's messages (by its system prompt), or null. */
+export function sideKind(
+  messages: ChatMessage[],
+  patterns: Readonly<Record<string, RegExp>> = SIDE_CONVERSATIONS,
+): string | null {
+  const system = messages.filter((m) => m.role === "system").map((m) => m.content ?? "").join("\n");
+  if (!system) return null;
+  for (const [kind, re] of Object.entries(patterns)) if (re.test(system)) return kind;
+  return null;
+}
+
 /** The leading messages that identify a conversation, as a comparable key. */
 export function conversationKey(messages: ChatMessage[]): string {
   const lead: unknown[] = [];
@@ -70,7 +96,10 @@ export function extendsHistory(previous: ChatMessage[], current: ChatMessage[]):
 
 interface AttemptState {
   conversations: Map<string, Conversation>;
+  /** Agent conversations opened so far (`main`, then `branch-<n>`). */
   count: number;
+  /** Side conversations opened so far, by kind. */
+  sides: Map<string, number>;
 }
 
 /**
@@ -84,16 +113,29 @@ interface AttemptState {
  * sessions.tag("r1", "a1", main).segment.opened_by; // "root"
  * sessions.tag("r1", "a1", [...main, { role: "assistant" as const, content: "ok" }]).segment.opened_by; // null
  * sessions.tag("r1", "a1", [{ role: "user" as const, content: "title?" }]).segment.opened_by; // "branch"
+ * // A title generator is a side conversation even when it comes first:
+ * const title = [{ role: "system" as const, content: "You are a title generator." }, main[1]];
+ * sessions.tag("r2", "a1", title).segment.conversation; // "side-title"
+ * sessions.tag("r2", "a1", main).segment.conversation; // "main"
  * ```
  */
 export class SessionTracker {
   #attempts = new Map<string, AttemptState>();
   readonly #maxAttempts: number;
   readonly #maxConversations: number;
+  readonly #sides: Readonly<Record<string, RegExp>>;
 
-  constructor(options: { maxAttempts?: number; maxConversationsPerAttempt?: number } = {}) {
+  constructor(
+    options: {
+      maxAttempts?: number;
+      maxConversationsPerAttempt?: number;
+      /** Side-conversation markers (default {@link SIDE_CONVERSATIONS}; `{}`: none). */
+      sideConversations?: Readonly<Record<string, RegExp>>;
+    } = {},
+  ) {
     this.#maxAttempts = options.maxAttempts ?? 4096;
     this.#maxConversations = options.maxConversationsPerAttempt ?? 256;
+    this.#sides = options.sideConversations ?? SIDE_CONVERSATIONS;
   }
 
   /** Tags a chat call and remembers its messages. */
@@ -103,16 +145,26 @@ export class SessionTracker {
     let conversation = state.conversations.get(key);
     let openedBy: Segment["opened_by"] = null;
     if (!conversation) {
-      openedBy = state.count === 0 ? "root" : "branch";
+      const side = sideKind(messages, this.#sides);
+      let id: string;
+      if (side !== null) {
+        const n = (state.sides.get(side) ?? 0) + 1;
+        state.sides.set(side, n);
+        id = n === 1 ? `side-${side}` : `side-${side}-${n}`;
+        openedBy = "branch";
+      } else {
+        id = state.count === 0 ? "main" : `branch-${state.count}`;
+        openedBy = state.count === 0 ? "root" : "branch";
+        state.count++;
+      }
       conversation = {
-        id: state.count === 0 ? "main" : `branch-${state.count}`,
+        id,
         key,
         segment: 0,
         lastMessages: null,
         last: null,
         encoderState: undefined,
       };
-      state.count++;
       state.conversations.set(key, conversation);
       if (state.conversations.size > this.#maxConversations) {
         state.conversations.delete(state.conversations.keys().next().value!);
@@ -149,7 +201,7 @@ export class SessionTracker {
     if (state) {
       this.#attempts.delete(key);
     } else {
-      state = { conversations: new Map(), count: 0 };
+      state = { conversations: new Map(), count: 0, sides: new Map() };
     }
     this.#attempts.set(key, state);
     if (this.#attempts.size > this.#maxAttempts) {

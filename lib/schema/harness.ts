@@ -56,6 +56,12 @@ export const BuiltinHarnessOptionsSchema = z.object({
   max_turns: z.number().int().min(1).max(500).default(12),
   max_tokens: z.number().int().positive().max(131_072).default(512),
   temperature: z.number().min(0).max(2).optional(),
+  /**
+   * Sampling seed: the rollout's n-th model call (from 0, summaries and sub-agent calls
+   * included) sends `seed + n`, so that a rollout rerun on the same policy samples the same
+   * tokens (common random numbers across evaluations). Absent: unseeded.
+   */
+  seed: z.number().int().min(0).max(2 ** 31).optional(),
   /** Use streaming chat completions (SSE) instead of one JSON answer. */
   stream: z.boolean().default(false),
   /** Client retries (the `openai` SDK's, with backoff) on connection errors, 408/409/429/5xx. */
@@ -184,10 +190,19 @@ export const CodingTaskSchema = z.object({
   /** Visible tests the agent may run (restored before verification). */
   test_dir: z.string().min(1).default("tests"),
   /** Hidden test files (name → content), added to the verification tree only. */
-  hidden_tests: z.record(z.string().regex(/^test_[a-z0-9_]+\.py$/), z.string()),
+  hidden_tests: z.record(z.string().regex(/^test_[a-z0-9_]+\.py$/), z.string()).default({}),
+  /**
+   * A unified diff that plants the bug into the repository (SWE-smith tasks: the repository
+   * is the pristine tree); "" when the repository itself holds the bug.
+   */
+  patch: z.string().default(""),
+  /** Test ids that must pass for reward 1 besides the whole suite passing (SWE-smith's). */
+  fail_to_pass: z.array(z.string().min(1)).default([]),
 });
 /** A coding task. */
 export type CodingTask = z.infer<typeof CodingTaskSchema>;
+/** A coding task as written in a dataset (defaults left out). */
+export type CodingTaskInput = z.input<typeof CodingTaskSchema>;
 
 /** What a built-in-harness rollout's `input` holds (never the answer). */
 export const EnvTaskInputSchema = z.object({

@@ -165,7 +165,19 @@ export const ForwardBackwardRequestSchema = z.object({
    * is taken against the policy the update started from.
    */
   proximal_logprobs: z.array(z.array(finite)).optional(),
+  /**
+   * Data-parallel workers: the rank that runs each row (one micro-batch per row), e.g. from
+   * `planRankMicroBatches`. Without it a multi-rank worker spreads rows longest-first.
+   */
+  rank_of_row: z.array(z.number().int().min(0)).optional(),
 }).superRefine((body, ctx) => {
+  if (body.rank_of_row && body.rank_of_row.length !== body.rows.length) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["rank_of_row"],
+      message: `expected one rank per row (${body.rows.length}), got ${body.rank_of_row.length}`,
+    });
+  }
   const prox = body.proximal_logprobs;
   if (!prox) return;
   if (body.loss.old_logprobs !== "recompute") {
@@ -219,6 +231,8 @@ export const ForwardBackwardResponseSchema = z.object({
   /** With `return_logprobs`: per row, one logprob per token under the policy before this
    * call's gradient (0 where nothing predicts the token: first token, segment starts, roots). */
   logprobs: z.array(z.array(z.number())).optional(),
+  /** Data-parallel workers: tokens each rank ran in this call. */
+  rank_tokens: z.array(z.number().int().min(0)).optional(),
 });
 /** Answer of `POST /forward_backward`. */
 export type ForwardBackwardResponse = z.infer<typeof ForwardBackwardResponseSchema>;
@@ -290,6 +304,19 @@ export const WorkerStateSchema = z.object({
   param_checksum: z.number().optional(),
   optimizer_checksum: z.number().optional(),
   torch_version: z.string().optional(),
+  /** Data-parallel ranks of the worker (1 for a single process). */
+  world_size: z.number().int().min(1).optional(),
+  /** Per rank: its process and fingerprints (equal on every rank after each step). */
+  ranks: z.array(z.object({
+    rank: z.number().int().min(0),
+    pid: z.number().int(),
+    device: z.string(),
+    param_checksum: z.number().optional(),
+    optimizer_checksum: z.number().optional(),
+    policy_version: z.number().int().min(0).optional(),
+  })).optional(),
+  /** Set once a rank died or hung: the worker can no longer train. */
+  rank_error: z.string().optional(),
 });
 /** Answer of `GET /state`. */
 export type WorkerState = z.infer<typeof WorkerStateSchema>;
@@ -305,6 +332,15 @@ export const WorkerHealthSchema = z.object({
   generating: z.number().int().min(0),
   /** A weight change (optim_step, load, init) waits for them; new requests queue meanwhile. */
   weights_pending: z.boolean(),
+  /** fp32 512×512 CPU matmul rate measured at start-up (absent from older workers). */
+  cpu_matmul_gflops: z.number().optional(),
+  /** The BLAS torch's CPU matmuls use (`reference` is Debian's unoptimised libblas3). */
+  blas: z.string().optional(),
+  torch_threads: z.number().int().optional(),
+  /** Set when the CPU matmul rate is far below what an optimised BLAS does; names the fix. */
+  cpu_warning: z.string().nullable().optional(),
+  /** Data-parallel ranks (absent from older workers: 1). */
+  world_size: z.number().int().min(1).optional(),
 });
 /** Answer of `GET /health`. */
 export type WorkerHealth = z.infer<typeof WorkerHealthSchema>;

@@ -153,6 +153,32 @@ export const RolloutListQuerySchema = z.object({
   mode: z.preprocess((v) => (v === "" ? undefined : v), RolloutModeSchema.optional()),
   /** Training step: matches the rollout's `step` label. */
   step: optionalText,
+  /** Group id (the loop's groups are `<run>-g<k>`). */
+  group: optionalText,
+  /** Run: the `run` label (the loop's run name). */
+  run: optionalText,
+  /** Role: the `role` label (`train` or `eval` for the loop's rollouts). */
+  role: optionalText,
+  /** Text that must occur (case-insensitive) in the input, prompts, responses or tool calls. */
+  q: optionalText,
+  /**
+   * Sort key: `created` (default; `order` picks the direction) or `reward`, `updated`, `step`,
+   * `attempts`, each ascending, or descending with a leading `-`.
+   */
+  sort: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z.enum([
+      "created",
+      "reward",
+      "-reward",
+      "updated",
+      "-updated",
+      "step",
+      "-step",
+      "attempts",
+      "-attempts",
+    ]).default("created"),
+  ),
   /** Harness name: the `harness` label, else `config.harness.name`. */
   harness: optionalText,
   reward_min: optionalNumber,

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { WorkerHealth } from "../schema/trainer.ts";
 import { TrainerClient, type TrainerClientOptions } from "./client.ts";
 import { spawnWorkerProcess, waitForHealth, type WorkerProcess } from "./process.ts";
 
@@ -35,6 +36,8 @@ export interface LaunchOptions extends TrainerClientOptions {
 export interface LaunchedWorker {
   readonly url: string;
   readonly client: TrainerClient;
+  /** `/health` once the worker answered (its device, CPU matmul rate and BLAS). */
+  readonly health: WorkerHealth;
   /** Recent output of the command ("" when only connected). */
   logs(): string;
   /** Stops the command (if this call started one). The remote worker goes with its ssh. */
@@ -63,10 +66,12 @@ export async function launch(options: LaunchOptions): Promise<LaunchedWorker> {
     if (!options.url) throw new Error("launch: give `command`, `url`, or both");
     const url = options.url.replace(/\/+$/, "");
     await waitForHealth(url, timeoutMs);
+    const client = new TrainerClient(url, options);
     const close = () => Promise.resolve();
     return {
       url,
-      client: new TrainerClient(url, options),
+      client,
+      health: await client.health(),
       logs: () => "",
       close,
       [Symbol.asyncDispose]: close,
@@ -109,11 +114,14 @@ export async function launch(options: LaunchOptions): Promise<LaunchedWorker> {
       url = `http://${host}:${ready.port}`;
     }
     await waitForHealth(url, timeoutMs, proc.exited);
+    const client = new TrainerClient(url, options);
+    const health = await client.health();
     let closed: Promise<void> | undefined;
     const close = () => closed ??= proc.stop();
     return {
       url,
-      client: new TrainerClient(url, options),
+      client,
+      health,
       logs: () => proc.tail(),
       close,
       [Symbol.asyncDispose]: close,

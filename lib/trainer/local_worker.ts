@@ -3,6 +3,7 @@
  *
  * @module
  */
+import type { WorkerHealth } from "../schema/trainer.ts";
 import { TrainerClient, type TrainerClientOptions } from "./client.ts";
 import { spawnWorkerProcess } from "./process.ts";
 
@@ -153,12 +154,32 @@ export interface LocalWorkerOptions extends TrainerClientOptions {
   host?: string;
   /** Extra environment variables for the worker (e.g. CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
-  /** torch intra-op threads (default: torch's own choice). */
+  /**
+   * torch intra-op threads per rank (default: torch's own choice). Also caps OpenBLAS's and
+   * OpenMP's own thread pools (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, unless `env` sets
+   * them): Debian's torch does not pass its thread count to the system BLAS, whose extra threads
+   * only spin against the others on a busy machine.
+   */
   threads?: number;
+  /**
+   * Data-parallel ranks (default 1): the worker starts `ranks - 1` more processes on this
+   * machine (one per GPU, or gloo on the CPU) and spreads each `forward_backward` over them;
+   * see docs/scale.md.
+   */
+  ranks?: number;
+  /** torch.distributed backend of the ranks (default `auto`: NCCL with GPUs, else gloo). */
+  backend?: "auto" | "gloo" | "nccl";
+  /** Seconds a rank waits for the others in one collective before the call fails (600). */
+  collectiveTimeoutS?: number;
   /** How long to wait for the worker to listen and answer /health (default 120 s). */
   startupTimeoutMs?: number;
   /** Receives every line the worker prints (default: kept only for error messages). */
   onLog?: (line: string) => void;
+  /**
+   * Print the worker's `cpu_warning` (CPU matmuls far below an optimised BLAS, with the fix)
+   * on stderr when it has one (default true).
+   */
+  warnSlowCpu?: boolean;
 }
 
 /** A running local worker. */
@@ -167,6 +188,8 @@ export interface LocalWorker {
   readonly url: string;
   readonly client: TrainerClient;
   readonly python: PythonInfo;
+  /** `/health` as the worker answered at start-up (with its CPU matmul rate and BLAS). */
+  readonly health: WorkerHealth;
   /** The worker's recent output. */
   logs(): string;
   /** Stops the worker process and waits for it to exit. */
@@ -207,10 +230,28 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
     "--exit-with-parent",
   ];
   if (options.threads) args.push("--threads", String(options.threads));
+  if (options.ranks !== undefined) {
+    if (!Number.isInteger(options.ranks) || options.ranks < 1) {
+      throw new RangeError(`ranks: expected an integer >= 1, got ${options.ranks}`);
+    }
+    args.push("--ranks", String(options.ranks));
+  }
+  if (options.backend) args.push("--backend", options.backend);
+  if (options.collectiveTimeoutS !== undefined) {
+    args.push("--collective-timeout-s", String(options.collectiveTimeoutS));
+  }
   const proc = spawnWorkerProcess(
     new Deno.Command(python.python, {
       args,
-      env: workerEnv(options.env),
+      env: workerEnv({
+        ...(options.threads
+          ? {
+            OPENBLAS_NUM_THREADS: String(options.threads),
+            OMP_NUM_THREADS: String(options.threads),
+          }
+          : {}),
+        ...options.env,
+      }),
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -231,13 +272,17 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
     ]);
     const url = `http://${ready.host === "0.0.0.0" ? "127.0.0.1" : ready.host}:${ready.port}`;
     const client = new TrainerClient(url, options);
-    await client.health();
+    const health = await client.health();
+    if (health.cpu_warning && options.warnSlowCpu !== false) {
+      console.warn(`reins worker: ${health.cpu_warning}`);
+    }
     let closed: Promise<void> | undefined;
     const close = () => closed ??= proc.stop();
     return {
       url,
       client,
       python,
+      health,
       logs: () => proc.tail(),
       close,
       [Symbol.asyncDispose]: close,
@@ -248,4 +293,28 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * One line on a worker's CPU speed, from its `/health` (for run headers).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { describeCpu } from "./local_worker.ts";
+ * const health = {
+ *   ok: true as const, initialized: false, policy_version: 0, device: "cpu", pid: 1,
+ *   generating: 0, weights_pending: false, cpu_matmul_gflops: 55.8, blas: "openblas-pthread",
+ *   torch_threads: 2, cpu_warning: null,
+ * };
+ * assert.equal(
+ *   describeCpu(health),
+ *   "CPU matmul 55.8 GFLOP/s fp32 (BLAS openblas-pthread, 2 torch threads)",
+ * );
+ * ```
+ */
+export function describeCpu(health: WorkerHealth): string {
+  if (health.cpu_matmul_gflops === undefined) return "CPU matmul rate not reported by the worker";
+  return `CPU matmul ${health.cpu_matmul_gflops.toFixed(1)} GFLOP/s fp32 ` +
+    `(BLAS ${health.blas ?? "unknown"}, ${health.torch_threads ?? "?"} torch threads)`;
 }

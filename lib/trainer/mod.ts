@@ -37,6 +37,7 @@
 export { connect, TrainerClient, TrainerWorkerError } from "./client.ts";
 export type { GenerateInput, GenerateStreamDone, TrainerClientOptions } from "./client.ts";
 export {
+  describeCpu,
   MissingPythonError,
   probePython,
   resolvePython,

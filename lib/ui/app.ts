@@ -35,11 +35,18 @@ import { detailFragment } from "./detail.ts";
 import { exportRollout, rolloutNotebook } from "./export.ts";
 import { html, type SafeHtml } from "./html.ts";
 import { liveRegion, page, type PageContext } from "./layout.ts";
-import { overviewFragment } from "./overview.ts";
+import {
+  type EvalPoint,
+  loadEvalPoints,
+  overviewFragment,
+  overviewView,
+  viewQuery,
+} from "./overview.ts";
 import { type CallFact, proxyFragment } from "./proxy_view.ts";
-import { listRolloutPage } from "./query.ts";
+import { listRolloutPage, RolloutText } from "./query.ts";
 import { filterForm, queryString, rolloutTable } from "./rollouts_view.ts";
 import { RunIndex } from "./run_index.ts";
+import { runsFragment, runsInDirectory, runsInGateway, runsView } from "./runs.ts";
 import { APP_CSS, APP_JS } from "./static.ts";
 
 /** Options of {@link createUi}. */
@@ -50,6 +57,11 @@ export interface UiOptions {
   tokenizer?: ChatTokenizer;
   /** A metrics JSONL file of {@link TrainStepMetrics} lines, re-read on each overview render. */
   metricsPath?: string;
+  /**
+   * A directory of runs (each subdirectory, up to two levels down, holding a `metrics.jsonl`,
+   * e.g. `runs/` or `experiments/results/`), listed on the runs page with this gateway's runs.
+   */
+  runsDir?: string;
   /** Monitors run on each finished rollout (default: the built-in ones; `false`: none). */
   monitors?: readonly Monitor[] | false;
   /** Reviews flagged rollouts (see `createLlmAuditor`). */
@@ -188,6 +200,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     })
     : null;
   const callCache = new Map<number, CallFact>();
+  const texts = new RolloutText(store);
   const sessions = new UiSessions(
     options.sessionTtlMs === undefined ? {} : { ttlMs: options.sessionTtlMs },
   );
@@ -298,20 +311,37 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   const phaseSnapshot = () => context.phase?.snapshot() ?? null;
 
   // ---- overview ---------------------------------------------------------------------------
-  const overview = async () => {
+  let evalCache: { seq: number; at: number; points: EvalPoint[] } = {
+    seq: -1,
+    at: -Infinity,
+    points: [],
+  };
+  const overview = async (c: Context) => {
     await index.refresh(2_000);
     if (options.metricsPath) await index.loadMetricsFile(options.metricsPath);
-    return overviewFragment(base, index, phaseSnapshot());
+    const view = overviewView(new URL(c.req.url).searchParams);
+    // The eval curve scans the store's `val` rollouts: at most once per 5 s, and only after
+    // something changed.
+    if (evalCache.seq !== index.lastSeq && performance.now() - evalCache.at > 5_000) {
+      evalCache = {
+        seq: index.lastSeq,
+        at: performance.now(),
+        points: await loadEvalPoints(store),
+      };
+    }
+    const evals = evalCache.points;
+    return { view, body: overviewFragment(base, index, phaseSnapshot(), evals, view) };
   };
   const overviewPage = async (c: Context) => {
     const ctx = await pageContext();
+    const { view, body: content } = await overview(c);
     const body = html`<h1>Run overview</h1>${
-      liveRegion("overview", `${base}/fragments/overview`, {}, await overview())
+      liveRegion("overview", `${base}/fragments/overview${viewQuery(view)}`, {}, content)
     }`;
     return c.html(page(ctx, "Overview", "overview", body).value);
   };
   app.get("/", overviewPage);
-  app.get("/fragments/overview", async (c) => c.html((await overview()).value));
+  app.get("/fragments/overview", async (c) => c.html((await overview(c)).body.value));
 
   // ---- rollouts ---------------------------------------------------------------------------
   const listQuery = (c: Context) => {
@@ -321,7 +351,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   const rolloutList = async (c: Context) => {
     const query = listQuery(c);
     if (query.flagged || query.order === "newest") await index.refresh(5_000);
-    return { query, page: await listRolloutPage(store, index, query) };
+    return { query, page: await listRolloutPage(store, index, query, 5_000, texts) };
   };
   app.get("/rollouts", async (c) => {
     const ctx = await pageContext();
@@ -409,6 +439,20 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     }
     c.header("content-disposition", `attachment; filename="${safeFileName(id)}.ipynb"`);
     return c.json(rolloutNotebook(new URL(c.req.url).origin, base, id));
+  });
+
+  // ---- runs -------------------------------------------------------------------------------
+  app.get("/runs", async (c) => {
+    const ctx = await pageContext();
+    await index.refresh(2_000);
+    const runs = [
+      ...(options.runsDir ? await runsInDirectory(options.runsDir) : []),
+      ...await runsInGateway(store, index),
+    ];
+    const body = html`<h1>Runs</h1>${
+      runsFragment(base, runs, runsView(new URL(c.req.url).searchParams))
+    }`;
+    return c.html(page(ctx, "Runs", "runs", body).value);
   });
 
   // ---- proxy ------------------------------------------------------------------------------

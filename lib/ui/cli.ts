@@ -1,6 +1,7 @@
 /**
- * `deno run -A lib/ui/cli.ts --db runs/x.db` serves a gateway with the Live UI over a SQLite
- * file: to watch a run live from a second process (the change feed picks up the other
+ * `deno run -A lib/ui/cli.ts --db runs/x.db` serves a gateway with the Live UI over an existing
+ * SQLite file (`--db` is required; a missing file is an error unless `--create`): to watch a run
+ * live from a second process (the change feed picks up the other
  * process's writes) or to inspect a finished one. It prints the login URL; the admin key comes
  * from `$REINS_ADMIN_KEY`, else from `<db>.key` (created when missing), as with the gateway's
  * own command line.
@@ -21,8 +22,12 @@ import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { createUi } from "./app.ts";
 
-const USAGE = `usage: deno run -A lib/ui/cli.ts [--db FILE] [--port N] [--host H]
-  [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--no-monitors] [--admin-key-file FILE]`;
+const USAGE = `usage: deno run -A lib/ui/cli.ts --db FILE [--create] [--port N] [--host H]
+  [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--runs-dir DIR] [--no-monitors]
+  [--admin-key-file FILE]
+  --db FILE       the run's SQLite store, e.g. runs/demo/gateway.db (:memory: for an empty one)
+  --create        create FILE when it does not exist (otherwise a missing file is an error)
+  --runs-dir DIR  list the runs under DIR (e.g. runs/ or experiments/results) on /ui/runs`;
 
 /** Options of {@link main} besides the command line. */
 export interface UiCliOptions {
@@ -53,11 +58,13 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
   const { values } = parseArgs({
     args,
     options: {
-      db: { type: "string", default: "runs/gateway.db" },
+      db: { type: "string" },
+      create: { type: "boolean", default: false },
       port: { type: "string", default: "8421" },
       host: { type: "string", default: "127.0.0.1" },
       tokenizer: { type: "string", default: "qwen3" },
       metrics: { type: "string" },
+      "runs-dir": { type: "string" },
       "no-monitors": { type: "boolean", default: false },
       "admin-key-file": { type: "string" },
       help: { type: "boolean", default: false },
@@ -78,8 +85,22 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
   else if (values.tokenizer !== "none") {
     throw new Error(`--tokenizer: expected qwen3, char or none, got '${values.tokenizer}'`);
   }
+  // A UI over a file that is not there would show an empty store and leave a stray database
+  // behind: say so instead, unless asked to create one.
   const db = values.db;
-  if (db !== ":memory:") await Deno.mkdir(dirname(db), { recursive: true });
+  if (!db) throw new Error("--db: required (the run's SQLite file, e.g. runs/demo/gateway.db)");
+  let opened = "in-memory, empty";
+  if (db !== ":memory:") {
+    const size = await Deno.stat(db).then((s) => s.size, (error) => {
+      if (error instanceof Deno.errors.NotFound) return null;
+      throw error;
+    });
+    if (size === null && !values.create) {
+      throw new Error(`--db: ${db} does not exist (pass --create to start an empty store there)`);
+    }
+    if (size === null) await Deno.mkdir(dirname(db), { recursive: true });
+    opened = size === null ? `${db}, created (--create)` : `${db}, existing file of ${size} bytes`;
+  }
   let adminKey = Deno.env.get("REINS_ADMIN_KEY");
   let keySource = "environment variable REINS_ADMIN_KEY";
   if (!adminKey) {
@@ -90,6 +111,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
   const ui = createUi({
     ...(tokenizer ? { tokenizer } : {}),
     ...(values.metrics ? { metricsPath: values.metrics } : {}),
+    ...(values["runs-dir"] ? { runsDir: values["runs-dir"] } : {}),
     ...(values["no-monitors"] ? { monitors: false as const } : {}),
   });
   const gateway = await startGateway({
@@ -102,7 +124,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     mounts: [ui.mount],
   });
   console.log(
-    `reins UI on ${gateway.url}/ui/ (store: sqlite ${db}; log in at ${gateway.url}/ui/login)`,
+    `reins UI on ${gateway.url}/ui/ (store: sqlite ${opened}; log in at ${gateway.url}/ui/login)`,
   );
   console.log(`admin key: ${keySource}`);
   options.onListen?.(`${gateway.url}/ui`);

@@ -16,7 +16,6 @@ import type {
   ModelRequestEvent,
   Rollout,
   RolloutEvent,
-  Sample,
 } from "../schema.ts";
 import { MergeStrategySchema } from "../schema.ts";
 import {
@@ -26,16 +25,10 @@ import {
   type MonitorFlag,
   MonitorFlagsDataSchema,
 } from "../schema/ui.ts";
-import { decodeWithOffsets } from "../tokens/sequence.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { html, type HtmlValue, type SafeHtml } from "./html.ts";
 import { badge, fmtNum, fmtTime } from "./layout.ts";
-
-/** Tokens drawn per sample before the view is cut (the export has them all). */
-export const MAX_TOKENS_SHOWN = 20_000;
-/** Context runs longer than this are folded (head and tail stay visible). */
-const FOLD_CONTEXT = 400;
-const FOLD_KEEP = 80;
+import { tokenView } from "./token_view.ts";
 
 /** What the detail view needs. */
 export interface DetailInput {
@@ -210,68 +203,6 @@ ${
           : ""
       }</details>`;
     })
-  }`;
-}
-
-/** Renders one sample's tokens: trained vs context, logprob shading, response starts. */
-export function tokenView(sample: Sample, tokenizer?: ChatTokenizer): SafeHtml {
-  const n = Math.min(sample.tokens.length, MAX_TOKENS_SHOWN);
-  const ids = sample.tokens.subarray(0, n);
-  let pieces: string[];
-  if (tokenizer) {
-    const { text, spans } = decodeWithOffsets(tokenizer, ids);
-    pieces = spans.map(([a, b]) => text.slice(a, b));
-  } else {
-    pieces = Array.from(ids, (id) => `${id} `);
-  }
-  const starts = new Map<number, number>();
-  sample.provenance.response_starts.forEach((start, k) =>
-    starts.set(start, sample.provenance.request_seqs[k])
-  );
-  const out: HtmlValue[] = [];
-  let i = 0;
-  while (i < n) {
-    if (starts.has(i)) {
-      out.push(
-        html`<span class="seg" title="response of call seq ${starts.get(i)!}">seq ${starts.get(
-          i,
-        )!}</span>`,
-      );
-    }
-    if (sample.loss_mask[i] === 1) {
-      const lp = sample.rollout_logprobs[i];
-      const u = Math.min(1, Math.max(0, 1 - Math.exp(lp)));
-      out.push(html`
-        <span class="tk trn" style="--u:${u.toFixed(2)}"
-          title="#${i} id ${sample.tokens[i]} logprob ${lp.toFixed(3)}">${pieces[i]}</span>
-      `);
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < n && sample.loss_mask[j] === 0 && (j === i || !starts.has(j))) j++;
-    const run = j - i;
-    const ctx = (a: number, b: number) =>
-      html`<span class="tk ctx" title="context #${a}–${b - 1}">${
-        pieces.slice(a, b).join("")
-      }</span>`;
-    if (run > FOLD_CONTEXT) {
-      out.push(ctx(i, i + FOLD_KEEP));
-      out.push(
-        html`<details class="fold"><summary>… ${run - 2 * FOLD_KEEP} context tokens …</summary>${
-          ctx(i + FOLD_KEEP, j - FOLD_KEEP)
-        }</details>`,
-      );
-      out.push(ctx(j - FOLD_KEEP, j));
-    } else {
-      out.push(ctx(i, j));
-    }
-    i = j;
-  }
-  return html`<div class="tokens">${out}</div>${
-    sample.tokens.length > n
-      ? html`<p class="muted">Showing ${n} of ${sample.tokens.length} tokens (the export has all).</p>`
-      : ""
   }`;
 }
 

@@ -21,6 +21,7 @@ export function page(ctx: PageContext, title: string, active: string, body: Html
   const nav = [
     ["overview", "Overview", `${ctx.base}/`],
     ["rollouts", "Rollouts", `${ctx.base}/rollouts`],
+    ["runs", "Runs", `${ctx.base}/runs`],
     ["proxy", "Proxy", `${ctx.base}/proxy`],
   ].map(([id, label, href]) =>
     html`<a href="${href}" class="${id === active ? "active" : ""}">${label}</a>`

@@ -35,4 +35,5 @@ export { exportRollout, rolloutNotebook } from "./export.ts";
 export { harnessOf, listRolloutPage, type RolloutListPage } from "./query.ts";
 export { type FlagSummary, RunIndex } from "./run_index.ts";
 export { type CallFact, type UpstreamStats, upstreamStats } from "./proxy_view.ts";
-export { flagsOf, tokenView } from "./detail.ts";
+export { flagsOf } from "./detail.ts";
+export { MAX_TOKENS_SHOWN, tokenView } from "./token_view.ts";

@@ -13,11 +13,26 @@ import type { RunIndex } from "./run_index.ts";
 /** The query string of `query` with `after` replaced (undefined: dropped). */
 export function queryString(query: RolloutListQuery, after?: string | null): string {
   const params = new URLSearchParams();
-  for (const key of ["status", "mode", "step", "harness", "reward_min", "reward_max", "flagged"]) {
+  for (
+    const key of [
+      "q",
+      "status",
+      "mode",
+      "run",
+      "group",
+      "step",
+      "role",
+      "harness",
+      "reward_min",
+      "reward_max",
+      "flagged",
+    ]
+  ) {
     const value = query[key as keyof RolloutListQuery];
     if (value !== undefined && value !== null) params.set(key, String(value));
   }
   if (query.order !== "oldest") params.set("order", query.order);
+  if (query.sort !== "created") params.set("sort", query.sort);
   if (query.limit !== 50) params.set("limit", String(query.limit));
   if (after) params.set("after", after);
   const text = params.toString();
@@ -32,28 +47,53 @@ function select(name: string, options: readonly string[], value: string | undefi
 
 /** The filter form. */
 export function filterForm(base: string, query: RolloutListQuery): SafeHtml {
+  const text = (name: keyof RolloutListQuery, label: string, size: number) =>
+    html`<label>${label} <input name="${name}" id="f-${name}" size="${size}" value="${
+      String(query[name] ?? "")
+    }"></label>`;
   return html`<form class="filters" method="get" action="${base}/rollouts" id="filters">
+${text("q", "search prompts, responses, tool calls", 28)}
 <label>status ${select("status", RolloutStatusSchema.options, query.status)}</label>
 <label>mode ${select("mode", RolloutModeSchema.options, query.mode)}</label>
-<label>step <input name="step" id="f-step" size="5" value="${query.step ?? ""}"></label>
-<label>harness <input name="harness" id="f-harness" size="10" value="${
-    query.harness ?? ""
-  }"></label>
-<label>reward ≥ <input name="reward_min" id="f-reward_min" size="5" value="${
-    query.reward_min ?? ""
-  }"></label>
-<label>reward ≤ <input name="reward_max" id="f-reward_max" size="5" value="${
-    query.reward_max ?? ""
-  }"></label>
+${text("group", "group", 14)}${text("step", "step", 4)}
+<label>role ${select("role", ["train", "eval"], query.role)}</label>
+${text("harness", "harness", 10)}${text("reward_min", "reward ≥", 4)}${
+    text("reward_max", "reward ≤", 4)
+  }
 <label>flagged ${select("flagged", ["yes", "no"], query.flagged)}</label>
 <label>order ${html`<select name="order" id="f-order">${
     (["oldest", "newest"] as const).map((o) =>
       html`<option value="${o}" ${o === query.order ? "selected" : ""}>${o} first</option>`
     )
   }</select>`}</label>
+${query.sort !== "created" ? html`<input type="hidden" name="sort" value="${query.sort}">` : ""}
 <label>per page <input name="limit" size="4" value="${query.limit}"></label>
 <button type="submit" id="apply">Apply</button> <a href="${base}/rollouts">clear</a>
 </form>`;
+}
+
+/** A column header that sorts by `key` (a second click flips the direction). */
+function sortHeader(
+  base: string,
+  query: RolloutListQuery,
+  key: string,
+  label: string,
+  numeric = false,
+): SafeHtml {
+  const current = query.sort === key ? "asc" : query.sort === `-${key}` ? "desc" : null;
+  const nextSort = current === "desc" ? key : `-${key}`;
+  const href = `${base}/rollouts${
+    queryString({ ...query, sort: nextSort as RolloutListQuery["sort"] })
+  }`;
+  const arrow = current === "asc" ? " ▲" : current === "desc" ? " ▼" : "";
+  return html`
+    <th class="${numeric ? "num" : ""}"
+      aria-sort="${current === "asc"
+        ? "ascending"
+        : current === "desc"
+        ? "descending"
+        : "none"}"><a class="sort" id="sort-${key}" href="${href}">${label}${arrow}</a></th>
+  `;
 }
 
 /** The table and paging links (the live region's content). */
@@ -71,7 +111,16 @@ export function rolloutTable(
         <td><a href="${base}/rollouts/${encodeURIComponent(r.rollout_id)}">${r.rollout_id}</a></td>
         <td>${badge(r.status)}</td>
         <td>${r.mode}</td>
-        <td>${r.labels.step ?? "–"}</td>
+        <td>${r.group_id
+          ? html`<a href="${base}/rollouts?group=${
+            encodeURIComponent(r.group_id)
+          }">${r.group_id}</a>`
+          : "–"}</td>
+        <td>${r.labels.step ?? "–"}${r.labels.role
+          ? html`
+            <span class="muted">${r.labels.role}</span>
+          `
+          : ""}</td>
         <td>${harnessOf(r) ?? "–"}</td>
         <td class="num">${fmtNum(r.reward)}</td>
         <td class="num">${r.attempts.length}</td>
@@ -108,27 +157,34 @@ ${
       `
   }
 <span class="muted"> · ${page.items.length} shown, ${page.scanned} read${
-    page.partial ? " (scan budget reached; the next page continues)" : ""
+    page.partial
+      ? query.sort !== "created"
+        ? " (scan budget reached: sorted over the newest rollouts read)"
+        : " (scan budget reached; the next page continues)"
+      : ""
   }</span></p>`;
   return html`
-    <table id="rollouts">
-      <thead>
-        <tr>
+    <div class="scroll-x">
+      <table id="rollouts">
+        <thead>
+          <tr>
           <th>rollout</th>
           <th>status</th>
           <th>mode</th>
-          <th>step</th>
+          <th>group</th>
+          ${sortHeader(base, query, "step", "step")}
           <th>harness</th>
-          <th class="num">reward</th>
-          <th class="num">attempts</th>
+          ${sortHeader(base, query, "reward", "reward", true)}
+          ${sortHeader(base, query, "attempts", "attempts", true)}
           <th class="num">policy</th>
           <th>flags</th>
           <th>created</th>
-          <th>updated</th>
+          ${sortHeader(base, query, "updated", "updated")}
         </tr>
-      </thead>
-      <tbody>${rows}</tbody>
-    </table>
+        </thead>
+        <tbody>${rows}</tbody>
+      </table>
+    </div>
     ${page.items.length === 0 ? html`<p class="muted" id="empty">No rollout matches.</p>` : ""}
     ${nav}
   `;

@@ -67,6 +67,8 @@ export class RunIndex {
   readonly verdicts = new Map<string, AuditVerdict>();
   /** Latest metrics per step. */
   readonly steps = new Map<number, TrainStepMetrics>();
+  /** Latest metrics per step of each rollout that reported steps (one per run). */
+  readonly stepsByRollout = new Map<string, Map<number, TrainStepMetrics>>();
   /** Problems met while reading step metrics (shown on the overview, newest last). */
   readonly stepErrors: string[] = [];
   /** Most recently finished rollouts, newest first. */
@@ -156,6 +158,8 @@ export class RunIndex {
       if (name === TRAIN_STEP_EVENT) {
         const step = parseOrThrow(TrainStepMetricsSchema, data, "data");
         this.steps.set(step.step, step);
+        if (!this.stepsByRollout.has(rolloutId)) this.stepsByRollout.set(rolloutId, new Map());
+        this.stepsByRollout.get(rolloutId)!.set(step.step, step);
       } else if (name === MONITOR_FLAGS_EVENT) {
         const parsed = parseOrThrow(MonitorFlagsDataSchema, data, "data");
         this.#setFlags(rolloutId, parsed.flags, seq);

@@ -18,7 +18,7 @@ header a.active { color:#fff; font-weight:600; }
 .brand { font-weight:700; letter-spacing:.04em; }
 .live { margin-left:auto; font-size:12px; color:#9ca3af; }
 .live.on { color:#4ade80; }
-main { padding:16px; max-width:1400px; }
+main { padding:16px; max-width:1600px; }
 h1 { font-size:20px; margin:0 0 12px; } h2 { font-size:16px; margin:20px 0 8px; }
 table { border-collapse:collapse; width:100%; background:#fff; }
 th, td { border-bottom:1px solid var(--line); padding:4px 8px; text-align:left; vertical-align:top; }
@@ -31,8 +31,14 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .cards { display:flex; flex-wrap:wrap; gap:12px; }
 .card { background:#fff; border:1px solid var(--line); border-radius:6px; padding:8px 12px; min-width:120px; }
 .card b { display:block; font-size:20px; }
-.charts { display:flex; flex-wrap:wrap; gap:16px; }
-.chart { background:#fff; border:1px solid var(--line); padding:8px; }
+.charts { display:grid; grid-template-columns:repeat(auto-fill, minmax(400px, 1fr)); gap:16px; }
+.chart { background:#fff; border:1px solid var(--line); padding:8px; min-width:0; }
+.chart svg, .chart figure { max-width:100%; height:auto; margin:0; }
+.scroll-x { overflow-x:auto; max-width:100%; }
+form.filters.inline { margin:8px 0; }
+label.check { flex-direction:row; gap:4px; align-items:center; }
+details.columns { margin:8px 0; }
+th a.sort { color:inherit; text-decoration:none; } th a.sort:hover { text-decoration:underline; }
 form.filters { display:flex; flex-wrap:wrap; gap:8px; align-items:end; margin-bottom:8px; }
 form.filters label { display:flex; flex-direction:column; font-size:12px; color:var(--muted); }
 pre, .tokens { white-space:pre-wrap; word-break:break-word; font:12px/1.5 ui-monospace, monospace; }
@@ -48,6 +54,8 @@ details { margin:4px 0; } summary { cursor:pointer; }
 .tk { border-radius:2px; }
 .tk.ctx { color:#6b7280; }
 .tk.trn { color:#111827; border-bottom:2px solid #16a34a; background:rgba(249,115,22,var(--u,0)); }
+.tokens details.fold, .tokens details.fold > summary { display:inline; }
+.tokens details.fold > summary { color:var(--muted); background:#f3f4f6; border-radius:3px; padding:0 4px; }
 .seg { display:inline-block; font-size:10px; color:#fff; background:#2563eb; border-radius:3px;
   padding:0 3px; margin:0 2px; }
 .legend span { margin-right:12px; }

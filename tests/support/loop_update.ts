@@ -109,6 +109,7 @@ export function fakeClient(
   const requests: ForwardBackwardRequest[] = [];
   let v = version;
   const client = {
+    health: () => Promise.resolve({ world_size: 1 }),
     forwardBackward: (req: ForwardBackwardRequest) => {
       requests.push(req);
       const row = req.rows[0];

@@ -246,12 +246,14 @@ export async function runAgent(run: RunAgentOptions): Promise<AgentResult> {
     tools: AgentTool[],
     maxTokens: number,
   ): Promise<Completion> => {
+    const seed = options.seed !== undefined ? options.seed + stats.calls : undefined;
     stats.calls++;
     const body = {
       model,
       messages: messages as unknown as OpenAI.Chat.Completions.ChatCompletionMessageParam[],
       max_tokens: maxTokens,
       ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+      ...(seed !== undefined ? { seed } : {}),
       ...(tools.length > 0 ? { tools: toolDefs(tools) } : {}),
     };
     if (!options.stream) {

@@ -32,6 +32,8 @@ export interface EnvRunSpec {
   edited_restore_reward?: number | null;
   /** Extra environment variables for the harness. */
   env?: Record<string, string>;
+  /** More paths the sandbox masks for this task (added to the environment's and the spec's). */
+  hide?: string[];
 }
 
 /** Options of {@link builtinResolver}. */
@@ -74,7 +76,10 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
     Deno.execPath(),
     "run",
     "--allow-all",
-    "--no-lock",
+    // The project's lockfile, read only: the versions `deno install` put in node_modules.
+    // (`--no-lock` resolves the newest versions instead; once the registry has newer ones,
+    // deno rewrites node_modules at every start, which a sandbox's read-only root refuses.)
+    "--frozen",
     "--quiet",
     `--config=${DENO_JSON}`,
     BUILTIN_MAIN,
@@ -130,7 +135,9 @@ export function builtinResolver(spec: BuiltinResolverOptions): HarnessResolver {
         enabled: false,
         ...spec.sandbox,
         ...sandbox,
-        hide: [...new Set([...spec.sandbox?.hide ?? [], ...sandbox?.hide ?? []])],
+        hide: [
+          ...new Set([...spec.sandbox?.hide ?? [], ...sandbox?.hide ?? [], ...run.hide ?? []]),
+        ],
       },
     };
   };

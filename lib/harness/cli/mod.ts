@@ -31,6 +31,7 @@ export {
   runtimeProblem,
 } from "./install.ts";
 export { CLI_ADAPTERS, cliAdapter } from "./registry.ts";
+export { rangeText, runSummary, type RunSummaryInput } from "./summary.ts";
 export type { CliAdapter, CliContext, CliInvocation } from "./types.ts";
 export { claudeCode } from "./claude_code.ts";
 export { codex } from "./codex.ts";

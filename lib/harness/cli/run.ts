@@ -7,8 +7,9 @@
  * ```
  *
  * The task comes from `--task`, else from field `--task-field` of the JSON in
- * `$REINS_INPUT_FILE`; the proxy URLs and key from `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` and
- * `OPENAI_API_KEY` (set by the controller); the working directory is `$REINS_WORKDIR` (else
+ * `$REINS_INPUT_FILE`; the proxy URL and key from the variables of the wire the CLI speaks:
+ * `OPENAI_BASE_URL`/`OPENAI_API_KEY` for OpenCode, Codex and Qwen Code, `ANTHROPIC_BASE_URL`/
+ * `ANTHROPIC_API_KEY` for Claude Code (the controller sets all four); the working directory is `$REINS_WORKDIR` (else
  * the cwd). HOME is a fresh `harness_home/` in the attempt's directory (the parent of the
  * workdir, named `$REINS_ATTEMPT_ID` by the local backend) when it is writable, else a temp dir. The CLI's output is passed through; the exit
  * status is the CLI's (2 for bad arguments, 3 when the CLI cannot run here).

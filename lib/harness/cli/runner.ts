@@ -25,11 +25,17 @@ export interface RunCliOptions extends EnsureCliOptions {
   keepHome?: boolean;
   /** Model name (default: the adapter's). */
   model?: string;
-  /** OpenAI-style base URL (…/v1); default `$OPENAI_BASE_URL`. */
+  /**
+   * OpenAI-style base URL (…/v1); default `$OPENAI_BASE_URL`. Required for the CLIs that speak
+   * OpenAI's APIs (OpenCode, Codex, Qwen Code); else derived from the Anthropic one.
+   */
   openaiBaseUrl?: string;
-  /** Anthropic-style base URL; default `$ANTHROPIC_BASE_URL`. */
+  /**
+   * Anthropic-style base URL; default `$ANTHROPIC_BASE_URL`. Required for Claude Code only;
+   * else derived from the OpenAI one (without `/v1`).
+   */
   anthropicBaseUrl?: string;
-  /** API key; default `$OPENAI_API_KEY` or `$ANTHROPIC_API_KEY`. */
+  /** API key; default the CLI's own variable (`$ANTHROPIC_API_KEY` for Claude Code, else `$OPENAI_API_KEY`), then the other. */
   apiKey?: string;
   extraArgs?: string[];
   /** Extra environment for the CLI (HOME and the adapter's config variables win). */
@@ -129,17 +135,24 @@ export async function runCli(options: RunCliOptions): Promise<CliRunResult> {
   const adapter = typeof options.cli === "string" ? cliAdapter(options.cli) : options.cli;
   if (!options.task.trim()) throw new Error("task: must not be empty");
   const workdir = required(options.workdir, "workdir");
-  const openaiBaseUrl = required(
-    options.openaiBaseUrl ?? Deno.env.get("OPENAI_BASE_URL"),
-    "openaiBaseUrl (OPENAI_BASE_URL)",
-  ).replace(/\/$/, "");
-  const anthropicBaseUrl = required(
-    options.anthropicBaseUrl ?? Deno.env.get("ANTHROPIC_BASE_URL"),
-    "anthropicBaseUrl (ANTHROPIC_BASE_URL)",
-  ).replace(/\/$/, "");
+  // Each CLI needs only the variables of the wire it speaks; the other URL is derived (the
+  // proxy serves both under one prefix: `<prefix>/v1/...` and `<prefix>/v1/messages`).
+  const anthropic = adapter.wire === "anthropic_messages";
+  const openaiGiven = options.openaiBaseUrl ?? Deno.env.get("OPENAI_BASE_URL");
+  const anthropicGiven = options.anthropicBaseUrl ?? Deno.env.get("ANTHROPIC_BASE_URL");
+  const openaiBaseUrl = (anthropic
+    ? openaiGiven ??
+      `${required(anthropicGiven, "anthropicBaseUrl (ANTHROPIC_BASE_URL)").replace(/\/$/, "")}/v1`
+    : required(openaiGiven, "openaiBaseUrl (OPENAI_BASE_URL)")).replace(/\/$/, "");
+  const anthropicBaseUrl =
+    (anthropic
+      ? required(anthropicGiven, "anthropicBaseUrl (ANTHROPIC_BASE_URL)")
+      : anthropicGiven ?? openaiBaseUrl.replace(/\/v1$/, "")).replace(/\/$/, "");
+  const keyVar = anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
   const apiKey = required(
-    options.apiKey ?? Deno.env.get("OPENAI_API_KEY") ?? Deno.env.get("ANTHROPIC_API_KEY"),
-    "apiKey (OPENAI_API_KEY)",
+    options.apiKey ?? Deno.env.get(keyVar) ??
+      Deno.env.get(anthropic ? "OPENAI_API_KEY" : "ANTHROPIC_API_KEY"),
+    `apiKey (${keyVar})`,
   );
   const userHome = Deno.env.get("HOME");
   if (userHome && options.home?.replace(/\/$/, "") === userHome.replace(/\/$/, "")) {

@@ -8,7 +8,7 @@
  * @module
  */
 import { probeSandbox, READONLY_ROOT_ARGS } from "../../controller/sandbox.ts";
-import { type CodingTask, CodingTaskSchema } from "../../schema.ts";
+import { type CodingTask, CodingTaskSchema, SweTaskSchema } from "../../schema.ts";
 import { builtinResolver } from "../builtin/resolver.ts";
 import {
   DEFAULT_DATA_DIR,
@@ -18,6 +18,11 @@ import {
   parseEnvInput,
   readJsonl,
 } from "./common.ts";
+import {
+  defaultCodingWorkspaceRoot,
+  materializeCodingWorkspace,
+  sweToCodingTask,
+} from "./coding_tasks.ts";
 import { bashTool, fileTools, workspacePath } from "./workspace_tools.ts";
 
 /** The Python the verifier uses: Debian's (`/usr/bin/python3`) when present. */
@@ -28,40 +33,83 @@ export function pythonBinary(): string {
   return "python3";
 }
 
+/** One test's outcome in a {@link TestRun}. */
+export interface TestOutcome {
+  status: "ok" | "fail" | "error" | "skip";
+  /** For a failure: the test's source line that failed. */
+  line?: string;
+  /** For a failure: the exception's last line (`AssertionError: 60 != 61`). */
+  error?: string;
+}
+
 /** The outcome of {@link runRepoTests}. */
 export interface TestRun {
-  /** True when every test passed. */
+  /** True when every test passed (and, when the task names FAIL_TO_PASS tests, those ran). */
   passed: boolean;
-  /** Exit status of the test run. */
+  /** Exit status of the test run (124: timed out). */
   exit_code: number;
   /** Tail of its output. */
   output: string;
   /** Whether the tests ran without network (bubblewrap) or directly. */
   isolated: boolean;
+  /** Every test's outcome by id (`tests.test_x.Class.test_y`); empty when the run died. */
+  tests: Record<string, TestOutcome>;
+  /** True when the run was killed at its timeout. */
+  timed_out: boolean;
+}
+
+/** Options of {@link runRepoTests}. */
+export interface RunTestsOptions {
+  /** Run only these test ids (default: discover the whole test directory). */
+  ids?: string[];
+  /** Run under bubblewrap when it works here (default true). */
+  isolate?: boolean;
+}
+
+const REPORT_MARKER = "@@reins-unittest-report@@";
+let runnerCode: string | null = null;
+
+/** The test runner (`unittest_report.py`), passed to `python3 -c`. */
+function runner(): string {
+  runnerCode ??= Deno.readTextFileSync(new URL("./unittest_report.py", import.meta.url));
+  return runnerCode;
+}
+
+function parseReport(stdout: string): Record<string, TestOutcome> {
+  const at = stdout.lastIndexOf(REPORT_MARKER);
+  if (at < 0) return {};
+  try {
+    const line = stdout.slice(at + REPORT_MARKER.length).split("\n")[0];
+    return JSON.parse(line) as Record<string, TestOutcome>;
+  } catch {
+    return {};
+  }
 }
 
 /**
- * Runs `python3 -m unittest discover` in `dir` with the task's hidden tests added to its test
- * directory. Under bubblewrap (when it works here) the tests get no network and only `dir`
- * writable, since the verifier runs code the agent wrote.
+ * Runs the repository's unittest suite in `dir` (with the task's hidden tests added to its
+ * test directory) and reports each test's outcome. Under bubblewrap (when it works here) the
+ * tests get no network and only `dir` writable, since the verifier runs code the agent wrote.
+ * `passed` needs a clean exit, and every FAIL_TO_PASS test of the task reported `ok` (a
+ * test that vanished does not count as passing).
  *
  * @example
  * ```ts
  * import { codingEnv, runRepoTests } from "./coding.ts";
- * import { DEFAULT_DATA_DIR } from "./common.ts";
- * const [task] = codingEnv().loadTasks();
+ * const task = codingEnv().task("coding-textstats");
  * const dir = await Deno.makeTempDir();
  * // The task's repository as the agent got it (its bug not fixed yet).
- * const repo = `${DEFAULT_DATA_DIR}/coding/repos/${task.repo}`;
+ * const repo = `${codingEnv().dataDir}/coding/repos/${task.repo}`;
  * await new Deno.Command("cp", { args: ["-r", `${repo}/.`, dir] }).output();
  * (await runRepoTests(task, dir)).passed; // false until the fix is right
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function runRepoTests(
-  task: CodingTask,
+  task: Pick<CodingTask, "test_dir" | "hidden_tests"> & Partial<Pick<CodingTask, "fail_to_pass">>,
   dir: string,
   timeoutMs = 60_000,
+  options: RunTestsOptions = {},
 ): Promise<TestRun> {
   const testDir = workspacePath(dir, task.test_dir, "test_dir");
   await Deno.mkdir(testDir, { recursive: true });
@@ -69,9 +117,9 @@ export async function runRepoTests(
     await Deno.writeTextFile(`${testDir}/${name}`, content);
   }
   const python = pythonBinary();
-  const unittest = [python, "-m", "unittest", "discover", "-s", task.test_dir, "-t", "."];
+  const command = [python, "-c", runner(), task.test_dir, ...options.ids ?? []];
   const support = await probeSandbox();
-  const argv = support.bwrap && support.net
+  const argv = (options.isolate ?? true) && support.bwrap && support.net
     ? [
       "bwrap",
       "--die-with-parent",
@@ -84,24 +132,40 @@ export async function runRepoTests(
       "--chdir",
       dir,
       "--",
-      ...unittest,
+      ...command,
     ]
-    : unittest;
-  const out = await new Deno.Command(argv[0], {
+    : command;
+  const child = new Deno.Command(argv[0], {
     args: argv.slice(1),
     cwd: dir,
     env: { PYTHONDONTWRITEBYTECODE: "1" },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
-    signal: AbortSignal.timeout(timeoutMs),
-  }).output();
+    // Its own process group, so that a timeout takes down whatever the tests started.
+    detached: true,
+  }).spawn();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      Deno.kill(-child.pid, "SIGKILL");
+    } catch { /* already gone */ }
+  }, timeoutMs);
+  const out = await child.output().finally(() => clearTimeout(timer));
   const dec = new TextDecoder();
+  const stdout = dec.decode(out.stdout);
+  const tests = timedOut ? {} : parseReport(stdout);
+  const visible = stdout.slice(0, Math.max(0, stdout.lastIndexOf(REPORT_MARKER))) || stdout;
+  const failToPass = task.fail_to_pass ?? [];
+  const exitCode = timedOut ? 124 : out.code;
   return {
-    passed: out.code === 0,
-    exit_code: out.code,
-    output: (dec.decode(out.stdout) + dec.decode(out.stderr)).slice(-4000),
+    passed: exitCode === 0 && failToPass.every((id) => tests[id]?.status === "ok"),
+    exit_code: exitCode,
+    output: ((timedOut ? "timed out\n" : "") + visible + dec.decode(out.stderr)).slice(-4000),
     isolated: argv[0] === "bwrap",
+    tests,
+    timed_out: timedOut,
   };
 }
 
@@ -116,24 +180,44 @@ export interface CodingEnvOptions {
   dataDir?: string;
   /** Default directory of the repositories (`dataDir/coding/repos`). */
   reposDir?: string;
+  /** Where buggy workspaces of SWE-smith tasks are materialised (`$TMPDIR/reins-envs/coding`). */
+  workspaceRoot?: string;
 }
 
+/** The SWE-smith task file of the coding dataset (generated by `deno task make-tasks`). */
+export const SWE_TASKS_FILE = "swesmith.jsonl";
+
 /**
- * The coding environment over `dataDir/coding/tasks.jsonl` and its repositories.
+ * The coding environment over `dataDir/coding/tasks.jsonl` (hand-written tasks whose
+ * repository holds the bug) and `dataDir/coding/swesmith.jsonl` (SWE-smith records: a
+ * pristine repository plus a patch that plants the bug), and their repositories.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { codingEnv } from "./coding.ts";
- * codingEnv().loadTasks().map((t) => t.repo); // ["textstats", "intervals", "roman"]
+ * const tasks = codingEnv().loadTasks();
+ * assert.deepEqual(tasks.slice(0, 3).map((t) => t.repo), ["textstats", "intervals", "roman"]);
+ * assert.ok(tasks.length >= 100); // the generated SWE-smith-style tasks follow
  * ```
  */
 export function codingEnv(options: CodingEnvOptions = {}): HarnessEnv<CodingTask> {
   const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
   const reposDir = options.reposDir ?? `${dataDir}/coding/repos`;
-  const load = () => readJsonl(`${dataDir}/coding/tasks.jsonl`, CodingTaskSchema);
+  const workspaceRoot = options.workspaceRoot ?? defaultCodingWorkspaceRoot();
+  const load = (): CodingTask[] => {
+    const own = readJsonl(`${dataDir}/coding/tasks.jsonl`, CodingTaskSchema);
+    const swePath = `${dataDir}/coding/${SWE_TASKS_FILE}`;
+    let exists = false;
+    try {
+      exists = Deno.statSync(swePath).isFile;
+    } catch { /* no generated tasks */ }
+    if (!exists) return own;
+    return [...own, ...readJsonl(swePath, SweTaskSchema).map(sweToCodingTask)];
+  };
   return {
     name: "coding",
-    description: "Python repositories with a planted bug; reward = hidden tests pass",
+    description: "Python repositories with a planted bug; reward = the tests pass",
     systemPrompt: SYSTEM,
     dataDir,
     loadTasks: load,
@@ -153,14 +237,18 @@ export function codingEnv(options: CodingEnvOptions = {}): HarnessEnv<CodingTask
     },
     resolver: builtinResolver({
       env: "coding",
-      // The hidden tests (tasks.jsonl) stay out of the agent's sight; the reward reads them.
-      sandbox: { enabled: true, hide: hiddenDataPaths(dataDir) },
+      // The hidden tests (tasks.jsonl), the pristine repositories and every materialised buggy
+      // copy (together they would reveal the fix) stay out of the agent's sight.
+      sandbox: { enabled: true, hide: [...hiddenDataPaths(dataDir), workspaceRoot] },
       prepare: (input, spec) => {
         const task = findTask(load(), input.id, "coding");
+        const repos = spec.repos_dir ?? reposDir;
         return {
-          workspace: `${spec.repos_dir ?? reposDir}/${task.repo}`,
+          workspace: materializeCodingWorkspace(task, repos, workspaceRoot),
           restore: [task.test_dir],
           edited_restore_reward: 0,
+          // A pristine repository is the fix of every task planted into it.
+          ...(task.patch.trim() !== "" ? { hide: [repos] } : {}),
         };
       },
     }),

@@ -29,8 +29,25 @@ export {
   type CodingEnvOptions,
   pythonBinary,
   runRepoTests,
+  type RunTestsOptions,
+  SWE_TASKS_FILE,
+  type TestOutcome,
   type TestRun,
 } from "./coding.ts";
+export {
+  addedLines,
+  applyPatchToDir,
+  applyPatchToFiles,
+  defaultCodingWorkspaceRoot,
+  invertPatch,
+  makePatch,
+  materializeCodingWorkspace,
+  PatchError,
+  patchFiles,
+  readTree,
+  sweToCodingTask,
+  treeHash,
+} from "./coding_tasks.ts";
 export {
   DEFAULT_DATA_DIR,
   findTask,

@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any, ContextManager, Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -29,6 +30,17 @@ from .validate import (
 
 CHECKPOINT_FORMAT = "reins-trainer-checkpoint"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Built:
+    """A model built for `install`: weights on the CPU in float32, and what describes them."""
+
+    model: nn.Module
+    config: ModelConfig
+    version: int
+    source: Optional[str]
+    kind: str  # "builtin" or "hf"
 
 
 def not_initialized() -> RequestError:
@@ -91,24 +103,24 @@ class Engine:
             kwargs["fused"] = True
         return torch.optim.AdamW(groups, **kwargs)
 
-    def init(self, spec: InitSpec) -> Dict[str, Any]:
+    def resolve_device(self, name: Optional[str]) -> torch.device:
         try:
-            device = torch.device(spec.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+            device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
         except RuntimeError as e:
             raise bad("device", f"not a torch device: {e}")
         if device.type not in ("cpu", "cuda"):
-            raise bad("device", f'expected "cpu" or "cuda[:index]", got {spec.device!r}')
+            raise bad("device", f'expected "cpu" or "cuda[:index]", got {name!r}')
         if device.type == "cuda" and not torch.cuda.is_available():
             raise bad("device", "CUDA is not available on this worker")
-        dtype_name = spec.dtype or ("bfloat16" if device.type == "cuda" else "float32")
-        version = 0
-        source = None
-        checkpoint: Optional[Dict[str, Any]] = None
+        return device
+
+    def build(self, spec: InitSpec) -> Built:
+        """Builds (or reads) the model `spec` names, on the CPU in float32; touches nothing."""
         if spec.kind == "builtin":
             assert spec.config is not None
             config = ModelConfig(**spec.config)
-            model: nn.Module = build_builtin(config, spec.seed)
-        elif spec.kind == "checkpoint":
+            return Built(build_builtin(config, spec.seed), config, 0, None, "builtin")
+        if spec.kind == "checkpoint":
             assert spec.path is not None
             checkpoint = self._read_checkpoint(spec.path, "model.path")
             if checkpoint.get("model_kind") != "builtin":
@@ -120,30 +132,44 @@ class Engine:
             except (KeyError, TypeError, RuntimeError) as e:
                 raise bad("model.path", f"checkpoint {spec.path} does not fit its config: {e}")
             version = int(checkpoint.get("policy_version", 0))
-            source = spec.path
-        else:
-            from .hf_model import load_hf  # optional dependency: transformers
-
-            assert spec.path is not None
-            model, config = load_hf(spec.path)
-            source = spec.path
-        with self.weights_change(), self.lock:
-            self.device = device
-            self.dtype = _DTYPES[dtype_name]
-            self.model = model.to(device)
-            if isinstance(self.model, Decoder):
-                self.model.compute_dtype = None if self.dtype == torch.float32 else self.dtype
-            self.config = config
-            self.optimizer_spec = spec.optimizer
-            self.optimizer = self._make_optimizer(self.model, spec.optimizer)
-            self.policy_version = version
-            self.optimizer_steps = 0
             # A checkpoint of a built-in model is a built-in model (and saves as one).
-            self.model_kind = "hf" if spec.kind == "hf" else "builtin"
-            self.source = source
-            self.vocab_size = config.vocab_size
-            self.max_seq_len = config.max_seq_len
-            return self.state()
+            return Built(model, config, version, spec.path, "builtin")
+        from .hf_model import load_hf  # optional dependency: transformers
+
+        assert spec.path is not None
+        model, config = load_hf(spec.path)
+        return Built(model, config, 0, spec.path, "hf")
+
+    def init(self, spec: InitSpec) -> Dict[str, Any]:
+        device = self.resolve_device(spec.device)
+        built = self.build(spec)
+        with self.weights_change(), self.lock:
+            return self.install(built, device, spec.dtype, spec.optimizer)
+
+    def install(
+        self,
+        built: Built,
+        device: torch.device,
+        dtype_name: Optional[str],
+        optimizer: OptimizerSpec,
+    ) -> Dict[str, Any]:
+        """Makes `built` the policy, with a fresh optimizer (weights_change and lock held)."""
+        dtype_name = dtype_name or ("bfloat16" if device.type == "cuda" else "float32")
+        self.device = device
+        self.dtype = _DTYPES[dtype_name]
+        self.model = built.model.to(device)
+        if isinstance(self.model, Decoder):
+            self.model.compute_dtype = None if self.dtype == torch.float32 else self.dtype
+        self.config = built.config
+        self.optimizer_spec = optimizer
+        self.optimizer = self._make_optimizer(self.model, optimizer)
+        self.policy_version = built.version
+        self.optimizer_steps = 0
+        self.model_kind = built.kind
+        self.source = built.source
+        self.vocab_size = built.config.vocab_size
+        self.max_seq_len = built.config.max_seq_len
+        return self.state()
 
     def state(self) -> Dict[str, Any]:
         with self.lock:

@@ -8,7 +8,8 @@ Llama/Qwen-family models.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+import json
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -63,18 +64,48 @@ class HFPolicy(nn.Module):
         return HFCache(past=None, length=0)
 
 
-def load_hf(path: str) -> Tuple[nn.Module, ModelConfig]:
+def _transformers() -> Any:
     try:
-        from transformers import AutoModelForCausalLM  # type: ignore
+        import transformers  # type: ignore
     except ImportError:
         raise bad("model.kind", '"hf" needs the transformers package: pip install transformers')
+    return transformers
+
+
+def load_hf(path: str) -> Tuple[nn.Module, ModelConfig]:
+    transformers = _transformers()
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
     except Exception as e:
         raise bad("model.path", f"cannot load a Hugging Face model from {path}: {e}")
-    c = model.config
+    config = model_config_of(model.config)
+    return HFPolicy(model, config), config
+
+
+def hf_config_dict(policy: nn.Module) -> Dict[str, Any]:
+    """The JSON form of an HF policy's config (what `hf_from_config` rebuilds it from)."""
+    assert isinstance(policy, HFPolicy)
+    return json.loads(policy.model.config.to_json_string(use_diff=False))
+
+
+def hf_from_config(config: Dict[str, Any]) -> Tuple[nn.Module, ModelConfig]:
+    """An HF causal LM built from its config with random weights (no files, no download): the
+    other data-parallel ranks before rank 0's weights arrive, and the GPU check's Qwen3 model."""
+    transformers = _transformers()
+    fields = dict(config)
+    model_type = fields.pop("model_type")
+    try:
+        hf_config = transformers.AutoConfig.for_model(model_type, **fields)
+        model = transformers.AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.float32)
+    except Exception as e:
+        raise bad("model.config", f"cannot build a Hugging Face {model_type} model: {e}")
+    config = model_config_of(hf_config)
+    return HFPolicy(model, config), config
+
+
+def model_config_of(c: Any) -> ModelConfig:
     n_heads = int(getattr(c, "num_attention_heads", 1))
-    config = ModelConfig(
+    return ModelConfig(
         vocab_size=int(c.vocab_size),
         d_model=int(getattr(c, "hidden_size", 0)),
         n_layers=int(getattr(c, "num_hidden_layers", 0)),
@@ -86,4 +117,3 @@ def load_hf(path: str) -> Tuple[nn.Module, ModelConfig]:
         rope_theta=float(getattr(c, "rope_theta", 10000.0)),
         head_dim=getattr(c, "head_dim", None),
     )
-    return HFPolicy(model, config), config

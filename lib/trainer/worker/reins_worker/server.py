@@ -20,8 +20,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from .coordinator import Coordinator, follow
+from .cpu_probe import cpu_probe
+from .dist_env import DEFAULT_TIMEOUT_S, init_groups, open_channels, rank_env, spawn_ranks
 from .engine import Engine, not_initialized
 from .generation import GenerateScheduler, GenJob
+from .rank_ops import check_rank_of_row
 from .validate import (
     GenerateSpec,
     RequestError,
@@ -33,6 +37,8 @@ from .validate import (
 )
 
 MAX_BODY_BYTES = 512 * 1024 * 1024
+# Measured once at start-up (cpu_probe.py); served by /health.
+CPU_PROBE: Dict[str, Any] = {}
 
 
 class StreamJob(GenJob):
@@ -48,7 +54,14 @@ class StreamJob(GenJob):
         )
 
 
-def make_handler(engine: Engine, scheduler: GenerateScheduler) -> type:
+def make_handler(
+    engine: Engine, scheduler: GenerateScheduler, coordinator: Optional[Coordinator] = None
+) -> type:
+    """Routes over `engine`; training calls go through `coordinator` when the worker runs
+    several data-parallel ranks."""
+    trainer: Any = coordinator or engine
+    world_size = coordinator.world_size if coordinator else 1
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "reins-worker"
@@ -120,26 +133,30 @@ def make_handler(engine: Engine, scheduler: GenerateScheduler) -> type:
         # -- routes --------------------------------------------------------------------------
 
         def health(self, _body: Any) -> Dict[str, Any]:
+            if coordinator is not None and coordinator.error is not None:
+                raise coordinator.error  # 503: this worker cannot train any more
             return {
                 "ok": True,
                 "initialized": engine.initialized,
                 "policy_version": engine.policy_version,
                 "device": str(engine.device),
                 "pid": os.getpid(),
+                "world_size": world_size,
                 **engine.generation_status(),
+                **CPU_PROBE,
             }
 
         def state(self, _body: Any) -> Dict[str, Any]:
-            return engine.state()
+            return trainer.state()
 
         def init(self, body: Any) -> Dict[str, Any]:
-            return engine.init(parse_init(body))
+            return trainer.init(parse_init(body))
 
         def save(self, body: Any) -> Dict[str, Any]:
-            return engine.save(parse_path(body))
+            return trainer.save(parse_path(body))
 
         def load(self, body: Any) -> Dict[str, Any]:
-            return engine.load(parse_path(body))
+            return trainer.load(parse_path(body))
 
         def logprobs(self, body: Any) -> Dict[str, Any]:
             if not engine.initialized:
@@ -153,16 +170,19 @@ def make_handler(engine: Engine, scheduler: GenerateScheduler) -> type:
             rows, loss, want_lp = parse_forward_backward(
                 body, engine.vocab_size, engine.max_seq_len
             )
+            ranks = check_rank_of_row(body.get("rank_of_row"), len(rows), world_size)
+            if coordinator is not None:
+                return coordinator.forward_backward(rows, loss, want_lp, ranks)
             return engine.forward_backward(rows, loss, want_lp)
 
         def optim_step(self, _body: Any) -> Dict[str, Any]:
-            return engine.optim_step()
+            return trainer.optim_step()
 
         def zero_grad(self, _body: Any) -> Dict[str, Any]:
-            return engine.zero_grad()
+            return trainer.zero_grad()
 
         def gradients(self, _body: Any) -> Dict[str, Any]:
-            return engine.gradients()
+            return trainer.gradients()
 
         def generate(self, body: Any) -> Optional[Dict[str, Any]]:
             if not engine.initialized:
@@ -259,17 +279,64 @@ def main(argv: Optional[List[str]] = None) -> None:
         action="store_true",
         help="exit when the process that started the worker goes away",
     )
+    parser.add_argument(
+        "--ranks",
+        type=int,
+        default=1,
+        help="data-parallel ranks on this machine (one per GPU); this process is rank 0 and "
+        "starts the others. Under torchrun leave it out: RANK/WORLD_SIZE are read instead",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default=None,
+        help="torch.distributed backend (auto: nccl with GPUs, else gloo)",
+    )
+    parser.add_argument(
+        "--collective-timeout-s",
+        type=float,
+        default=float(os.environ.get("REINS_COLLECTIVE_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
+        help="how long a rank waits for the others in one collective before the call fails",
+    )
     args = parser.parse_args(argv)
+    if args.ranks < 1:
+        parser.error("--ranks must be >= 1")
     if args.exit_with_parent:
         _watch_parent(os.getppid())
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    children = []
+    if args.ranks > 1:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            parser.error("--ranks with a torchrun environment (WORLD_SIZE): give one of them")
+        child_args = ["--threads", str(args.threads)]
+        child_args += ["--collective-timeout-s", str(args.collective_timeout_s)]
+        if args.backend:
+            child_args += ["--backend", args.backend]
+        children = spawn_ranks(args.ranks, child_args)
+    env = rank_env(args.backend, args.collective_timeout_s)
     engine = Engine()
+    coordinator: Optional[Coordinator] = None
+    if env is not None:
+        groups = init_groups(env)
+        channels = open_channels(env, groups)
+        if env.rank != 0:
+            follow(engine, groups, channels[0])
+            return
+        coordinator = Coordinator(engine, groups, channels, children)
+    # The serving process (rank 0) measures its CPU matmul rate once, for /health.
+    CPU_PROBE.update(cpu_probe())
+    if CPU_PROBE["cpu_warning"]:
+        print(f"reins worker: warning: {CPU_PROBE['cpu_warning']}", file=sys.stderr, flush=True)
     scheduler = GenerateScheduler(engine, args.batch_window_ms / 1000.0, args.max_batch)
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, scheduler))
+    handler = make_handler(engine, scheduler, coordinator)
+    server = ThreadingHTTPServer((args.host, args.port), handler)
     server.daemon_threads = True
     host, port = server.server_address[:2]
-    print("REINS_WORKER_READY " + json.dumps({"host": host, "port": port}), flush=True)
+    ready = {"host": host, "port": port}
+    if env is not None:
+        ready["world_size"] = env.world_size
+    print("REINS_WORKER_READY " + json.dumps(ready), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

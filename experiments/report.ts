@@ -1,0 +1,159 @@
+/**
+ * The numbers `docs/experiments.md` quotes, rendered from the committed results rather than
+ * typed in: `deno task ablation:report` rewrites every block between
+ * `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` in the doc, and a test checks that
+ * the doc equals what the results render to.
+ *
+ * Blocks: `mechanism_quick` (the headline regime), `mechanism_sweep` (every regime's verdicts),
+ * `pilot` (the pilot's cells and the power plan). A block whose results are absent says so.
+ *
+ * @module
+ */
+import { ablationGrid } from "./ablation.ts";
+import { planGrid } from "./grid_plan.ts";
+import { type MechanismStudy, readStudy, studyDir } from "./mechanism.ts";
+import { readProvenance } from "./provenance.ts";
+import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
+
+const f3 = (x: number) => x.toFixed(3);
+const signed = (x: number, d = 3) => (x >= 0 ? "+" : "−") + Math.abs(x).toFixed(d);
+
+async function studyOrNull(dir: string): Promise<MechanismStudy | null> {
+  try {
+    return await readStudy(dir);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  }
+}
+
+async function codeLine(dir: string): Promise<string> {
+  const p = await readProvenance(dir);
+  return p
+    ? `(\`${p.command}\`, code ${p.code.hash.slice(0, 12)}, ${p.created_at.slice(0, 10)})`
+    : "(no provenance recorded)";
+}
+
+/** The `mechanism_quick` block. */
+export async function renderMechanismQuick(resultsDir: string): Promise<string> {
+  const dir = studyDir(resultsDir, true);
+  const study = await studyOrNull(dir);
+  if (!study) return "_Not run yet: `deno task ablation:mechanism --quick`._";
+  const r = study.regimes[0];
+  const rows = r.settings.map((s) =>
+    `| ${s.setting} | ${f3(s.curve[0].mean)} | ${f3(s.final.mean)} ± ${f3(s.final.ci95)} | ${
+      s.verdict === "reference" ? "—" : `${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (${s.verdict})`
+    } | ${f3(s.split_share)} | ${f3(s.split_weight_share)} |`
+  );
+  return [
+    `Headline regime \`${r.regime.name}\`, ${study.seeds} seeds per setting ${await codeLine(
+      dir,
+    )}:`,
+    "",
+    "| setting | success at start | final success (95% CI) | paired difference to rollout/rollout_token_mean | rollouts that split | their share of the weight |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...rows,
+  ].join("\n");
+}
+
+/** The `mechanism_sweep` block. */
+export async function renderMechanismSweep(resultsDir: string): Promise<string> {
+  const dir = studyDir(resultsDir, false);
+  const study = await studyOrNull(dir);
+  if (!study) return "_Not run yet: `deno task ablation:mechanism`._";
+  const names = study.regimes[0].settings.map((s) => s.setting).filter((s) =>
+    s !== "rollout/rollout_token_mean"
+  );
+  const rows = study.regimes.map((r) => {
+    const ref = r.settings.find((s) => s.verdict === "reference")!;
+    const cells = names.map((n) => {
+      const s = r.settings.find((x) => x.setting === n)!;
+      return `${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} ${s.verdict}`;
+    });
+    return `| ${r.regime.name} | ${f3(ref.final.mean)} | ${cells.join(" | ")} |`;
+  });
+  return [
+    `${study.regimes.length} regimes × 4 settings × ${study.seeds} seeds ${await codeLine(dir)}; ` +
+    "each cell: paired difference of final success to rollout/rollout_token_mean (95% CI) and " +
+    "whether the setting wins, loses or ties against it.",
+    "",
+    `| regime | rollout/rollout_token_mean | ${names.join(" | ")} |`,
+    `| --- | --- | ${names.map(() => "---").join(" | ")} |`,
+    ...rows,
+  ].join("\n");
+}
+
+/** The `pilot` block: the pilot's cells and the power plan. */
+export async function renderPilot(resultsDir: string): Promise<string> {
+  const grid = ablationGrid(true);
+  const dir = `${resultsDir}/${grid.name}`;
+  const cells = await readGridResults(resultsDir, grid.name);
+  if (cells.length === 0) return "_Not run yet: `deno task ablation --pilot`._";
+  const rows = cells.map((c) =>
+    `| ${c.cell.setting} | ${c.cell.seed} | ${f3(c.summary.start_val_reward ?? NaN)} | ${
+      f3(c.summary.final_val_reward ?? NaN)
+    } | ${c.summary.wall_s.toFixed(0)} | ${c.summary.cpu_s?.toFixed(0) ?? "—"} |`
+  );
+  const out = [
+    `${cells.length} of ${grid.settings!.length * grid.seeds!.length} pilot cells ${await codeLine(
+      dir,
+    )}:`,
+    "",
+    "| setting | seed | evaluation before RL (shared) | after RL | wall s | CPU s |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...rows,
+  ];
+  const study = await studyOrNull(studyDir(resultsDir, false));
+  if (study && cells.length >= 2) {
+    try {
+      const plan = planGrid(cells, study, { settings: 4 });
+      out.push("", "Power plan (`grid_plan.ts`):", "", ...plan.lines.map((l) => `- ${l}`));
+    } catch (error) {
+      out.push("", `Power plan: ${(error as Error).message}`);
+    }
+  }
+  return out.join("\n");
+}
+
+/** Every block, by name. */
+export async function renderBlocks(resultsDir = DEFAULT_RESULTS_DIR): Promise<Map<string, string>> {
+  return new Map([
+    ["mechanism_quick", await renderMechanismQuick(resultsDir)],
+    ["mechanism_sweep", await renderMechanismSweep(resultsDir)],
+    ["pilot", await renderPilot(resultsDir)],
+  ]);
+}
+
+/**
+ * Replaces each generated block of `text` with its rendering.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { fillBlocks } from "./report.ts";
+ * const doc = "a\n<!-- generated:x -->\nold\n<!-- /generated:x -->\nb";
+ * assert.equal(fillBlocks(doc, new Map([["x", "new"]])),
+ *   "a\n<!-- generated:x -->\nnew\n<!-- /generated:x -->\nb");
+ * ```
+ */
+export function fillBlocks(text: string, blocks: Map<string, string>): string {
+  return text.replace(
+    /<!-- generated:([a-z_]+) -->\n[\s\S]*?<!-- \/generated:\1 -->/g,
+    (whole, name: string) => {
+      const body = blocks.get(name);
+      if (body === undefined) return whole;
+      return `<!-- generated:${name} -->\n${body}\n<!-- /generated:${name} -->`;
+    },
+  );
+}
+
+/** The doc the blocks go into. */
+export const EXPERIMENTS_DOC: string = decodeURIComponent(
+  new URL("../docs/experiments.md", import.meta.url).pathname,
+);
+
+if (import.meta.main) {
+  const text = await Deno.readTextFile(EXPERIMENTS_DOC);
+  await Deno.writeTextFile(EXPERIMENTS_DOC, fillBlocks(text, await renderBlocks()));
+  console.log(`rewrote the generated blocks of ${EXPERIMENTS_DOC}`);
+}
