@@ -237,6 +237,15 @@ export function checkCredential(events: ParsedEvent[], credential: Credential): 
           `admin or reporter credential (a verifier outside the agent's reach)`,
       );
     }
+    // Model calls are training data: only the proxy (admin) records them, from the tokens the
+    // engine really sampled. A token that could post its own would write its own samples.
+    if (credential === "capability" && event.type !== "custom" && event.type !== "log") {
+      throw new StoreError(
+        "forbidden",
+        `events[${i}].type: a capability token posts only 'custom' and 'log' events; ` +
+          `'${event.type}' events come from reins itself (model calls from the proxy)`,
+      );
+    }
     if (isReservedEventKey(event.event_key)) {
       throw new StoreError(
         "forbidden",
