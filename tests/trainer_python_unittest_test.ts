@@ -28,7 +28,7 @@ Deno.test("trainer python: the worker modules import each other only as a packag
     const text = await Deno.readTextFile(`${workerPackageDir()}/reins_worker/${entry.name}`);
     assert.doesNotMatch(text, /sys\.path/, `${entry.name} edits sys.path`);
     const flat =
-      /^\s*(from|import) (batch|engine|generation|losses|model|sampling|server|validate|hf_model)\b/m
+      /^\s*(from|import) (batch|engine|generation|losses|measure|model|sampling|server|validate|hf_model)\b/m
         .exec(text);
     assert.equal(flat, null, `${entry.name} imports a sibling flatly: ${flat?.[0]}`);
   }

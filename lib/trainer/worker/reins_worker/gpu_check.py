@@ -19,8 +19,8 @@ Sections (each records its figures, or `{"error": ...}` / `{"skipped": ...}`, an
   `--tiny` runs it on 2 CPU ranks (gloo).
 
 FLOPs per trained token = 6·N (N = matmul parameters, LM head included) + 6·L·T·d_attn
-(attention, forward + backward, as benches/trainer.ts and gpu_bench count it); MFU divides by the
-GPU's dense bf16 peak (`--peak-tflops` to override). On the CPU, MFU is null.
+(attention, forward + backward, as benches/trainer.ts and `measure.flops_per_token` count it);
+MFU divides by the GPU's dense bf16 peak (`--peak-tflops` to override). On the CPU, MFU is null.
 """
 
 from __future__ import annotations
@@ -41,17 +41,9 @@ import torch
 
 from .batch import Batch
 from .engine import Built, Engine
-from .generation import GenerateScheduler, GenJob
-from .gpu_bench import HALF_B, PEAKS, make_batch
-from .model import ModelConfig, build_builtin, non_embedding_matmul_params
-from .validate import (
-    GenerateSpec,
-    LossSpec,
-    OptimizerSpec,
-    RequestError,
-    parse_forward_backward,
-    parse_model_config,
-)
+from .measure import HALF_B, generate, known_peak, make_batch, sync, time_training
+from .model import ModelConfig, build_builtin
+from .validate import GenerateSpec, OptimizerSpec, parse_forward_backward, parse_model_config
 
 BUILTIN = dict(HALF_B, max_seq_len=16384 + 512)
 TINY_BUILTIN: Dict[str, Any] = {
@@ -106,23 +98,6 @@ class Plan:
         self.align_tokens = 16 if tiny else 128
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def peak_flops(device: torch.device, override: Optional[float]) -> Optional[float]:
-    if override:
-        return override * 1e12
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    for key, peak in PEAKS.items():
-        if key in name:
-            return peak
-    return None
-
-
 def pearson(xs: List[float], ys: List[float]) -> Optional[float]:
     n = len(xs)
     if n < 2:
@@ -132,43 +107,6 @@ def pearson(xs: List[float], ys: List[float]) -> Optional[float]:
     sxx = sum((x - mx) ** 2 for x in xs)
     syy = sum((y - my) ** 2 for y in ys)
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
-
-
-def generate(engine: Engine, specs: List[GenerateSpec]) -> List[Dict[str, Any]]:
-    """Runs `specs` through the server's continuous batcher; returns ids and logprobs each."""
-    scheduler = GenerateScheduler(engine, window_s=0.005, max_batch=max(1, len(specs)))
-    out: List[Dict[str, Any]] = [{"ids": [], "logprobs": []} for _ in specs]
-    errors: List[RequestError] = []
-    left = [len(specs)]
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def job(i: int) -> GenJob:
-        def emit(ids: List[int], lps: List[float]) -> None:
-            out[i]["ids"].extend(ids)
-            out[i]["logprobs"].extend(lps)
-
-        def finished(*_: Any) -> None:
-            with lock:
-                left[0] -= 1
-                if left[0] == 0:
-                    done.set()
-
-        def fail(err: RequestError) -> None:
-            errors.append(err)
-            finished()
-
-        return GenJob(specs[i], emit, finished, fail)
-
-    try:
-        for i in range(len(specs)):
-            scheduler.submit(job(i))
-        done.wait()
-    finally:
-        scheduler.close()
-    if errors:
-        raise errors[0]
-    return out
 
 
 def measure(engine: Engine, plan: Plan, peak: Optional[float]) -> Dict[str, Any]:
@@ -206,46 +144,19 @@ def _specs(vocab: int, n: int, prompt: int, tokens: int, seed: int) -> List[Gene
 def train_figures(engine: Engine, plan: Plan, peak: Optional[float]) -> Dict[str, Any]:
     """forward_backward + optim_step over micro-batches of one `plan.seq`-token sequence."""
     assert engine.config is not None and engine.model is not None
-    cfg: ModelConfig = engine.config
     device = engine.device
-    vocab = cfg.vocab_size
-    loss = LossSpec("ppo", clip_low=0.2, clip_high=0.28)
+    vocab = engine.config.vocab_size
     batches: List[Batch] = [make_batch(1, plan.seq, vocab, device, i) for i in range(plan.micro)]
-
-    def step() -> float:
-        for b in batches:
-            engine.forward_backward_batch(b, loss)
-        return float(engine.optim_step()["grad_norm"])
-
-    for _ in range(plan.warmup):
-        step()
-    sync(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    t0 = time.perf_counter()
-    for _ in range(plan.steps):
-        grad_norm = step()
-    sync(device)
-    train_s = time.perf_counter() - t0
-    tokens = plan.steps * plan.micro * plan.seq
-    tok_s = tokens / train_s
-    n_matmul = non_embedding_matmul_params(cfg)
-    d_attn = cfg.n_heads * cfg.resolved_head_dim
-    flops_per_token = 6 * n_matmul + 6 * cfg.n_layers * plan.seq * d_attn
+    timed = time_training(engine, batches, plan.seq, plan.warmup, plan.steps)
     out: Dict[str, Any] = {
         "parameters": sum(p.numel() for p in engine.model.parameters()),
         "dtype": str(engine.dtype).replace("torch.", ""),
         "tokens_per_micro_batch": plan.seq,
         "micro_batches_per_step": plan.micro,
         "timed_steps": plan.steps,
-        "train_s": train_s,
-        "train_tok_per_s": tok_s,
-        "flops_per_token": flops_per_token,
-        "mfu": tok_s * flops_per_token / peak if peak else None,
-        "last_grad_norm": grad_norm,
+        **timed,
+        "mfu": timed["train_tok_per_s"] * timed["flops_per_token"] / peak if peak else None,
     }
-    if device.type == "cuda":
-        out["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return out
 
 
@@ -469,7 +380,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     plan = Plan(tiny)
-    peak = peak_flops(device, args.peak_tflops)
+    peak = known_peak(device, args.peak_tflops)
     started = time.perf_counter()
     report: Dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -123,6 +123,16 @@ class KVCache:
         self.length = 0
 
 
+class LayerInputs(NamedTuple):
+    """What every layer reads besides the residual stream, built once per forward."""
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    mask: Optional[torch.Tensor]
+    is_causal: bool
+    cache: Optional[KVCache]
+
+
 class Attention(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -137,16 +147,7 @@ class Attention(nn.Module):
         self.q_norm: Optional[RMSNorm] = RMSNorm(hd, config.norm_eps) if config.qk_norm else None
         self.k_norm: Optional[RMSNorm] = RMSNorm(hd, config.norm_eps) if config.qk_norm else None
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: Optional[torch.Tensor],
-        is_causal: bool,
-        cache: Optional[KVCache],
-        layer: int,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, inputs: LayerInputs, layer: int) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)
         k = self.k_proj(x).view(b, t, self.n_kv_heads, self.head_dim)
@@ -155,10 +156,11 @@ class Attention(nn.Module):
             q = self.q_norm(q)
             k = self.k_norm(k)
         # Rotate in the projections' dtype (bf16 under autocast) rather than promoting to fp32.
-        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        cos, sin = inputs.cos.to(q.dtype), inputs.sin.to(q.dtype)
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
         v = v.transpose(1, 2)
+        cache = inputs.cache
         if cache is not None:
             start = cache.length
             cache.k[layer][:, :, start : start + t] = k
@@ -172,7 +174,7 @@ class Attention(nn.Module):
             k = k.reshape(b, self.n_heads, s, self.head_dim)
             v = v[:, :, None].expand(b, self.n_kv_heads, rep, s, self.head_dim)
             v = v.reshape(b, self.n_heads, s, self.head_dim)
-        out = attention(q, k, v, mask, is_causal)
+        out = attention(q, k, v, inputs.mask, inputs.is_causal)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 
@@ -195,17 +197,8 @@ class Block(nn.Module):
         self.post_attn_norm = RMSNorm(config.d_model, config.norm_eps)
         self.mlp = MLP(config)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: Optional[torch.Tensor],
-        is_causal: bool,
-        cache: Optional[KVCache],
-        layer: int,
-    ) -> torch.Tensor:
-        x = x + self.attn(self.input_norm(x), cos, sin, mask, is_causal, cache, layer)
+    def forward(self, x: torch.Tensor, inputs: LayerInputs, layer: int) -> torch.Tensor:
+        x = x + self.attn(self.input_norm(x), inputs, layer)
         return x + self.mlp(self.post_attn_norm(x))
 
 
@@ -255,8 +248,9 @@ class Decoder(nn.Module):
         cos, sin = rope_cos_sin(
             positions, self.config.resolved_head_dim, self.config.rope_theta, torch.float32
         )
+        inputs = LayerInputs(cos, sin, mask, is_causal, cache)
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, mask, is_causal, cache, i)
+            x = layer(x, inputs, i)
         if cache is not None:
             cache.length += tokens.shape[1]
         return self.norm(x)

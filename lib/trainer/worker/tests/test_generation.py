@@ -11,16 +11,9 @@ from reins_worker.engine import Engine
 from reins_worker.generation import BatchDecoder, GenerateScheduler, GenJob
 from reins_worker.sampling import make_generator, sample_rows
 from reins_worker.validate import RequestError, parse_generate, parse_init
+from tests.tiny import tiny_config
 
-CONFIG = {
-    "vocab_size": 48,
-    "d_model": 32,
-    "n_layers": 2,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "d_ff": 48,
-    "max_seq_len": 256,
-}
+CONFIG = tiny_config(48, max_seq_len=256)
 
 
 class Collect:

@@ -22,16 +22,9 @@ import torch
 
 from reins_worker.engine import Engine
 from reins_worker.validate import parse_forward_backward, parse_init
+from tests.tiny import tiny_config
 
-CONFIG = {
-    "vocab_size": 40,
-    "d_model": 32,
-    "n_layers": 2,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "d_ff": 48,
-    "max_seq_len": 64,
-}
+CONFIG = tiny_config(40)
 INIT = {
     "model": {"kind": "builtin", "config": CONFIG, "seed": 3},
     "optimizer": {"lr": 1e-3, "grad_clip": 1.0, "weight_decay": 0.01},

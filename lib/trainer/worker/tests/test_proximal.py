@@ -6,16 +6,9 @@ import unittest
 
 from reins_worker.engine import Engine
 from reins_worker.validate import RequestError, parse_forward_backward, parse_init
+from tests.tiny import tiny_config
 
-CONFIG = {
-    "vocab_size": 32,
-    "d_model": 32,
-    "n_layers": 2,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "d_ff": 48,
-    "max_seq_len": 64,
-}
+CONFIG = tiny_config(32)
 
 
 def row(tokens, adv: float, behaviour_shift: float = 0.0):
