@@ -22,7 +22,8 @@ import type { TrainingRow } from "../lib/schema.ts";
 import { packMicroBatches, planRankMicroBatches } from "../lib/batching/mod.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { mulberry32, toyArithmeticTasks, toySftRows } from "../lib/loop/mod.ts";
-import { type LocalWorker, startLocalWorker } from "../lib/trainer/mod.ts";
+import type { LocalWorker } from "../lib/trainer/mod.ts";
+import { startInitialised } from "../tests/trainer_helpers.ts";
 
 const CONFIG = {
   vocab_size: 256,
@@ -98,15 +99,8 @@ function balanceFigures(name: string, rows: TrainingRow[], budget: number) {
   return out;
 }
 
-async function start(ranks: number): Promise<LocalWorker> {
-  const worker = await startLocalWorker({ threads: 1, ranks });
-  await worker.client.init({
-    model: { kind: "builtin", config: CONFIG, seed: 0 },
-    optimizer: { lr: 1e-4, grad_clip: 1 },
-    device: "cpu",
-    dtype: "float32",
-  });
-  return worker;
+function start(ranks: number): Promise<LocalWorker> {
+  return startInitialised({ config: CONFIG, lr: 1e-4, gradClip: 1, ranks });
 }
 
 /** One optimizer step's gradient: one process (a call per micro-batch) or 2 ranks (one call). */

@@ -17,9 +17,16 @@ import {
 } from "../lib/batching/mod.ts";
 import { ValidationError } from "../lib/schema.ts";
 import type { BuiltinModelConfigInput, TrainingRow } from "../lib/schema.ts";
-import { type LocalWorker, startLocalWorker } from "../lib/trainer/mod.ts";
+import type { LocalWorker } from "../lib/trainer/mod.ts";
 import { mulberry32, randInt } from "./fixtures/algo/samples.ts";
-import { maxAbsDiff, PPO, row, TINY } from "./trainer_helpers.ts";
+import {
+  groupedRows,
+  maxAbsDiff,
+  PPO,
+  type SampleShape,
+  startInitialised,
+  TINY,
+} from "./trainer_helpers.ts";
 
 const CONFIG: BuiltinModelConfigInput = { ...TINY, max_seq_len: 128 };
 const BUDGET = 96;
@@ -28,7 +35,7 @@ const BUDGET = 96;
 function makeRows(groups: number, perGroup: number, seed: number): TrainingRow[] {
   const rand = mulberry32(seed);
   const tok = () => randInt(rand, 1, CONFIG.vocab_size - 1);
-  const shapes: { tokens: number[]; mask: (0 | 1)[]; group: number }[] = [];
+  const shapes: SampleShape[] = [];
   for (let g = 0; g < groups; g++) {
     const prompt = Array.from({ length: randInt(rand, 8, 20) }, tok);
     for (let r = 0; r < perGroup; r++) {
@@ -40,20 +47,10 @@ function makeRows(groups: number, perGroup: number, seed: number): TrainingRow[]
       });
     }
   }
-  const trained = shapes.reduce((n, s) => n + s.mask.reduce((a: number, m) => a + m, 0), 0);
-  return shapes.map((s, i) =>
-    row(s.tokens, {
-      rollout_id: `g${s.group}-r${i}`,
-      group_id: `g${s.group}`,
-      loss_mask: s.mask,
-      advantages: s.mask.map((m) => (m ? (i % 2 ? -1 : 1) * (0.5 + 0.1 * s.group) : 0)),
-      loss_weights: s.mask.map((m) => (m ? 1 / trained : 0)),
-      rollout_logprobs: s.mask.map((
-        m,
-        t,
-      ) => (m ? -Math.log(CONFIG.vocab_size) + 0.1 * Math.sin(t) : 0)),
-    })
-  );
+  return groupedRows(shapes, {
+    advantage: (i, group) => (i % 2 ? -1 : 1) * (0.5 + 0.1 * group),
+    logprob: (_i, t) => -Math.log(CONFIG.vocab_size) + 0.1 * Math.sin(t),
+  });
 }
 
 /** Every input row lands in exactly one segment, and the segments map back to its tokens. */
@@ -107,15 +104,8 @@ Deno.test("planRankMicroBatches: each row once, balanced ranks, groups kept whol
   );
 });
 
-async function startInitialised(ranks: number): Promise<LocalWorker> {
-  const worker = await startLocalWorker({ threads: 1, ranks, collectiveTimeoutS: 120 });
-  await worker.client.init({
-    model: { kind: "builtin", config: CONFIG, seed: 0 },
-    optimizer: { lr: 1e-3, grad_clip: 1 },
-    device: "cpu",
-    dtype: "float32",
-  });
-  return worker;
+function startRanks(ranks: number): Promise<LocalWorker> {
+  return startInitialised({ config: CONFIG, gradClip: 1, ranks, collectiveTimeoutS: 120 });
 }
 
 Deno.test({
@@ -123,7 +113,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
 }, async (t) => {
-  const [single, dp] = await Promise.all([startInitialised(1), startInitialised(2)]);
+  const [single, dp] = await Promise.all([startRanks(1), startRanks(2)]);
   try {
     assert.equal((await dp.client.health()).world_size, 2);
     assert.equal((await single.client.health()).world_size, 1);

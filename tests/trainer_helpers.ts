@@ -19,21 +19,51 @@ export const TINY: BuiltinModelConfigInput = {
   rope_theta: 10_000,
 };
 
+/** How `startInitialised` starts and initialises a CPU worker (fp32, one torch thread). */
+export interface InitialisedWorkerOptions {
+  config?: BuiltinModelConfigInput;
+  seed?: number;
+  lr?: number;
+  gradClip?: number;
+  /** Data-parallel ranks (gloo on the CPU); 1 by default. */
+  ranks?: number;
+  collectiveTimeoutS?: number;
+}
+
+/** Starts a one-thread CPU worker and initialises the built-in model on it (fp32). */
+export async function startInitialised(
+  options: InitialisedWorkerOptions = {},
+): Promise<LocalWorker> {
+  const worker = await startLocalWorker({
+    threads: 1,
+    ...(options.ranks !== undefined ? { ranks: options.ranks } : {}),
+    ...(options.collectiveTimeoutS !== undefined
+      ? { collectiveTimeoutS: options.collectiveTimeoutS }
+      : {}),
+  });
+  try {
+    await worker.client.init({
+      model: { kind: "builtin", config: options.config ?? TINY, seed: options.seed ?? 0 },
+      optimizer: { lr: options.lr ?? 1e-3, grad_clip: options.gradClip ?? 0 },
+      device: "cpu",
+      dtype: "float32",
+    });
+  } catch (e) {
+    await worker.close();
+    throw e;
+  }
+  return worker;
+}
+
 /** Starts a worker, initialises the tiny model, runs `fn`, always stops the worker. */
 export async function withWorker(
   fn: (worker: LocalWorker) => Promise<void>,
   options: { config?: BuiltinModelConfigInput; seed?: number; lr?: number; init?: boolean } = {},
 ): Promise<void> {
-  const worker = await startLocalWorker({ threads: 1 });
+  const worker = options.init === false
+    ? await startLocalWorker({ threads: 1 })
+    : await startInitialised(options);
   try {
-    if (options.init !== false) {
-      await worker.client.init({
-        model: { kind: "builtin", config: options.config ?? TINY, seed: options.seed ?? 0 },
-        optimizer: { lr: options.lr ?? 1e-3, grad_clip: 0 },
-        device: "cpu",
-        dtype: "float32",
-      });
-    }
     await fn(worker);
   } finally {
     await worker.close();
@@ -57,6 +87,39 @@ export function row(
     ...(fields.parent ? { parent: fields.parent } : {}),
     ...(fields.segment_starts ? { segment_starts: fields.segment_starts } : {}),
   };
+}
+
+/** One sample of a grouped batch: its tokens, which of them are trained, its group's index. */
+export interface SampleShape {
+  tokens: number[];
+  mask: (0 | 1)[];
+  group: number;
+}
+
+/**
+ * Training rows of grouped samples, as one optimizer step sees them: rollout `g{group}-r{i}` in
+ * group `g{group}`, loss weight 1 / (trained tokens of the whole batch) on each trained token,
+ * and the advantage and behaviour logprob the callbacks give for sample `i` (0 on untrained
+ * tokens).
+ */
+export function groupedRows(
+  shapes: SampleShape[],
+  values: {
+    advantage: (i: number, group: number) => number;
+    logprob: (i: number, t: number) => number;
+  },
+): TrainingRow[] {
+  const trained = shapes.reduce((n, s) => n + s.mask.reduce((a: number, m) => a + m, 0), 0);
+  return shapes.map((s, i) =>
+    row(s.tokens, {
+      rollout_id: `g${s.group}-r${i}`,
+      group_id: `g${s.group}`,
+      loss_mask: s.mask,
+      advantages: s.mask.map((m) => (m ? values.advantage(i, s.group) : 0)),
+      loss_weights: s.mask.map((m) => (m ? 1 / trained : 0)),
+      rollout_logprobs: s.mask.map((m, t) => (m ? values.logprob(i, t) : 0)),
+    })
+  );
 }
 
 /** Largest |a_i − b_i|. */

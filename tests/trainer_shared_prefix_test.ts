@@ -16,23 +16,19 @@ import {
 } from "../lib/batching/mod.ts";
 import type { BuiltinModelConfigInput, LossConfigInput, TrainingRow } from "../lib/schema.ts";
 import type { TrainerClient } from "../lib/trainer/mod.ts";
-import { type LocalWorker, startLocalWorker } from "../lib/trainer/mod.ts";
 import { mulberry32, randInt } from "./fixtures/algo/samples.ts";
-import { maxAbs, maxAbsDiff, PPO, row, TINY } from "./trainer_helpers.ts";
+import {
+  groupedRows,
+  maxAbs,
+  maxAbsDiff,
+  PPO,
+  type SampleShape,
+  startInitialised,
+  TINY,
+} from "./trainer_helpers.ts";
 
 const CONFIG: BuiltinModelConfigInput = { ...TINY, max_seq_len: 128 };
 const BUDGET = 160;
-
-async function startInitialised(): Promise<LocalWorker> {
-  const worker = await startLocalWorker({ threads: 1 });
-  await worker.client.init({
-    model: { kind: "builtin", config: CONFIG, seed: 0 },
-    optimizer: { lr: 1e-3, grad_clip: 0 },
-    device: "cpu",
-    dtype: "float32",
-  });
-  return worker;
-}
 
 /**
  * Three groups of four samples: a 14-token system prompt shared by all, a 5-token task per
@@ -43,7 +39,7 @@ async function makeRows(client: TrainerClient): Promise<TrainingRow[]> {
   const rand = mulberry32(11);
   const tok = () => randInt(rand, 1, CONFIG.vocab_size - 1);
   const system = Array.from({ length: 14 }, tok);
-  const shapes: { tokens: number[]; mask: (0 | 1)[]; group: number }[] = [];
+  const shapes: SampleShape[] = [];
   for (let g = 0; g < 3; g++) {
     const prompt = [...system, ...Array.from({ length: 5 }, tok)];
     for (let r = 0; r < 4; r++) {
@@ -59,20 +55,10 @@ async function makeRows(client: TrainerClient): Promise<TrainingRow[]> {
     }
   }
   const { logprobs } = await client.logprobs(shapes.map((s) => s.tokens));
-  const trained = shapes.reduce((n, s) => n + s.mask.reduce((a: number, m) => a + m, 0), 0);
-  return shapes.map((s, i) =>
-    row(s.tokens, {
-      rollout_id: `g${s.group}-r${i}`,
-      group_id: `g${s.group}`,
-      loss_mask: s.mask,
-      advantages: s.mask.map((m) => (m ? (i % 2 ? -1 : 1) * (1 + 0.1 * s.group) : 0)),
-      loss_weights: s.mask.map((m) => (m ? 1 / trained : 0)),
-      rollout_logprobs: logprobs[i].map((
-        lp,
-        t,
-      ) => (s.mask[t] ? lp + 0.25 * Math.sin(3 * t + i) : 0)),
-    })
-  );
+  return groupedRows(shapes, {
+    advantage: (i, group) => (i % 2 ? -1 : 1) * (1 + 0.1 * group),
+    logprob: (i, t) => logprobs[i][t] + 0.25 * Math.sin(3 * t + i),
+  });
 }
 
 interface Pass {
@@ -111,7 +97,10 @@ function assertClose(a: number, b: number, tol: number, what: string) {
 }
 
 Deno.test("shared-prefix packing trains exactly like plain packing on the real worker", async (t) => {
-  const [plainWorker, sharedWorker] = await Promise.all([startInitialised(), startInitialised()]);
+  const [plainWorker, sharedWorker] = await Promise.all([
+    startInitialised({ config: CONFIG }),
+    startInitialised({ config: CONFIG }),
+  ]);
   try {
     const plain = plainWorker.client;
     const shared = sharedWorker.client;
