@@ -17,17 +17,16 @@ import {
 } from "./support/wire/anthropic_messages.ts";
 import {
   conform,
+  type ConformanceFixture,
   FINAL,
   post,
   readSse,
-  startConformanceFixture,
   TEXT,
   THOUGHT,
   TOOL_PREFACE,
+  withConformanceFixture,
 } from "./support/wire/conformance.ts";
 import { ADD_TOOL } from "./support/tools.ts";
-
-type Fixture = Awaited<ReturnType<typeof startConformanceFixture>>;
 
 const TOOL = {
   name: "add",
@@ -35,7 +34,7 @@ const TOOL = {
   input_schema: ADD_TOOL.function.parameters,
 };
 
-async function both(fx: Fixture, body: Record<string, unknown>) {
+async function both(fx: ConformanceFixture, body: Record<string, unknown>) {
   const url = `${fx.anthropicBase}/v1/messages`;
   const res = await post(fx, url, { model: "policy", max_tokens: 256, ...body });
   assert.equal(res.status, 200);
@@ -53,9 +52,8 @@ function text(m: Message): string {
   return m.content.map((b) => b.type === "text" ? b.text : "").join("");
 }
 
-Deno.test("messages conformance: text, system prompt, multi-turn and thinking, streamed and not", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("messages conformance: text, system prompt, multi-turn and thinking, streamed and not", () =>
+  withConformanceFixture(async (fx) => {
     const basic = await both(fx, { messages: [{ role: "user", content: "Say hello." }] });
     assert.equal(text(basic.plain), TEXT);
     assert.deepEqual([basic.plain.stop_reason, basic.plain.stop_sequence], ["end_turn", null]);
@@ -87,14 +85,10 @@ Deno.test("messages conformance: text, system prompt, multi-turn and thinking, s
       e.type === "content_block_delta" ? [e.delta.type] : []
     );
     assert.ok(deltas.includes("thinking_delta") && deltas.includes("signature_delta"));
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("messages conformance: tool_use with input_json_delta, the tool_result turn, stop sequences and length stops", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("messages conformance: tool_use with input_json_delta, the tool_result turn, stop sequences and length stops", () =>
+  withConformanceFixture(async (fx) => {
     const first = await both(fx, {
       messages: [{ role: "user", content: "[tool] What is 1 + 2?" }],
       tools: [TOOL],
@@ -135,14 +129,10 @@ Deno.test("messages conformance: tool_use with input_json_delta, the tool_result
     });
     assert.equal(cut.plain.stop_reason, "max_tokens");
     assert.equal(cut.plain.usage.output_tokens, 8);
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("messages conformance: errors as error bodies and error events; the SDK's stream helper consumes every stream", async () => {
-  const fx = await startConformanceFixture((i) => i >= 4 ? { status: 500 } : null);
-  try {
+Deno.test("messages conformance: errors as error bodies and error events; the SDK's stream helper consumes every stream", () =>
+  withConformanceFixture(async (fx) => {
     const client = new Anthropic({ baseURL: fx.anthropicBase, apiKey: fx.token, maxRetries: 0 });
     const cases: Record<string, unknown>[] = [
       { messages: [{ role: "user", content: "hi" }] },
@@ -199,7 +189,4 @@ Deno.test("messages conformance: errors as error bodies and error events; the SD
     });
     assert.equal(plain.status, 502);
     conform(ErrorBody, await plain.json(), "the error body");
-  } finally {
-    await fx.close();
-  }
-});
+  }, { fail: (i) => i >= 4 ? { status: 500 } : null }));

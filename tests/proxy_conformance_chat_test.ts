@@ -13,15 +13,16 @@ import { checkChatStream, type FoldedChat } from "./support/wire/chat_stream.ts"
 import {
   assertExactLogprobs,
   conform,
+  type ConformanceFixture,
   FINAL,
   findRun,
   post,
   readSse,
-  startConformanceFixture,
   TEXT,
   THOUGHT,
   TOOL_PREFACE,
   UTF8,
+  withConformanceFixture,
 } from "./support/wire/conformance.ts";
 import type { HfChatTokenizer } from "../lib/tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
@@ -29,10 +30,8 @@ import { PartTokens } from "../lib/proxy/codecs/logprobs.ts";
 import { type ChatCompletion, ChatCompletion as ChatSchema } from "./support/wire/openai_chat.ts";
 import { OpenAIErrorBody } from "./support/wire/openresponses.ts";
 
-type Fixture = Awaited<ReturnType<typeof startConformanceFixture>>;
-
 /** One request, non-streamed and streamed (with and without usage); all checked and compared. */
-async function both(fx: Fixture, body: Record<string, unknown>) {
+async function both(fx: ConformanceFixture, body: Record<string, unknown>) {
   const url = `${fx.openaiBase}/chat/completions`;
   const res = await post(fx, url, { model: "policy", ...body });
   assert.equal(res.status, 200);
@@ -71,9 +70,8 @@ function usageAdds(c: ChatCompletion): void {
   assert.equal(u.total_tokens, u.prompt_tokens + u.completion_tokens);
 }
 
-Deno.test("chat conformance: text, system prompt and multi-turn, streamed and not", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("chat conformance: text, system prompt and multi-turn, streamed and not", () =>
+  withConformanceFixture(async (fx) => {
     const basic = await both(fx, { messages: [{ role: "user", content: "Say hello." }] });
     const [choice] = basic.plain.choices;
     assert.deepEqual(
@@ -106,14 +104,10 @@ Deno.test("chat conformance: text, system prompt and multi-turn, streamed and no
     const message = think.plain.choices[0].message as { reasoning_content?: string };
     assert.equal(message.reasoning_content, THOUGHT);
     assert.ok(think.plain.usage!.completion_tokens_details!.reasoning_tokens! > 0);
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("chat conformance: tool calls (tool_calls finish, deltas with id/type/name) and the tool result turn", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("chat conformance: tool calls (tool_calls finish, deltas with id/type/name) and the tool result turn", () =>
+  withConformanceFixture(async (fx) => {
     const first = await both(fx, {
       messages: [{ role: "user", content: "[tool] What is 1 + 2?" }],
       tools: [ADD_TOOL],
@@ -136,14 +130,10 @@ Deno.test("chat conformance: tool calls (tool_calls finish, deltas with id/type/
       tools: [ADD_TOOL],
     });
     assert.equal(next.plain.choices[0].message.content, FINAL);
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("chat conformance: logprobs: true gives the exact sampled logprobs; top_logprobs > 0 is refused", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("chat conformance: logprobs: true gives the exact sampled logprobs; top_logprobs > 0 is refused", () =>
+  withConformanceFixture(async (fx) => {
     const { plain } = await both(fx, {
       messages: [{ role: "user", content: "[think] hi" }],
       logprobs: true,
@@ -188,14 +178,10 @@ Deno.test("chat conformance: logprobs: true gives the exact sampled logprobs; to
       assert.equal(res.status, 400);
       assert.equal(conform(OpenAIErrorBody, await res.json(), "error").error.param, param);
     }
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("chat conformance: a length stop, and errors (HTTP bodies, stream error chunks)", async () => {
-  const fx = await startConformanceFixture((i) => i >= 3 ? { status: 500 } : null);
-  try {
+Deno.test("chat conformance: a length stop, and errors (HTTP bodies, stream error chunks)", () =>
+  withConformanceFixture(async (fx) => {
     const long = await both(fx, {
       messages: [{ role: "user", content: "[long] count" }],
       max_tokens: 4,
@@ -230,14 +216,10 @@ Deno.test("chat conformance: a length stop, and errors (HTTP bodies, stream erro
       /500/,
       "the SDK surfaces the stream's error",
     );
-  } finally {
-    await fx.close();
-  }
-});
+  }, { fail: (i) => i >= 3 ? { status: 500 } : null }));
 
-Deno.test("chat conformance: the openai SDK's stream helper consumes every stream", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("chat conformance: the openai SDK's stream helper consumes every stream", () =>
+  withConformanceFixture(async (fx) => {
     const client = openaiClient(fx);
     const cases: [string, Record<string, unknown>][] = [
       ["hi", {}],
@@ -259,10 +241,7 @@ Deno.test("chat conformance: the openai SDK's stream helper consumes every strea
         assert.ok(final.usage, "include_usage: the SDK got the usage");
       }
     }
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
 Deno.test("chat conformance: a logprob entry's token text is decode([id]), over Qwen3's whole vocabulary", async () => {
   const tokenizer = await loadQwen3Tokenizer();

@@ -11,17 +11,16 @@ import { openaiClient } from "./proxy_helpers.ts";
 import { checkCompletionStream } from "./support/wire/chat_stream.ts";
 import {
   conform,
+  type ConformanceFixture,
   findRun,
   post,
   readSse,
-  startConformanceFixture,
+  withConformanceFixture,
 } from "./support/wire/conformance.ts";
 import { Completion } from "./support/wire/openai_chat.ts";
 import { OpenAIErrorBody } from "./support/wire/openresponses.ts";
 
-type Fixture = Awaited<ReturnType<typeof startConformanceFixture>>;
-
-async function both(fx: Fixture, body: Record<string, unknown>) {
+async function both(fx: ConformanceFixture, body: Record<string, unknown>) {
   const url = `${fx.openaiBase}/completions`;
   const res = await post(fx, url, { model: "policy", ...body });
   assert.equal(res.status, 200);
@@ -58,9 +57,8 @@ async function both(fx: Fixture, body: Record<string, unknown>) {
   return plain;
 }
 
-Deno.test("completions conformance: text, token-id prompts, stop strings and length stops, streamed and not", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("completions conformance: text, token-id prompts, stop strings and length stops, streamed and not", () =>
+  withConformanceFixture(async (fx) => {
     const plain = await both(fx, { prompt: "Q: 1+1?\nA:", max_tokens: 64 });
     assert.equal(plain.choices[0].finish_reason, "stop");
     assert.equal(plain.choices[0].logprobs, null, "no logprobs unless asked");
@@ -75,14 +73,10 @@ Deno.test("completions conformance: text, token-id prompts, stop strings and len
     const cut = await both(fx, { prompt: "[long]", max_tokens: 3 });
     assert.equal(cut.choices[0].finish_reason, "length");
     assert.equal(cut.usage!.completion_tokens, 3);
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("completions conformance: logprobs: 0 gives the exact sampled logprobs (legacy shape); alternatives are refused", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("completions conformance: logprobs: 0 gives the exact sampled logprobs (legacy shape); alternatives are refused", () =>
+  withConformanceFixture(async (fx) => {
     const plain = await both(fx, { prompt: "Say hi.", max_tokens: 64, logprobs: 0 });
     const [choice] = plain.choices;
     const lp = choice.logprobs!;
@@ -110,14 +104,10 @@ Deno.test("completions conformance: logprobs: 0 gives the exact sampled logprobs
       assert.equal(res.status, 400);
       assert.equal(conform(OpenAIErrorBody, await res.json(), "error").error.param, param);
     }
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("completions conformance: a failing upstream ends the stream with an error chunk; the SDK consumes the streams", async () => {
-  const fx = await startConformanceFixture((i) => i >= 2 ? { status: 500 } : null);
-  try {
+Deno.test("completions conformance: a failing upstream ends the stream with an error chunk; the SDK consumes the streams", () =>
+  withConformanceFixture(async (fx) => {
     const client = openaiClient(fx);
     const stream = await client.completions.create({
       model: "policy",
@@ -158,7 +148,4 @@ Deno.test("completions conformance: a failing upstream ends the stream with an e
     const plain = await post(fx, `${fx.openaiBase}/completions`, { model: "policy", prompt: "x" });
     assert.equal(plain.status, 502);
     conform(OpenAIErrorBody, await plain.json(), "the error body");
-  } finally {
-    await fx.close();
-  }
-});
+  }, { fail: (i) => i >= 2 ? { status: 500 } : null }));

@@ -13,14 +13,15 @@ import { openaiClient } from "./proxy_helpers.ts";
 import {
   assertExactLogprobs,
   conform,
+  type ConformanceFixture,
   FINAL,
   LONG,
   post,
   readSse,
-  startConformanceFixture,
   TEXT,
   THOUGHT,
   TOOL_PREFACE,
+  withConformanceFixture,
 } from "./support/wire/conformance.ts";
 import { OpenAIErrorBody, ResponseResource } from "./support/wire/openresponses.ts";
 import { checkResponsesStream } from "./support/wire/responses_stream.ts";
@@ -36,7 +37,7 @@ const TOOL = {
 
 /** Posts a request streamed and not; checks both against the spec; returns both. */
 async function both(
-  fx: Awaited<ReturnType<typeof startConformanceFixture>>,
+  fx: ConformanceFixture,
   body: Record<string, unknown>,
 ) {
   const url = `${fx.openaiBase}/responses`;
@@ -61,9 +62,8 @@ function messageText(r: ResponseResource): string {
     .map((c) => "text" in c ? c.text : "").join("");
 }
 
-Deno.test("responses conformance: basic text, system prompt and multi-turn answers are full ResponseResources", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("responses conformance: basic text, system prompt and multi-turn answers are full ResponseResources", () =>
+  withConformanceFixture(async (fx) => {
     // basic-response / streaming-response of the compliance set
     const basic = await both(fx, {
       input: [{ type: "message", role: "user", content: "Say hello in exactly 3 words." }],
@@ -138,14 +138,10 @@ Deno.test("responses conformance: basic text, system prompt and multi-turn answe
     });
     assert.equal(multi.plain.status, "completed");
     assert.ok(fx.tokenizer.decode(calls.at(-1)!.promptIds).includes("Hello Alice!"));
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("responses conformance: output_text events carry the exact sampled logprobs; content parts too when included", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("responses conformance: output_text events carry the exact sampled logprobs; content parts too when included", () =>
+  withConformanceFixture(async (fx) => {
     const url = `${fx.openaiBase}/responses`;
     const streamed = checkResponsesStream(
       await readSse(await post(fx, url, { model: "policy", input: "hi", stream: true })),
@@ -178,14 +174,10 @@ Deno.test("responses conformance: output_text events carry the exact sampled log
     assert.equal(refused.status, 400);
     const body = conform(OpenAIErrorBody, await refused.json(), "the error");
     assert.equal(body.error.param, "top_logprobs");
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("responses conformance: tool calling, streamed and not, with reasoning items, then the tool result turn", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("responses conformance: tool calling, streamed and not, with reasoning items, then the tool result turn", () =>
+  withConformanceFixture(async (fx) => {
     const { plain, streamed } = await both(fx, {
       input: [{ type: "message", role: "user", content: "[tool] What is 1 + 2?" }],
       tools: [TOOL],
@@ -236,14 +228,10 @@ Deno.test("responses conformance: tool calling, streamed and not, with reasoning
       tools: [TOOL],
     });
     assert.equal(messageText(next.plain), FINAL);
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("responses conformance: a length stop is incomplete with incomplete_details, streamed and not", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("responses conformance: a length stop is incomplete with incomplete_details, streamed and not", () =>
+  withConformanceFixture(async (fx) => {
     const { plain, streamed } = await both(fx, { input: "[long] count", max_output_tokens: 8 });
     assert.equal(plain.status, "incomplete");
     assert.deepEqual(plain.incomplete_details, { reason: "max_output_tokens" });
@@ -254,14 +242,10 @@ Deno.test("responses conformance: a length stop is incomplete with incomplete_de
     const cut = messageText(plain);
     assert.ok(cut.length > 0 && LONG.startsWith(cut) && cut.length < LONG.length, cut);
     assert.equal(streamed.events.at(-1)!.type, "response.incomplete");
-  } finally {
-    await fx.close();
-  }
-});
+  }));
 
-Deno.test("responses conformance: errors in the spec's shape (HTTP error bodies; response.failed in a stream)", async () => {
-  const fx = await startConformanceFixture((i) => i >= 1 ? { status: 500 } : null);
-  try {
+Deno.test("responses conformance: errors in the spec's shape (HTTP error bodies; response.failed in a stream)", () =>
+  withConformanceFixture(async (fx) => {
     const url = `${fx.openaiBase}/responses`;
     // Bad input: 400 naming the field.
     for (
@@ -293,14 +277,10 @@ Deno.test("responses conformance: errors in the spec's shape (HTTP error bodies;
     const plain = await post(fx, url, { model: "policy", input: "hi" });
     assert.equal(plain.status, 502);
     conform(OpenAIErrorBody, await plain.json(), "the error body");
-  } finally {
-    await fx.close();
-  }
-});
+  }, { fail: (i) => i >= 1 ? { status: 500 } : null }));
 
-Deno.test("responses conformance: the openai SDK's stream helper consumes every stream", async () => {
-  const fx = await startConformanceFixture();
-  try {
+Deno.test("responses conformance: the openai SDK's stream helper consumes every stream", () =>
+  withConformanceFixture(async (fx) => {
     const client = openaiClient(fx);
     const cases: OpenAI.Responses.ResponseCreateParamsStreaming[] = [
       { model: "policy", input: "hi", stream: true },
@@ -325,7 +305,4 @@ Deno.test("responses conformance: the openai SDK's stream helper consumes every 
     const reasoning = think.output.find((i) => i.type === "reasoning");
     assert.equal(reasoning?.content?.[0]?.text, THOUGHT);
     assert.equal(think.output_text, TEXT);
-  } finally {
-    await fx.close();
-  }
-});
+  }));

@@ -60,6 +60,23 @@ export function startConformanceFixture(
   });
 }
 
+/** The proxy fixture every conformance test runs against. */
+export type ConformanceFixture = ProxyFixture;
+
+/** Runs `fn` on a fresh conformance fixture (`fail` as in `startConformanceFixture`), then
+ * closes it whatever `fn` did. */
+export async function withConformanceFixture(
+  fn: (fx: ConformanceFixture) => Promise<void>,
+  options: { fail?: (index: number) => ScriptedFailure } = {},
+): Promise<void> {
+  const fx = await startConformanceFixture(options.fail);
+  try {
+    await fn(fx);
+  } finally {
+    await fx.close();
+  }
+}
+
 /** POSTs JSON with the fixture's key (`x-api-key` and bearer both set). */
 export function post(fx: ProxyFixture, url: string, body: unknown): Promise<Response> {
   return fetch(url, {
