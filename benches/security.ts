@@ -18,7 +18,8 @@ import { sleep } from "../lib/http/retry.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { loadCharTokenizer } from "../lib/tokens/char.ts";
-import { spawnGatewayProcess } from "../tests/support/gateway_process.ts";
+import { spawnProxyGateway } from "../tests/support/gateway_process.ts";
+import { readAll, writeAll } from "../tests/support/raw_conn.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -33,26 +34,10 @@ const connections = Number(values.connections);
 
 const utf8 = new TextEncoder();
 
-/** Writes all of `bytes` (a socket write may take only part). */
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  for (let done = 0; done < bytes.length;) done += await conn.write(bytes.subarray(done));
-}
-
 async function rssMb(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
   return kb / 1024;
-}
-
-async function readAll(conn: Deno.Conn, onFirstBytes?: () => void): Promise<string> {
-  const buf = new Uint8Array(4096);
-  let text = "";
-  for (;;) {
-    const n = await conn.read(buf).catch(() => null);
-    if (n === null) return text;
-    if (!text) onFirstBytes?.();
-    text += new TextDecoder().decode(buf.subarray(0, n));
-  }
 }
 
 const dir = await Deno.makeTempDir({ prefix: "reins-bench-security-" });
@@ -61,18 +46,12 @@ const upstream = await startScriptedUpstream({ tokenizer, policy: () => ({ conte
 const key = "ra_bench_security_key";
 /** A gateway CLI process with the proxy over the scripted policy. */
 const spawn = (name: string, flags: string[]) =>
-  spawnGatewayProcess([
-    "--db",
-    `${dir}/${name}.db`,
-    "--port",
-    "0",
-    "--upstream",
-    upstream.url,
-    "--tokenizer",
-    "char",
-    "--no-ui",
-    ...flags,
-  ], { REINS_ADMIN_KEY: key });
+  spawnProxyGateway({
+    db: `${dir}/${name}.db`,
+    upstream: upstream.url,
+    adminKey: key,
+    flags: ["--no-ui", ...flags],
+  });
 // Default deadlines for the endless body (it must be cut by size, at 32 MiB) ...
 const gw = await spawn("body", []);
 // ... and 2 s deadlines for the half-open connections.

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { loadCharTokenizer } from "../lib/tokens/char.ts";
-import { spawnGatewayProcess } from "./support/gateway_process.ts";
+import { spawnGatewayProcess, spawnProxyGateway } from "./support/gateway_process.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -73,16 +73,7 @@ Deno.test("cli: --upstream serves the proxy at /proxy, and the UI answers at /ui
   const tokenizer = await loadCharTokenizer();
   const upstream = await startScriptedUpstream({ tokenizer, turns: [{ content: "4" }] });
   const key = "ra_cli_proxy_key_abcdef";
-  const gw = await spawnGatewayProcess([
-    "--db",
-    `${dir}/x.db`,
-    "--port",
-    "0",
-    "--upstream",
-    upstream.url,
-    "--tokenizer",
-    "char",
-  ], { REINS_ADMIN_KEY: key });
+  const gw = await spawnProxyGateway({ db: `${dir}/x.db`, upstream: upstream.url, adminKey: key });
   try {
     const client = new GatewayClient(gw.url, { apiKey: key });
     await client.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);

@@ -5,19 +5,10 @@
 import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import type { EventInput, RolloutEvent } from "../lib/schema.ts";
-import { spawnGatewayProcess } from "./support/gateway_process.ts";
+import { spawnKeyFileGateway } from "./support/gateway_process.ts";
 
 const spawnGateway = async (db: string, keyFile: string) => {
-  const gw = await spawnGatewayProcess([
-    "--db",
-    db,
-    "--port",
-    "0",
-    "--admin-key-file",
-    keyFile,
-    "--lease-sweep-ms",
-    "0",
-  ]);
+  const gw = await spawnKeyFileGateway(["--db", db], keyFile);
   assert.match(gw.banner, /admin key: file /);
   assert.doesNotMatch(gw.banner, /ra_[A-Za-z0-9_-]{20,}/, "the admin key is not printed");
   return gw;

@@ -5,31 +5,16 @@
  */
 import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
-import { openPostgresStore } from "../lib/gateway/postgres_store.ts";
 import { startGateway } from "../lib/gateway/server.ts";
-import type { Store } from "../lib/gateway/store.ts";
 import type { Change } from "../lib/schema.ts";
 import { startPostgres } from "./support/postgres.ts";
-import { runStoreConformance, type StoreFactory } from "./support/store_conformance.ts";
+import { postgresStoreFactory, runStoreConformance } from "./support/store_conformance.ts";
 import { runClaimAndOrderConformance } from "./support/store_claim_order_cases.ts";
 
 Deno.test("postgres store: conformance, and two gateways on one database", async (t) => {
   const pg = await startPostgres();
-  const urls = new WeakMap<Store, string>();
   try {
-    const factory: StoreFactory = {
-      async open() {
-        const url = await pg.newDatabase();
-        const store = await openPostgresStore(url);
-        urls.set(store, url);
-        return store;
-      },
-      async reopen(store) {
-        const other = await openPostgresStore(urls.get(store)!);
-        urls.set(other, urls.get(store)!);
-        return other;
-      },
-    };
+    const factory = postgresStoreFactory(pg);
     await runStoreConformance(t, factory);
     await runClaimAndOrderConformance(t, factory);
 

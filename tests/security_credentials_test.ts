@@ -10,8 +10,7 @@ import {
   errorOf,
   proxyChat,
   REPORTER_KEY,
-  type SecurityFixture,
-  startSecurityFixture,
+  withSecurityFixture,
 } from "./support/security.ts";
 
 const events = (rid: string, aid: string) => `/v1/rollouts/${rid}/attempts/${aid}/events`;
@@ -20,17 +19,8 @@ const reward = (value: number, event_key?: string) => ({
 });
 const log = (text: string) => ({ events: [{ type: "log", payload: { stream: "stdout", text } }] });
 
-async function withFixture(fn: (fx: SecurityFixture) => Promise<void>): Promise<void> {
-  const fx = await startSecurityFixture();
-  try {
-    await fn(fx);
-  } finally {
-    await fx.close();
-  }
-}
-
 Deno.test("credentials: the token cannot post a reward for its own running attempt (403)", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const res = await fx.send("POST", events(rolloutId, attemptId), token, reward(1));
@@ -53,7 +43,7 @@ Deno.test("credentials: the token cannot post a reward for its own running attem
 });
 
 Deno.test("credentials: the token cannot write training data: model calls come only from the proxy (403)", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const forged = {
@@ -74,7 +64,7 @@ Deno.test("credentials: the token cannot write training data: model calls come o
 });
 
 Deno.test("credentials: verdicts the token posts under reins' event names are not believed", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     // Custom events of any name are the agent's to post, but never under a reserved key, and
     // reins reads its own verdicts (monitor flags, audits, alignment, step metrics) only from
@@ -104,7 +94,7 @@ Deno.test("credentials: verdicts the token posts under reins' event names are no
 });
 
 Deno.test("credentials: the token cannot take the verifier's key first; the verified reward stands", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     for (const key of ["reins:reward:1", "reins:log:1:stdout:0-5:0", "reins:anything"]) {
@@ -139,7 +129,7 @@ Deno.test("credentials: the token cannot take the verifier's key first; the veri
 });
 
 Deno.test("credentials: a finished attempt's token gets 403 for rewards and 409 for anything else", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     await fx.admin.postEvents(rolloutId, attemptId, [{ type: "reward", payload: { value: 0.5 } }]);
     await fx.admin.transition(rolloutId, { to: "succeeded", attempt_id: attemptId });
@@ -159,7 +149,7 @@ Deno.test("credentials: a finished attempt's token gets 403 for rewards and 409 
 });
 
 Deno.test("credentials: a lost attempt's token cannot write or call the proxy while attempt 2 runs", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     await fx.admin.createRollouts([{
       rollout_id: "lost",
       input: {},
@@ -190,7 +180,7 @@ Deno.test("credentials: a lost attempt's token cannot write or call the proxy wh
 });
 
 Deno.test("credentials: a superseded attempt's token is refused (409) once attempt 2 runs", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     await fx.admin.createRollouts([{
       rollout_id: "again",
       input: {},
@@ -215,7 +205,7 @@ Deno.test("credentials: a superseded attempt's token is refused (409) once attem
 });
 
 Deno.test("credentials: the token cannot transition, claim, read other attempts or use the UI", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const cases: Array<[string, string, unknown, number]> = [
@@ -235,7 +225,7 @@ Deno.test("credentials: the token cannot transition, claim, read other attempts 
 });
 
 Deno.test("credentials: the reporter key posts rewards and reads, nothing else", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const refused: Array<[string, string, unknown, number]> = [
@@ -267,7 +257,7 @@ Deno.test("credentials: the reporter key posts rewards and reads, nothing else",
 });
 
 Deno.test("credentials: the proxy learns of another process's status change from the change feed", async () => {
-  await withFixture(async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     assert.equal((await proxyChat(fx, rolloutId, attemptId, token)).status, 200);
     // Another gateway process (sharing the database) cancels it: only the store changes here,

@@ -6,49 +6,16 @@
  */
 import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
-import { spawnGatewayProcess } from "./support/gateway_process.ts";
-import {
-  ADMIN_KEY,
-  proxyChat,
-  type SecurityFixture,
-  startSecurityFixture,
-} from "./support/security.ts";
+import { spawnProxyGateway } from "./support/gateway_process.ts";
+import { ADMIN_KEY, proxyChat, withSecurityFixture } from "./support/security.ts";
+import { readAll, writeAll } from "./support/raw_conn.ts";
 import { waitFor } from "./support/wait.ts";
 
 const utf8 = new TextEncoder();
 
-/** Writes all of `bytes` (a socket write may take only part). */
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  for (let done = 0; done < bytes.length;) done += await conn.write(bytes.subarray(done));
-}
-
-async function withFixture(
-  options: Parameters<typeof startSecurityFixture>[0],
-  fn: (fx: SecurityFixture) => Promise<void>,
-): Promise<void> {
-  const fx = await startSecurityFixture(options);
-  try {
-    await fn(fx);
-  } finally {
-    await fx.close();
-  }
-}
-
-/** Reads from `conn` until it closes; returns what arrived (empty when nothing did). */
-async function readAll(conn: Deno.Conn, onFirstBytes?: () => void): Promise<string> {
-  const buf = new Uint8Array(4096);
-  let text = "";
-  for (;;) {
-    const n = await conn.read(buf).catch(() => null);
-    if (n === null) return text;
-    if (!text) onFirstBytes?.();
-    text += new TextDecoder().decode(buf.subarray(0, n));
-  }
-}
-
 Deno.test("limits: a never-ending chunked body to /proxy is cut at the limit while it streams (413)", async () => {
   const limit = 1024 * 1024;
-  await withFixture({ proxy: { max_body_bytes: limit } }, async (fx) => {
+  await withSecurityFixture({ proxy: { max_body_bytes: limit } }, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const conn = await Deno.connect({ port: Number(new URL(fx.gateway.url).port) });
@@ -86,7 +53,7 @@ Deno.test("limits: a never-ending chunked body to /proxy is cut at the limit whi
 });
 
 Deno.test("limits: half-sent requests are closed at the header/body deadline", async () => {
-  await withFixture({
+  await withSecurityFixture({
     deadlines: { headers_timeout_ms: 300, body_timeout_ms: 300, idle_timeout_ms: 300 },
   }, async (fx) => {
     const port = Number(new URL(fx.gateway.url).port);
@@ -125,7 +92,7 @@ Deno.test("limits: half-sent requests are closed at the header/body deadline", a
 });
 
 Deno.test("limits: one token may hold at most max_concurrent_per_token requests (429 above)", async () => {
-  await withFixture(
+  await withSecurityFixture(
     { deadlines: { max_concurrent_per_token: 2 }, chunkDelayMs: 100 },
     async (fx) => {
       const { rolloutId, attemptId, token } = await fx.claimOne();
@@ -147,7 +114,7 @@ Deno.test("limits: one token may hold at most max_concurrent_per_token requests 
 });
 
 Deno.test("limits: a client that leaves mid-body is logged as a 499, not a 500 with a stack", async () => {
-  await withFixture({}, async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const warned: string[] = [];
@@ -185,7 +152,7 @@ Deno.test("limits: a client that leaves mid-body is logged as a 499, not a 500 w
 });
 
 Deno.test("limits: JSON nested 2 000 deep is a 400 naming the body, not a crash", async () => {
-  await withFixture({}, async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const before = await fx.snapshot();
     const deep = "[".repeat(2_000) + "]".repeat(2_000);
@@ -222,21 +189,12 @@ Deno.test("limits: the gateway CLI bounds a slow upstream with --upstream-timeou
       }),
   );
   const key = "ra_limits_cli_key_0123";
-  const gw = await spawnGatewayProcess([
-    "--db",
-    `${dir}/x.db`,
-    "--port",
-    "0",
-    "--upstream",
-    `http://127.0.0.1:${hung.addr.port}`,
-    "--tokenizer",
-    "char",
-    "--no-ui",
-    "--upstream-timeout-ms",
-    "300",
-    "--upstream-retries",
-    "1",
-  ], { REINS_ADMIN_KEY: key });
+  const gw = await spawnProxyGateway({
+    db: `${dir}/x.db`,
+    upstream: `http://127.0.0.1:${hung.addr.port}`,
+    adminKey: key,
+    flags: ["--no-ui", "--upstream-timeout-ms", "300", "--upstream-retries", "1"],
+  });
   try {
     assert.match(gw.banner, /upstream timeout 300 ms per try, 1 retries/);
     const admin = new GatewayClient(gw.url, { apiKey: key });

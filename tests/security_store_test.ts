@@ -19,13 +19,13 @@
  */
 import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
-import { openPostgresStore } from "../lib/gateway/postgres_store.ts";
 import { startGateway } from "../lib/gateway/server.ts";
 import { openSqliteStore, type SqliteStore } from "../lib/gateway/sqlite_store.ts";
 import { type Store, StoreError } from "../lib/gateway/store.ts";
 import type { Credential, EventInput } from "../lib/schema.ts";
-import { spawnGatewayProcess } from "./support/gateway_process.ts";
+import { spawnKeyFileGateway } from "./support/gateway_process.ts";
 import { startPostgres } from "./support/postgres.ts";
+import { postgresStoreFactory } from "./support/store_conformance.ts";
 
 interface Backend {
   open(): Promise<Store>;
@@ -337,21 +337,8 @@ Deno.test("security (store): reward integrity and idempotency on SQLite", async 
 
 Deno.test("security (store): reward integrity and idempotency on PostgreSQL", async (t) => {
   const pg = await startPostgres();
-  const urls = new WeakMap<Store, string>();
   try {
-    await storeAttacks(t, {
-      async open() {
-        const url = await pg.newDatabase();
-        const store = await openPostgresStore(url);
-        urls.set(store, url);
-        return store;
-      },
-      async reopen(store) {
-        const other = await openPostgresStore(urls.get(store)!);
-        urls.set(other, urls.get(store)!);
-        return other;
-      },
-    });
+    await storeAttacks(t, postgresStoreFactory(pg));
   } finally {
     await pg.stop();
   }
@@ -428,16 +415,7 @@ async function claimStorm(urls: string[], adminKey: string): Promise<void> {
 Deno.test("security (HTTP): no double claims, 200 rollouts × 20 claimers, one and two gateway processes", async (t) => {
   const dir = await Deno.makeTempDir({ prefix: "reins-sec-claims-" });
   const keyFile = `${dir}/admin.key`;
-  const spawn = (...store: string[]) =>
-    spawnGatewayProcess([
-      ...store,
-      "--port",
-      "0",
-      "--admin-key-file",
-      keyFile,
-      "--lease-sweep-ms",
-      "0",
-    ]);
+  const spawn = (...store: string[]) => spawnKeyFileGateway(store, keyFile);
   try {
     await t.step("one gateway process", async () => {
       const gw = await spawn("--db", `${dir}/one.db`);

@@ -9,20 +9,8 @@ import {
   ADMIN_KEY,
   proxyChat,
   type SecurityFixture,
-  startSecurityFixture,
+  withSecurityFixture,
 } from "./support/security.ts";
-
-async function withFixture(
-  options: Parameters<typeof startSecurityFixture>[0],
-  fn: (fx: SecurityFixture) => Promise<void>,
-): Promise<void> {
-  const fx = await startSecurityFixture(options);
-  try {
-    await fn(fx);
-  } finally {
-    await fx.close();
-  }
-}
 
 async function login(fx: SecurityFixture): Promise<string> {
   const res = await fetch(`${fx.gateway.url}/ui/login`, {
@@ -43,7 +31,7 @@ async function page(fx: SecurityFixture, path: string, cookie: string) {
 }
 
 Deno.test("ui: a 32 KB request with deeply nested tool-call arguments makes a page under 1 MB", async () => {
-  await withFixture({}, async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     const { rolloutId, attemptId, token } = await fx.claimOne();
     const depth = 16_000;
     const nested = "[".repeat(depth) + "]".repeat(depth);
@@ -93,7 +81,7 @@ Deno.test("ui: a 32 KB request with deeply nested tool-call arguments makes a pa
 });
 
 Deno.test("ui: sessions are random ids, revoked at logout", async () => {
-  await withFixture({}, async (fx) => {
+  await withSecurityFixture({}, async (fx) => {
     await fx.claimOne();
     const a = await login(fx);
     const b = await login(fx);
@@ -116,7 +104,7 @@ Deno.test("ui: sessions are random ids, revoked at logout", async () => {
 });
 
 Deno.test("ui: sessions expire", async () => {
-  await withFixture({ ui: { sessionTtlMs: 300 } }, async (fx) => {
+  await withSecurityFixture({ ui: { sessionTtlMs: 300 } }, async (fx) => {
     const cookie = await login(fx);
     assert.equal((await page(fx, "/rollouts", cookie)).status, 200);
     await new Promise((r) => setTimeout(r, 400));

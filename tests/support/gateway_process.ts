@@ -17,6 +17,42 @@ export interface GatewayProcess {
 }
 
 /**
+ * A gateway CLI process with the proxy over `upstream` (the char tokenizer) and its SQLite
+ * store at `db`, the admin key from `REINS_ADMIN_KEY`; `flags` follow (`--no-ui`, deadlines).
+ */
+export function spawnProxyGateway(
+  options: { db: string; upstream: string; adminKey: string; flags?: string[] },
+): Promise<GatewayProcess> {
+  return spawnGatewayProcess([
+    "--db",
+    options.db,
+    "--port",
+    "0",
+    "--upstream",
+    options.upstream,
+    "--tokenizer",
+    "char",
+    ...(options.flags ?? []),
+  ], { REINS_ADMIN_KEY: options.adminKey });
+}
+
+/**
+ * A gateway CLI process on the store `store` (`--db file` or `--postgres url`) that reads its
+ * admin key from `keyFile` and never sweeps leases on its own.
+ */
+export function spawnKeyFileGateway(store: string[], keyFile: string): Promise<GatewayProcess> {
+  return spawnGatewayProcess([
+    ...store,
+    "--port",
+    "0",
+    "--admin-key-file",
+    keyFile,
+    "--lease-sweep-ms",
+    "0",
+  ]);
+}
+
+/**
  * Spawns `deno run -A lib/gateway/cli.ts <args>` from the repository root.
  *
  * @example

@@ -50,6 +50,19 @@ export interface SecurityOptions {
   chunkDelayMs?: number;
 }
 
+/** Runs `fn` on a fresh fixture, then closes it whatever `fn` did. */
+export async function withSecurityFixture(
+  options: SecurityOptions,
+  fn: (fx: SecurityFixture) => Promise<void>,
+): Promise<void> {
+  const fx = await startSecurityFixture(options);
+  try {
+    await fn(fx);
+  } finally {
+    await fx.close();
+  }
+}
+
 /** Starts the fixture. */
 export async function startSecurityFixture(
   options: SecurityOptions = {},

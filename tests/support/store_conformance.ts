@@ -15,7 +15,9 @@ import {
   RolloutStatusSchema,
   ValidationError,
 } from "../../lib/schema.ts";
+import { openPostgresStore } from "../../lib/gateway/postgres_store.ts";
 import { type Store, StoreError } from "../../lib/gateway/store.ts";
+import type { TestPostgres } from "./postgres.ts";
 
 /** How the suite gets stores: a fresh one per case, and a second handle on the same data. */
 export interface StoreFactory {
@@ -23,6 +25,26 @@ export interface StoreFactory {
   open(): Promise<Store>;
   /** Another handle (connection/pool) on the same data as `store`, as a second process would. */
   reopen(store: Store): Promise<Store>;
+}
+
+/** Stores on fresh databases of a throwaway PostgreSQL cluster; `reopen` is a second pool. */
+export function postgresStoreFactory(pg: Pick<TestPostgres, "newDatabase">): StoreFactory {
+  const urls = new WeakMap<Store, string>();
+  return {
+    async open() {
+      const url = await pg.newDatabase();
+      const store = await openPostgresStore(url);
+      urls.set(store, url);
+      return store;
+    },
+    async reopen(store) {
+      const url = urls.get(store);
+      if (url === undefined) throw new Error("reopen: not a store this factory opened");
+      const other = await openPostgresStore(url);
+      urls.set(other, url);
+      return other;
+    },
+  };
 }
 
 const STATUSES = RolloutStatusSchema.options;
