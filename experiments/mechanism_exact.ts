@@ -24,7 +24,7 @@ import { computeAdvantages } from "../lib/algo/advantages.ts";
 import { planLossWeights } from "../lib/algo/normalization.ts";
 import type { NormalizationMode, Sample } from "../lib/schema.ts";
 import type { Setting } from "./grid.ts";
-import { uniform } from "./testbed.ts";
+import { trainedSample, uniform } from "./testbed.ts";
 
 /** One rollout of a batch: its group, reward and the trained tokens of each of its samples. */
 export interface BatchRollout {
@@ -47,29 +47,9 @@ export interface BatchRollout {
  * ```
  */
 export function batchSamples(batch: readonly BatchRollout[]): Sample[] {
-  const out: Sample[] = [];
-  for (const r of batch) {
-    for (const L of r.lengths) {
-      if (L <= 0) continue;
-      out.push({
-        rollout_id: r.rollout_id,
-        group_id: r.group_id,
-        reward: r.reward,
-        tokens: new Uint32Array(L),
-        loss_mask: new Uint8Array(L).fill(1),
-        rollout_logprobs: new Float32Array(L),
-        policy_version: 0,
-        provenance: {
-          request_seqs: [],
-          split_reason: null,
-          strategy: "prefix_merge",
-          off_policy: false,
-          response_starts: [],
-        },
-      });
-    }
-  }
-  return out;
+  return batch.flatMap((r) =>
+    r.lengths.filter((L) => L > 0).map((L) => trainedSample(r.rollout_id, r.group_id, r.reward, L))
+  );
 }
 
 /** Each rollout's share of the total gradient weight under `mode`, by rollout id. */

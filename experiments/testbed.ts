@@ -219,31 +219,48 @@ function arraysOf(L: number) {
   return a;
 }
 
+/**
+ * A sample of `length` trained tokens, as `lib/algo` reads it: only its ids, reward and length
+ * matter (token ids, logprobs and provenance are placeholders; the arrays are shared).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { trainedSample } from "./testbed.ts";
+ * const s = trainedSample("r0", "g0", 1, 3);
+ * assert.deepEqual([s.tokens.length, Array.from(s.loss_mask)], [3, [1, 1, 1]]);
+ * ```
+ */
+export function trainedSample(
+  rollout_id: string,
+  group_id: string,
+  reward: number,
+  length: number,
+): Sample {
+  const a = arraysOf(length);
+  return {
+    rollout_id,
+    group_id,
+    reward,
+    tokens: a.tokens,
+    loss_mask: a.mask,
+    rollout_logprobs: a.logprobs,
+    policy_version: 0,
+    provenance: {
+      request_seqs: [],
+      split_reason: null,
+      strategy: "prefix_merge",
+      off_policy: false,
+      response_starts: [],
+    },
+  };
+}
+
 /** The samples of a step's rollouts, as `lib/algo` reads them (trained tokens only). */
 export function rolloutSamples(rollouts: readonly TestbedRollout[]): Sample[] {
-  const out: Sample[] = [];
-  rollouts.forEach((r, i) => {
-    for (const L of r.lengths) {
-      const a = arraysOf(L);
-      out.push({
-        rollout_id: `r${i}`,
-        group_id: `g${r.group}`,
-        reward: r.reward,
-        tokens: a.tokens,
-        loss_mask: a.mask,
-        rollout_logprobs: a.logprobs,
-        policy_version: 0,
-        provenance: {
-          request_seqs: [],
-          split_reason: null,
-          strategy: "prefix_merge",
-          off_policy: false,
-          response_starts: [],
-        },
-      });
-    }
-  });
-  return out;
+  return rollouts.flatMap((r, i) =>
+    r.lengths.map((L) => trainedSample(`r${i}`, `g${r.group}`, r.reward, L))
+  );
 }
 
 /** Per-rollout update coefficients of a batch: cᵢ such that g = Σ cᵢ·∇log π(aᵢ). */
