@@ -14,25 +14,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Dict, Optional
+from typing import Optional
 
 import torch
 
 from .engine import Engine
 from .generation import GenerateScheduler
-from .measure import HALF_B, generate, known_peak, make_batch, sync, time_training
+from .measure import HALF_B, TINY, generate, known_peak, make_batch, sync, time_training
 from .model import non_embedding_matmul_params
 from .validate import GenerateSpec, InitSpec, OptimizerSpec, parse_model_config
 
-TINY: Dict[str, object] = {
-    "vocab_size": 256,
-    "d_model": 64,
-    "n_layers": 2,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "d_ff": 128,
-    "max_seq_len": 256,
-}
+TINY_256 = dict(TINY, max_seq_len=256)
 
 
 def detect_peak(device: torch.device, override: Optional[float]) -> float:
@@ -64,7 +56,7 @@ def main() -> None:
     if not args.tiny and tiny:
         print("warning: no CUDA device; running the --tiny configuration on the CPU")
     device = torch.device("cpu" if tiny else "cuda")
-    cfg = parse_model_config(TINY if tiny else HALF_B, "config")
+    cfg = parse_model_config(TINY_256 if tiny else HALF_B, "config")
     steps = args.steps or (2 if tiny else 20)
     warmup = args.warmup or (1 if tiny else 3)
     seq = args.seq_len or (64 if tiny else 2048)

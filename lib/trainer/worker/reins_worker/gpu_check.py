@@ -41,20 +41,11 @@ import torch
 
 from .batch import Batch
 from .engine import Built, Engine
-from .measure import HALF_B, generate, known_peak, make_batch, sync, time_training
+from .measure import HALF_B, TINY, generate, known_peak, make_batch, sync, time_training
 from .model import ModelConfig, build_builtin
 from .validate import GenerateSpec, OptimizerSpec, parse_forward_backward, parse_model_config
 
 BUILTIN = dict(HALF_B, max_seq_len=16384 + 512)
-TINY_BUILTIN: Dict[str, Any] = {
-    "vocab_size": 256,
-    "d_model": 64,
-    "n_layers": 2,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "d_ff": 128,
-    "max_seq_len": 512,
-}
 # Qwen3-0.6B's shape (its config.json), random weights.
 QWEN3_06B: Dict[str, Any] = {
     "vocab_size": 151936,
@@ -230,7 +221,7 @@ def alignment_figures(engine: Engine, plan: Plan) -> Dict[str, Any]:
 
 
 def builtin_section(plan: Plan, device: torch.device, peak: Optional[float]) -> Dict[str, Any]:
-    config = ModelConfig(**parse_model_config(TINY_BUILTIN if plan.tiny else BUILTIN, "config"))
+    config = ModelConfig(**parse_model_config(TINY if plan.tiny else BUILTIN, "config"))
     engine = Engine()
     t0 = time.perf_counter()
     built = Built(build_builtin(config, 0), config, 0, None, "builtin")
@@ -300,7 +291,7 @@ def dp_section(plan: Plan, single_tok_s: Optional[float]) -> Dict[str, Any]:
             with urllib.request.urlopen(req, timeout=600) as res:
                 return json.loads(res.read())
 
-        cfg = TINY_BUILTIN if plan.tiny else BUILTIN
+        cfg = TINY if plan.tiny else BUILTIN
         device = "cpu" if plan.tiny else "cuda"
         call("/init", {"model": {"kind": "builtin", "config": cfg, "seed": 0}, "device": device})
         g = torch.Generator().manual_seed(0)

@@ -33,6 +33,16 @@ HALF_B: Dict[str, object] = {
     "max_seq_len": 4096,
     "tie_embeddings": True,
 }
+# The CPU code-path check's decoder (`--tiny`).
+TINY: Dict[str, object] = {
+    "vocab_size": 256,
+    "d_model": 64,
+    "n_layers": 2,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "d_ff": 128,
+    "max_seq_len": 512,
+}
 
 # Dense bf16 peak (no sparsity), FLOP/s.
 PEAKS = {"H200": 989.4e12, "H100": 989.4e12, "H800": 989.4e12, "A100": 312e12, "L40S": 362e12}

@@ -295,15 +295,24 @@ class RankFailureTest(unittest.TestCase):
         )
         return status, out, time.monotonic() - t0
 
+    def setUp(self) -> None:
+        self.pid: Optional[int] = None
+
+    def fail_rank_1(self, worker: Worker, sig: signal.Signals) -> Tuple[Any, float]:
+        """Initialises the 2-rank `worker`, sends `sig` to rank 1 (its pid kept in `self.pid`),
+        then a forward_backward call must fail with 503 rank_failed: (its error, seconds)."""
+        worker.ok("/init", INIT)
+        self.pid = worker.ok("/state")["ranks"][1]["pid"]
+        os.kill(self.pid, sig)
+        status, out, took = self.fb(worker)
+        self.assertEqual(status, 503, out)
+        self.assertEqual(out["error"]["code"], "rank_failed")
+        return out, took
+
     def test_a_killed_rank_fails_the_call_and_the_health_check(self) -> None:
         worker = Worker(["--ranks", "2", "--collective-timeout-s", "60"])
         try:
-            worker.ok("/init", INIT)
-            pid = worker.ok("/state")["ranks"][1]["pid"]
-            os.kill(pid, signal.SIGKILL)
-            status, out, took = self.fb(worker)
-            self.assertEqual(status, 503, out)
-            self.assertEqual(out["error"]["code"], "rank_failed")
+            out, took = self.fail_rank_1(worker, signal.SIGKILL)
             self.assertIn("rank 1", out["error"]["message"])
             self.assertIn("SIGKILL", out["error"]["message"])
             self.assertLess(took, 30, "failed fast, well inside the collective timeout")
@@ -315,20 +324,14 @@ class RankFailureTest(unittest.TestCase):
 
     def test_a_hung_rank_times_out_the_collective(self) -> None:
         worker = Worker(["--ranks", "2", "--collective-timeout-s", "8"])
-        pid = None
         try:
-            worker.ok("/init", INIT)
-            pid = worker.ok("/state")["ranks"][1]["pid"]
-            os.kill(pid, signal.SIGSTOP)
-            status, out, took = self.fb(worker)
-            self.assertEqual(status, 503, out)
-            self.assertEqual(out["error"]["code"], "rank_failed")
+            out, took = self.fail_rank_1(worker, signal.SIGSTOP)
             self.assertIn("forward_backward", out["error"]["message"])
             self.assertLess(took, 60)
         finally:
-            if pid is not None:
+            if self.pid is not None:
                 try:
-                    os.kill(pid, signal.SIGCONT)
+                    os.kill(self.pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
             worker.close()
