@@ -7,6 +7,7 @@
  * @module
  */
 import type { ModelRequestEvent } from "../lib/schema.ts";
+import { OK_CALL } from "../tests/fixtures/samples/events.ts";
 
 /** Shape of the workload. */
 export interface WorkloadShape {
@@ -76,15 +77,8 @@ export function makeWorkload(shape: WorkloadShape): Workload {
           response_token_ids: ids.subarray(promptLen, end),
           response_logprobs: lps.subarray(promptLen, end),
           policy_version: 0,
-          finish_reason: "stop",
-          upstream: null,
+          ...OK_CALL,
           latency_ms: 0,
-          retry_count: 0,
-          http_status: 200,
-          error: null,
-          segment: null,
-          mode: "faithful",
-          client_disconnected: false,
         },
       });
       tokens += end;

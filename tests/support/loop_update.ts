@@ -10,35 +10,22 @@ import type {
 } from "../../lib/schema.ts";
 import type { TrainerClient } from "../../lib/trainer/client.ts";
 import type { RolloutData } from "../../lib/loop/mod.ts";
+import { callEvent } from "../fixtures/samples/events.ts";
 
 let seq = 0;
 
 /** One model call of rollout `rolloutId` (attempt `<id>-a1`), behaviour logprobs from the ids. */
 export function call(rolloutId: string, prompt: number[], response: number[], version: number) {
   const event: ModelRequestEvent = {
-    type: "model_request",
-    seq: ++seq,
-    rollout_id: rolloutId,
-    attempt_id: `${rolloutId}-a1`,
-    event_key: `k${seq}`,
-    created_at: Date.now(),
-    payload: {
+    ...callEvent(++seq, prompt, response, {
+      rollout_id: rolloutId,
+      attempt_id: `${rolloutId}-a1`,
       flavor: "openai_chat",
-      request: {},
-      prompt_token_ids: Uint32Array.from(prompt),
-      response_token_ids: Uint32Array.from(response),
       response_logprobs: Float32Array.from(response.map((t) => -0.1 * (t % 7) - 0.05)),
       policy_version: version,
-      finish_reason: "stop",
-      upstream: null,
-      latency_ms: 1,
-      retry_count: 0,
-      http_status: 200,
-      error: null,
-      segment: null,
-      mode: "faithful",
-      client_disconnected: false,
-    },
+    }),
+    event_key: `k${seq}`,
+    created_at: Date.now(),
   };
   return event;
 }
