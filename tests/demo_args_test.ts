@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { chooseRunDir, DemoArgsError, nonEmptyDir, parseDemoArgs } from "../scripts/demo_args.ts";
 import { terminalProgress } from "../lib/loop/progress.ts";
+import { emptyFiltered } from "../lib/loop/select.ts";
 import type { LoopStepMetrics } from "../lib/schema/loop.ts";
 
 const DEMO = new URL("../scripts/demo.ts", import.meta.url).pathname;
@@ -119,15 +120,7 @@ const step = (i: number, ms: number): LoopStepMetrics => ({
   advantage_abs_max: 1,
   break_reasons: {},
   tis_samples: 0,
-  filtered: {
-    unfinished: 0,
-    no_reward: 0,
-    error: 0,
-    no_samples: 0,
-    singleton: 0,
-    zero_variance: 0,
-    stale: 0,
-  },
+  filtered: emptyFiltered(),
   staleness_max: 0,
   staleness_mean: 0,
   alignment_corr: 1,

@@ -59,6 +59,11 @@ export interface FixtureOptions {
   noScripted?: boolean;
 }
 
+/** A (scripted) upstream at `url` spoken to at token level, with short backoffs. */
+export function tokenLevelUpstream(url: string) {
+  return { kind: "token_level" as const, endpoints: [url], backoff_base_ms: 5, backoff_max_ms: 20 };
+}
+
 /** Starts a gateway (in-memory SQLite, one claimed rollout) with the proxy mounted, and a scripted upstream. */
 export async function startProxyFixture(options: FixtureOptions = {}): Promise<ProxyFixture> {
   const tokenizer = options.tokenizer ?? await loadQwen3Tokenizer();
@@ -66,12 +71,7 @@ export async function startProxyFixture(options: FixtureOptions = {}): Promise<P
     ? null
     : await startScriptedUpstream({ tokenizer, ...options.scripted });
   const upstreamConfig = options.upstream?.(upstream?.url ?? null) ??
-    {
-      kind: "token_level" as const,
-      endpoints: [upstream!.url],
-      backoff_base_ms: 5,
-      backoff_max_ms: 20,
-    };
+    tokenLevelUpstream(upstream!.url);
   const gateway = await startGateway({
     adminKey: ADMIN_KEY,
     secret: SECRET,

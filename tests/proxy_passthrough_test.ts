@@ -8,7 +8,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import type OpenAI from "openai";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
-import { ADD_TOOL, openaiClient, startProxyFixture } from "./proxy_helpers.ts";
+import { ADD_TOOL, openaiClient, type ProxyFixture, startProxyFixture } from "./proxy_helpers.ts";
 import { checkMessageStream } from "./support/wire/anthropic_stream.ts";
 import { checkChatStream } from "./support/wire/chat_stream.ts";
 import { conform, post, readSse } from "./support/wire/conformance.ts";
@@ -114,15 +114,34 @@ function startFakeVllm(tokenizer: ChatTokenizer): FakeVllm {
   };
 }
 
-Deno.test("passthrough (vLLM): ids and logprobs come from the upstream; version from the registry; any caller flavor", async () => {
+/** A passthrough proxy fixture over a fake vLLM (Qwen3 tokenizer); runs `fn`, closes both. */
+async function withFakeVllm(
+  fn: (
+    fx: ProxyFixture,
+    vllm: FakeVllm,
+    tokenizer: ChatTokenizer,
+  ) => Promise<void>,
+): Promise<void> {
   const tokenizer = await loadQwen3Tokenizer();
   const vllm = startFakeVllm(tokenizer);
-  const fx = await startProxyFixture({
-    tokenizer,
-    noScripted: true,
-    upstream: () => ({ kind: "openai_compatible", endpoints: [vllm.url], model: "served-model" }),
-  });
   try {
+    const fx = await startProxyFixture({
+      tokenizer,
+      noScripted: true,
+      upstream: () => ({ kind: "openai_compatible", endpoints: [vllm.url], model: "served-model" }),
+    });
+    try {
+      await fn(fx, vllm, tokenizer);
+    } finally {
+      await fx.close();
+    }
+  } finally {
+    await vllm.close();
+  }
+}
+
+Deno.test("passthrough (vLLM): ids and logprobs come from the upstream; version from the registry; any caller flavor", () =>
+  withFakeVllm(async (fx, vllm, tokenizer) => {
     const openai = openaiClient(fx);
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "4 + 4?" }];
     const first = await openai.chat.completions.create({
@@ -204,21 +223,10 @@ Deno.test("passthrough (vLLM): ids and logprobs come from the upstream; version 
     await new Promise((r) => setTimeout(r, 300));
     await openai.completions.create({ model: "policy", prompt: "4 + 4 =", max_tokens: 8 });
     assert.equal((await fx.modelRequests()).at(-1)!.payload.policy_version, 8);
-  } finally {
-    await fx.close();
-    await vllm.close();
-  }
-});
+  }));
 
-Deno.test("passthrough (vLLM): answers in every flavor match the published wire schemas", async () => {
-  const tokenizer = await loadQwen3Tokenizer();
-  const vllm = startFakeVllm(tokenizer);
-  const fx = await startProxyFixture({
-    tokenizer,
-    noScripted: true,
-    upstream: () => ({ kind: "openai_compatible", endpoints: [vllm.url], model: "served-model" }),
-  });
-  try {
+Deno.test("passthrough (vLLM): answers in every flavor match the published wire schemas", () =>
+  withFakeVllm(async (fx) => {
     const messages = [{ role: "user", content: "4 + 4?" }];
     const chatUrl = `${fx.openaiBase}/chat/completions`;
     const chat = conform(
@@ -275,8 +283,4 @@ Deno.test("passthrough (vLLM): answers in every flavor match the published wire 
     );
     assert.equal(completion.choices[0].logprobs, null);
     assert.equal(completion.choices[0].text, "Eight.");
-  } finally {
-    await fx.close();
-    await vllm.close();
-  }
-});
+  }));

@@ -11,7 +11,13 @@
  */
 import assert from "node:assert/strict";
 import { chromium, type Page } from "playwright-core";
-import { ADMIN_KEY, runRollout, startUiFixture, type UiFixture } from "./ui_helpers.ts";
+import {
+  ADMIN_KEY,
+  runRollout,
+  seedRollout,
+  startUiFixture,
+  type UiFixture,
+} from "./ui_helpers.ts";
 import { writeRunsDir } from "./ui_runs_fixture.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -47,29 +53,15 @@ function rowIds(page: Page): Promise<(string | null)[]> {
 }
 
 /** A finished rollout whose only call reads git history (the monitors flag it). */
-async function seedFlagged(fx: UiFixture, id: string): Promise<void> {
-  const store = fx.gateway.store;
-  await store.createRollouts([{
-    rollout_id: id,
+function seedFlagged(fx: UiFixture, id: string): Promise<void> {
+  return seedRollout(fx, id, {
+    status: "succeeded",
     group_id: "g-hack",
-    input: { q: id },
     labels: { step: "2" },
-  }]);
-  const [claimed] = (await store.claimRollouts({ worker: "seed", limit: 10, lease_ms: 60_000 }))
-    .filter((c) => c.rollout.rollout_id === id);
-  await store.appendEvents(id, claimed.attempt.attempt_id, [{
-    type: "model_request",
-    payload: {
-      flavor: "openai_chat",
-      prompt_token_ids: [1, 2],
-      response_token_ids: [3, 4],
-      response_logprobs: [-0.1, -0.2],
-      response_text:
-        `<tool_call>\n{"name": "bash", "arguments": {"command": "git log -p"}}\n</tool_call>`,
-      policy_version: 3,
-    },
-  }, { type: "reward", payload: { value: 1 } }]);
-  await store.transition(id, { to: "succeeded" });
+    toolCall: `<tool_call>\n{"name": "bash", "arguments": {"command": "git log -p"}}\n</tool_call>`,
+    policyVersion: 3,
+    reward: 1,
+  });
 }
 
 async function postStep(fx: UiFixture, attemptId: string, step: number): Promise<void> {

@@ -15,6 +15,7 @@ import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { createUi, type Ui, type UiOptions } from "../lib/ui/app.ts";
+import { tokenLevelUpstream } from "./proxy_helpers.ts";
 import { ADD_TOOL } from "./support/tools.ts";
 
 export const ADMIN_KEY = "ui-test-admin-key";
@@ -66,12 +67,7 @@ export async function startUiFixture(options: UiOptions = {}): Promise<UiFixture
       mounts: [
         proxyMount({
           tokenizer,
-          upstream: {
-            kind: "token_level",
-            endpoints: [upstream.url],
-            backoff_base_ms: 5,
-            backoff_max_ms: 20,
-          },
+          upstream: tokenLevelUpstream(upstream.url),
         }),
         ui.mount,
       ],
@@ -163,6 +159,52 @@ export async function runRollout(
   ]);
   await store.transition(id, { to: options.status ?? "succeeded", attempt_id: attempt });
   return id;
+}
+
+/** Creates a rollout and drives it to `status` with an optional reward, without the proxy. */
+export async function seedRollout(
+  fx: UiFixture,
+  id: string,
+  spec: {
+    status: "succeeded" | "failed" | "queuing";
+    reward?: number;
+    labels?: Record<string, string>;
+    mode?: "train" | "val";
+    group_id?: string;
+    /** The text of one model call (a tool call the monitors read), at `policyVersion` (1). */
+    toolCall?: string;
+    policyVersion?: number;
+  },
+) {
+  const store = fx.gateway.store;
+  await store.createRollouts([{
+    rollout_id: id,
+    ...(spec.group_id ? { group_id: spec.group_id } : {}),
+    input: { q: id },
+    labels: spec.labels ?? {},
+    mode: spec.mode ?? "train",
+  }]);
+  if (spec.status === "queuing") return;
+  const [claimed] = (await store.claimRollouts({ worker: "seed", limit: 10, lease_ms: 60_000 }))
+    .filter((c) => c.rollout.rollout_id === id);
+  const attempt = claimed.attempt.attempt_id;
+  if (spec.toolCall) {
+    await store.appendEvents(id, attempt, [{
+      type: "model_request",
+      payload: {
+        flavor: "openai_chat",
+        prompt_token_ids: [1, 2],
+        response_token_ids: [3, 4],
+        response_logprobs: [-0.1, -0.2],
+        response_text: spec.toolCall,
+        policy_version: spec.policyVersion ?? 1,
+      },
+    }]);
+  }
+  if (spec.reward !== undefined) {
+    await store.appendEvents(id, attempt, [{ type: "reward", payload: { value: spec.reward } }]);
+  }
+  await store.transition(id, { to: spec.status });
 }
 
 /** Markup with the whitespace between tags removed (templates are indented for reading). */

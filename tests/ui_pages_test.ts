@@ -7,7 +7,14 @@
  */
 import assert from "node:assert/strict";
 import { RolloutExportSchema } from "../lib/schema/ui.ts";
-import { ADMIN_KEY, get, runRollout, startUiFixture, type UiFixture } from "./ui_helpers.ts";
+import {
+  ADMIN_KEY,
+  get,
+  runRollout,
+  seedRollout,
+  startUiFixture,
+  type UiFixture,
+} from "./ui_helpers.ts";
 
 async function api(fx: UiFixture, path: string) {
   const res = await get(fx.base + path);
@@ -18,48 +25,6 @@ async function api(fx: UiFixture, path: string) {
 async function ids(fx: UiFixture, query: string): Promise<string[]> {
   const page = await api(fx, `/api/rollouts${query}`);
   return page.items.map((r: { rollout_id: string }) => r.rollout_id);
-}
-
-/** Creates a rollout and drives it to `status` with an optional reward, without the proxy. */
-async function seed(
-  fx: UiFixture,
-  id: string,
-  spec: {
-    status: "succeeded" | "failed" | "queuing";
-    reward?: number;
-    labels?: Record<string, string>;
-    mode?: "train" | "val";
-    toolCall?: string;
-  },
-) {
-  const store = fx.gateway.store;
-  await store.createRollouts([{
-    rollout_id: id,
-    input: { q: id },
-    labels: spec.labels ?? {},
-    mode: spec.mode ?? "train",
-  }]);
-  if (spec.status === "queuing") return;
-  const [claimed] = (await store.claimRollouts({ worker: "seed", limit: 10, lease_ms: 60_000 }))
-    .filter((c) => c.rollout.rollout_id === id);
-  const attempt = claimed.attempt.attempt_id;
-  if (spec.toolCall) {
-    await store.appendEvents(id, attempt, [{
-      type: "model_request",
-      payload: {
-        flavor: "openai_chat",
-        prompt_token_ids: [1, 2],
-        response_token_ids: [3, 4],
-        response_logprobs: [-0.1, -0.2],
-        response_text: spec.toolCall,
-        policy_version: 1,
-      },
-    }]);
-  }
-  if (spec.reward !== undefined) {
-    await store.appendEvents(id, attempt, [{ type: "reward", payload: { value: spec.reward } }]);
-  }
-  await store.transition(id, { to: spec.status });
 }
 
 Deno.test("UI pages over a real run", async (t) => {
@@ -119,24 +84,24 @@ Deno.test("UI pages over a real run", async (t) => {
     });
 
     await t.step("filters and paging are answered on the server", async () => {
-      await seed(fx, "s-ok-1", {
+      await seedRollout(fx, "s-ok-1", {
         status: "succeeded",
         reward: 1,
         labels: { step: "2", harness: "swe" },
       });
-      await seed(fx, "s-bad-1", {
+      await seedRollout(fx, "s-bad-1", {
         status: "failed",
         reward: 0,
         labels: { step: "2", harness: "swe" },
       });
-      await seed(fx, "s-val-1", {
+      await seedRollout(fx, "s-val-1", {
         status: "succeeded",
         reward: 0.5,
         labels: { step: "2" },
         mode: "val",
       });
-      await seed(fx, "s-queued", { status: "queuing", labels: { step: "3" } });
-      await seed(fx, "s-hack", {
+      await seedRollout(fx, "s-queued", { status: "queuing", labels: { step: "3" } });
+      await seedRollout(fx, "s-hack", {
         status: "succeeded",
         reward: 1,
         labels: { step: "3", harness: "swe" },

@@ -18,6 +18,7 @@ import { assembleRollout, type AssemblyResult } from "../../lib/samples/mod.ts";
 import type { BreakReason, RolloutCreate, UpstreamConfigInput } from "../../lib/schema.ts";
 import { loadQwen3Tokenizer } from "../../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../../lib/tokens/types.ts";
+import { tokenLevelUpstream } from "../proxy_helpers.ts";
 
 let qwen: Promise<ChatTokenizer> | null = null;
 /** The Qwen3 tokenizer, loaded once per test process. */
@@ -85,13 +86,7 @@ export async function startHarnessFixture(
     leaseSweepMs: 0,
     mounts: [proxyMount({
       tokenizer,
-      upstream: {
-        kind: "token_level",
-        endpoints: [upstream.url],
-        backoff_base_ms: 5,
-        backoff_max_ms: 20,
-        ...options.upstream,
-      },
+      upstream: { ...tokenLevelUpstream(upstream.url), ...options.upstream },
     })],
   });
   return {
