@@ -73,6 +73,8 @@ export interface TimelineOptions {
   delay_cap_s?: number;
   /** Harness processes at once. */
   concurrency?: number;
+  /** The async schedule's groups in flight beyond a step's (the schedule's default if unset). */
+  extra_groups_in_flight?: number;
 }
 
 /**
@@ -123,7 +125,7 @@ export function unionSpans(spans: Span[]): Span[] {
  * ```
  */
 export async function measureTimeline(options: TimelineOptions = {}): Promise<TimelineResult> {
-  const settings: Required<TimelineOptions> = {
+  const settings: Required<Omit<TimelineOptions, "extra_groups_in_flight">> & TimelineOptions = {
     steps: 3,
     group_size: 4,
     groups_per_step: 2,
@@ -181,7 +183,15 @@ export async function measureTimeline(options: TimelineOptions = {}): Promise<Ti
         groups_per_step: settings.groups_per_step,
         steps: settings.steps,
         checkpoint_every: 0,
-        schedule: { mode, max_staleness: 8, stale_policy: "tis", poll_ms: 50 },
+        schedule: {
+          mode,
+          max_staleness: 8,
+          stale_policy: "tis",
+          poll_ms: 50,
+          ...(settings.extra_groups_in_flight !== undefined
+            ? { extra_groups_in_flight: settings.extra_groups_in_flight }
+            : {}),
+        },
         seed: 1,
       },
       stack.services,
