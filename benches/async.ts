@@ -22,8 +22,9 @@ const { values: args } = parseArgs({
 });
 const STEPS = args.quick ? 3 : Number(args.steps);
 
-// Pareto(x_m = 1 s, α = 1.1) harness delays, capped at 20 s, from a hash of the rollout id;
-// every group gets a signal whatever the untrained policy says: the bench measures time.
+// Pareto(x_m = 1 s, α = 1.1) harness delays, capped at 20 s, from a hash of the rollout id
+// (the run names fix the draws); every group gets a signal whatever the untrained policy says:
+// the bench measures time.
 const { sync, async: asyncRun, speedup } = await measureTimeline({
   steps: STEPS,
   group_size: 4,
@@ -33,6 +34,7 @@ const { sync, async: asyncRun, speedup } = await measureTimeline({
   delay_cap_s: 20,
   concurrency: 20,
   extra_groups_in_flight: 3,
+  run_names: { sync: "bench-sync", collocated_async: "bench-collocated-async" },
 });
 console.log(`bench:async — ${STEPS} steps × 2 groups × 4 rollouts, Pareto harness delays`);
 console.log(`sync: ${sync.wall_s.toFixed(1)}s, idle ${(sync.idle_share * 100).toFixed(1)}%`);

@@ -75,6 +75,11 @@ export interface TimelineOptions {
   concurrency?: number;
   /** The async schedule's groups in flight beyond a step's (the schedule's default if unset). */
   extra_groups_in_flight?: number;
+  /**
+   * Run name per mode (default `timeline-<mode>-<attempt>`; a retry appends `-<attempt>`):
+   * the harness delays are drawn from the rollout ids, so the names fix the workload.
+   */
+  run_names?: Partial<Record<ScheduleMode, string>>;
 }
 
 /**
@@ -125,16 +130,18 @@ export function unionSpans(spans: Span[]): Span[] {
  * ```
  */
 export async function measureTimeline(options: TimelineOptions = {}): Promise<TimelineResult> {
-  const settings: Required<Omit<TimelineOptions, "extra_groups_in_flight">> & TimelineOptions = {
-    steps: 3,
-    group_size: 4,
-    groups_per_step: 2,
-    delay_scale_s: 0.3,
-    delay_alpha: 1.2,
-    delay_cap_s: 8,
-    concurrency: 16,
-    ...options,
-  };
+  const settings:
+    & Required<Omit<TimelineOptions, "extra_groups_in_flight" | "run_names">>
+    & TimelineOptions = {
+      steps: 3,
+      group_size: 4,
+      groups_per_step: 2,
+      delay_scale_s: 0.3,
+      delay_alpha: 1.2,
+      delay_cap_s: 8,
+      concurrency: 16,
+      ...options,
+    };
   const delayOf = (id: string) =>
     paretoDelayS(id, settings.delay_scale_s, settings.delay_alpha, settings.delay_cap_s);
   const dir = await Deno.makeTempDir({ prefix: "reins_timeline_" });
@@ -163,7 +170,12 @@ export async function measureTimeline(options: TimelineOptions = {}): Promise<Ti
   });
 
   const runMode = async (mode: ScheduleMode, attempt: number): Promise<ModeTimeline> => {
-    const name = `timeline-${mode.replace("_", "-")}-${attempt}`;
+    const given = settings.run_names?.[mode];
+    const name = given === undefined
+      ? `timeline-${mode.replace("_", "-")}-${attempt}`
+      : attempt === 1
+      ? given
+      : `${given}-${attempt}`;
     const updates: ModeTimeline["updates"] = [];
     let trainStart = 0;
     let held = 0;
