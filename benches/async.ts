@@ -82,7 +82,11 @@ async function runMode(mode: ScheduleMode): Promise<ModeResult> {
       name,
       out_dir: `${dir}/${name}`,
       tasks: toyLoopTasks(tasks),
-      harness: { name: "bench-slow", options: toyHarness(dataDir, { max_tokens: 32 }).options },
+      harness: {
+        name: "bench-slow",
+        // A process: the slow resolver wraps its command in a sleep.
+        options: toyHarness(dataDir, { max_tokens: 32, runner: "process" }).options,
+      },
       model: toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }),
       group_size: 4,
       groups_per_step: 2,
