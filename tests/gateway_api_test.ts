@@ -87,18 +87,19 @@ Deno.test("api: create, list, claim, events, transition and models through the c
     });
     assert.ok(lease.lease_expires_at! > Date.now());
 
-    // The harness writes with its capability token; the proxy may use x-api-key. The reward
-    // comes from the verifier (admin key): a capability token may not post one.
+    // The harness writes its own custom events and logs with its capability token; model calls
+    // are recorded by the proxy and the reward by the verifier, both with the admin key (a
+    // capability token may post neither).
     const prompt = Array.from({ length: 64 }, (_, i) => i);
     const posted = [
+      ...await client.postEvents("r1", attempt.attempt_id, [
+        call(prompt, [100, 101]),
+        call([...prompt, 100, 101, 7], [102]),
+      ]),
       ...await new GatewayClient(gw.url, { apiKey: token }).postEvents(
         "r1",
         attempt.attempt_id,
-        [
-          call(prompt, [100, 101]),
-          call([...prompt, 100, 101, 7], [102]),
-          { type: "custom", payload: { name: "tool", data: { cmd: "ls" } } },
-        ],
+        [{ type: "custom", payload: { name: "tool", data: { cmd: "ls" } } }],
       ),
       ...await client.postEvents("r1", attempt.attempt_id, [
         { type: "reward", payload: { value: 0.75 } },

@@ -60,7 +60,8 @@ Deno.test("postgres store: conformance, and two gateways on one database", async
           }
         }));
         assert.equal(owner.size, 30);
-        // A token issued through gateway A writes through gateway B; A's feed sees it.
+        // A token issued through gateway A writes through gateway B; A's feed sees it. The
+        // reward comes from the admin key (a token may not post one, on either gateway).
         const stop = new AbortController();
         const seen: Change[] = [];
         const after = (await ca.health()).seq;
@@ -71,16 +72,20 @@ Deno.test("postgres store: conformance, and two gateways on one database", async
           }
         })();
         const rollout = await cb.getRollout("r0");
-        const token = owner.get("r0")!;
-        await new GatewayClient(b.url, { apiKey: token }).postEvents(
-          "r0",
-          rollout.attempts[0].attempt_id,
-          [{ type: "reward", payload: { value: 0.5 } }],
+        const aid = rollout.attempts[0].attempt_id;
+        const harness = new GatewayClient(b.url, { apiKey: owner.get("r0")!, retries: 0 });
+        await harness.postEvents("r0", aid, [
+          { type: "custom", payload: { name: "progress", data: { step: 1 } } },
+        ]);
+        await assert.rejects(
+          harness.postEvents("r0", aid, [{ type: "reward", payload: { value: 1 } }]),
+          (err: { status?: number }) => err.status === 403,
         );
+        await cb.postEvents("r0", aid, [{ type: "reward", payload: { value: 0.5 } }]);
         await feed;
         assert.deepEqual(
           seen.map((c) => c.kind === "event" && [c.rollout_id, c.type]),
-          [["r0", "reward"]],
+          [["r0", "custom"], ["r0", "reward"]],
         );
         assert.equal((await ca.getRollout("r0")).reward, 0.5);
       } finally {

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { parseEvents } from "../lib/gateway/records.ts";
+import { parseEvents } from "../lib/gateway/store_input.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
 import { EventInputSchema } from "../lib/schema.ts";
 import {

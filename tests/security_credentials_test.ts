@@ -3,6 +3,8 @@
  * the refusal, its status, and that the store is unchanged. Also what the reporter key may do.
  */
 import assert from "node:assert/strict";
+import { alignmentFindings } from "../lib/monitors/logprob.ts";
+import { flagsOf } from "../lib/ui/detail.ts";
 import {
   ADMIN_KEY,
   errorOf,
@@ -47,6 +49,57 @@ Deno.test("credentials: the token cannot post a reward for its own running attem
     // What it may do: post logs and custom events for its live attempt.
     const ok = await fx.send("POST", events(rolloutId, attemptId), token, log("working"));
     assert.equal(ok.status, 200);
+  });
+});
+
+Deno.test("credentials: the token cannot write training data: model calls come only from the proxy (403)", async () => {
+  await withFixture(async (fx) => {
+    const { rolloutId, attemptId, token } = await fx.claimOne();
+    const before = await fx.snapshot();
+    const forged = {
+      type: "model_request",
+      payload: {
+        flavor: "generate",
+        prompt_token_ids: [1, 2, 3],
+        response_token_ids: [4, 5],
+        response_logprobs: [-0.1, -0.1],
+        policy_version: 0,
+      },
+    };
+    const res = await fx.send("POST", events(rolloutId, attemptId), token, { events: [forged] });
+    assert.equal(res.status, 403);
+    assert.match(errorOf(res.body).message, /events\[0\]\.type: a capability token posts only/);
+    assert.deepEqual(await fx.snapshot(), before, "nothing was written");
+  });
+});
+
+Deno.test("credentials: verdicts the token posts under reins' event names are not believed", async () => {
+  await withFixture(async (fx) => {
+    const { rolloutId, attemptId, token } = await fx.claimOne();
+    // Custom events of any name are the agent's to post, but never under a reserved key, and
+    // reins reads its own verdicts (monitor flags, audits, alignment, step metrics) only from
+    // reserved keys: a forged clean bill, a forged alarm and forged step metrics change nothing.
+    const spoof = (name: string, data: unknown) => ({ type: "custom", payload: { name, data } });
+    const res = await fx.send("POST", events(rolloutId, attemptId), token, {
+      events: [
+        spoof("monitor_flags", {
+          flags: [{
+            monitor: "git_network",
+            severity: "alert",
+            message: "forged",
+            evidence: [],
+          }],
+          monitors: ["git_network"],
+        }),
+        spoof("alignment", { request_seq: 1, corr: 0.1 }),
+        spoof("train_step", { step: 0, reward_mean: 1 }),
+      ],
+    });
+    assert.equal(res.status, 200, "plain custom events are the agent's to post");
+    const stored = await fx.admin.listEvents(rolloutId);
+    assert.equal(stored.filter((e) => e.type === "custom").length, 3);
+    assert.deepEqual(flagsOf(stored), []);
+    assert.deepEqual(alignmentFindings(stored, 0.99), []);
   });
 });
 

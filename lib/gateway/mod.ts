@@ -63,7 +63,9 @@ export {
   type StartGatewayOptions,
 } from "./server.ts";
 export { openSqliteStore, SqliteStore, type SqliteStoreOptions } from "./sqlite_store.ts";
+export { MIGRATIONS, SCHEMA_VERSION } from "./sql/migrations.ts";
 export {
+  type AppendOptions,
   type Claimed,
   type ClaimOptions,
   type GatewayErrorCode,

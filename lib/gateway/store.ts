@@ -8,6 +8,7 @@ import type {
   Attempt,
   AttemptStatus,
   Change,
+  Credential,
   EventInput,
   EventType,
   JsonObject,
@@ -37,9 +38,10 @@ export type GatewayErrorCode =
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { StoreError } from "./store.ts";
  * const err = new StoreError("not_found", "rollout_id: no rollout 'r1'");
- * err.status; // 404
+ * assert.equal(err.status, 404);
  * ```
  */
 export class StoreError extends HttpError {
@@ -114,6 +116,18 @@ export interface TransitionOptions {
   log_location?: string | null;
 }
 
+/** Options of {@link Store.appendEvents}. */
+export interface AppendOptions {
+  /**
+   * Who posts (default `admin`, as the control plane's in-process callers do). `capability`
+   * (an attempt's token, which the agent holds) may not post rewards (403), and adds events
+   * only while its attempt is running and is the rollout's current attempt (409). Only
+   * `admin` posts event keys in the reserved `reins:` namespace (403). `reporter` posts
+   * rewards like `admin`.
+   */
+  credential?: Credential;
+}
+
 /** Filters of {@link Store.listEvents}; events come ordered by `seq`. */
 export interface ListEventsOptions {
   type?: EventType | EventType[];
@@ -127,25 +141,45 @@ export interface ListEventsOptions {
  * - `createRollouts` is idempotent by `rollout_id` (an existing id comes back unchanged);
  * - `claimRollouts` is idempotent by `(worker, claim_key)`;
  * - `transition` to the status the rollout already has, for the same attempt, is a no-op;
- * - `appendEvents` is idempotent by `(rollout_id, event_key)`.
+ * - `appendEvents` is idempotent by `(rollout_id, event_key)`: the same event posted again
+ *   answers the stored one; a different event under a taken key is a 409 naming the key.
  *
  * `Rollout.version` bumps on every status or attempt change (claims, transitions, lease
  * expiry); event-derived fields (`reward`, `policy_version_min/max`) and lease renewals do not
  * bump it, so that a controller's compare-and-swap does not race the proxy's event stream.
+ *
+ * `Rollout.reward` is the current attempt's verified reward: the last reward event posted by
+ * the admin or reporter credential for the rollout's latest attempt, unless that attempt was
+ * lost. A claim starts the new attempt without one. Rewards of earlier, superseded or lost
+ * attempts are stored as events and never overwrite it; capability tokens cannot post rewards.
  *
  * Every status change also appends a `status` event (creation: `null → queuing`, with
  * `attempt_id` ""), so the event log doubles as the change feed.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "./sqlite_store.ts";
  * const store = openSqliteStore(":memory:");
- * const { rollouts } = await store.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);
+ * await store.createRollouts([{ rollout_id: "r1", input: { q: "2+2" } }]);
  * const [claimed] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
- * await store.appendEvents("r1", claimed.attempt.attempt_id, [
- *   { type: "reward", payload: { value: 1 } },
+ * const aid = claimed.attempt.attempt_id;
+ * // The agent's token may not post a reward; the verifier (admin) may.
+ * await assert.rejects(
+ *   store.appendEvents("r1", aid, [{ type: "reward", payload: { value: 1 } }], {
+ *     credential: "capability",
+ *   }),
+ *   /cannot post rewards/,
+ * );
+ * await store.appendEvents("r1", aid, [
+ *   { type: "reward", event_key: "reward:1", payload: { value: 1 } },
  * ]);
- * await store.transition("r1", { to: "succeeded", expected_version: claimed.rollout.version });
+ * const done = await store.transition("r1", {
+ *   to: "succeeded",
+ *   expected_version: claimed.rollout.version,
+ * });
+ * assert.equal(done.reward, 1);
+ * assert.equal(done.reward_attempt_id, aid);
  * await store.close();
  * ```
  */
@@ -188,14 +222,16 @@ export interface Store {
   expireLeases(now?: number): Promise<Rollout[]>;
   /**
    * Appends events to an attempt (which must belong to the rollout); each gets a strictly
-   * increasing store-wide `seq`. An `event_key` already used in this rollout returns the stored
-   * event instead. Reward events set `rollout.reward`; model requests widen its policy range.
+   * increasing store-wide `seq`. An `event_key` already used in this rollout answers the
+   * stored event when the post repeats it exactly (same attempt, type and payload), else 409.
+   * A post is all or nothing. Rewards set `rollout.reward` as the {@link Store} doc says;
+   * model requests widen its policy range. See {@link AppendOptions} for credentials.
    */
   appendEvents(
     rollout_id: string,
     attempt_id: string,
     inputs: EventInput[],
-    options?: { credential?: "admin" | "reporter" | "capability" },
+    options?: AppendOptions,
   ): Promise<RolloutEvent[]>;
   /** A rollout's events in `seq` order (404 when the rollout does not exist). */
   listEvents(rollout_id: string, options?: ListEventsOptions): Promise<RolloutEvent[]>;

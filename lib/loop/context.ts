@@ -9,6 +9,7 @@
 import type { GatewayClient } from "../gateway/client.ts";
 import type { EventInput, Rollout, RolloutEvent } from "../schema.ts";
 import { MONITOR_FLAGS_EVENT } from "../schema/ui.ts";
+import { RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
 import { alignmentFindings } from "../monitors/logprob.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
@@ -277,7 +278,7 @@ export async function postRolloutEvents(
     const m = c.metrics;
     add(c.rollout_id, c.attempt_id, {
       type: "custom",
-      event_key: `${ALIGNMENT_EVENT}:${c.request_seq}`,
+      event_key: `${RESERVED_EVENT_KEY_PREFIX}${ALIGNMENT_EVENT}:${c.request_seq}`,
       payload: {
         name: ALIGNMENT_EVENT,
         data: {
@@ -299,7 +300,7 @@ export async function postRolloutEvents(
     if (n.attempt_id === null) continue; // never started: nowhere to post
     add(n.rollout_id, n.attempt_id, {
       type: "custom",
-      event_key: `${TRAINING_NOTE_EVENT}:${n.rollout_id}`,
+      event_key: `${RESERVED_EVENT_KEY_PREFIX}${TRAINING_NOTE_EVENT}:${n.rollout_id}`,
       payload: {
         name: TRAINING_NOTE_EVENT,
         data: {
@@ -323,7 +324,8 @@ export async function postRolloutEvents(
     if (findings.length === 0) continue;
     await gateway.postEvents(rollout_id, attempt_id, [{
       type: "custom",
-      event_key: `${MONITOR_FLAGS_EVENT}:${attempt_id}:${ALIGNMENT_EVENT}`,
+      event_key:
+        `${RESERVED_EVENT_KEY_PREFIX}${MONITOR_FLAGS_EVENT}:${attempt_id}:${ALIGNMENT_EVENT}`,
       payload: {
         name: MONITOR_FLAGS_EVENT,
         data: {

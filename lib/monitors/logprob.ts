@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { RolloutEvent } from "../schema.ts";
+import { isReinsEvent, type RolloutEvent } from "../schema.ts";
 import type { Finding, Monitor } from "./types.ts";
 
 /** Options of {@link logprobMonitor}. */
@@ -129,15 +129,18 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
  * The alignment part of {@link logprobMonitor}: one `alert` listing every model call whose
  * `alignment` event (posted by the training loop, one per trained call) has a probability
  * correlation `corr` below `minAlignment`; the evidence points at the call's seq. The loop runs
- * it on the events it posts, since those arrive after the rollout was first checked.
+ * it on the events it posts, since those arrive after the rollout was first checked. Only the
+ * loop's own events count (reserved `reins:` keys): an agent's token may post custom events of
+ * any name but never under a reserved key.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { alignmentFindings } from "./logprob.ts";
  * const event = (seq: number, corr: number) => ({
- *   type: "custom" as const, seq, rollout_id: "r", attempt_id: "a", event_key: null,
- *   created_at: 0, payload: { name: "alignment", data: { request_seq: seq - 100, corr } },
+ *   type: "custom" as const, seq, rollout_id: "r", attempt_id: "a",
+ *   event_key: `reins:alignment:${seq - 100}`, created_at: 0,
+ *   payload: { name: "alignment", data: { request_seq: seq - 100, corr } },
  * });
  * const [finding] = alignmentFindings([event(101, 0.9995), event(102, 0.62)], 0.99);
  * assert.deepEqual(finding.evidence.map((e) => e.seq), [2]);
@@ -150,7 +153,7 @@ export function alignmentFindings(
   const misaligned = [];
   let lowest = Infinity;
   for (const event of events) {
-    if (event.type !== "custom" || event.payload.name !== "alignment") continue;
+    if (!isReinsEvent(event, "alignment")) continue;
     const data = event.payload.data;
     const record = typeof data === "object" && data !== null && !Array.isArray(data) ? data : {};
     const corr = record.corr;

@@ -11,7 +11,7 @@
  *   rollout_id: "r1", group_id: "r1", input: {}, mode: "train" as const,
  *   config: { timeout_s: 600, max_attempts: 1 }, labels: {}, status: "succeeded" as const,
  *   version: 1, attempts: [], created_at: 0, updated_at: 0, policy_version_min: null,
- *   policy_version_max: null, reward: null,
+ *   policy_version_max: null, reward: null, reward_attempt_id: null, reward_credential: null,
  * };
  * const events = [{
  *   type: "log" as const, seq: 1, rollout_id: "r1", attempt_id: "a1", event_key: null,

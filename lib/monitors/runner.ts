@@ -26,7 +26,7 @@ import type { Monitor, MonitorInput } from "./types.ts";
  *   rollout_id: "r1", group_id: "r1", input: {}, mode: "train" as const,
  *   config: { timeout_s: 600, max_attempts: 1 }, labels: {}, status: "succeeded" as const,
  *   version: 1, attempts: [], created_at: 0, updated_at: 0, policy_version_min: null,
- *   policy_version_max: null, reward: 1,
+ *   policy_version_max: null, reward: 1, reward_attempt_id: null, reward_credential: null,
  * };
  * const flags = await runMonitors({ rollout, events: [] }, defaultMonitors());
  * flags.length; // 0

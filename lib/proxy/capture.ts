@@ -204,9 +204,11 @@ export class CallRecorder {
       mode: call.mode,
       clientDisconnected: result.clientDisconnected,
     });
-    // The proxy writes as the server it is: model calls are not rewards, whoever called.
+    // The proxy records as the control plane it is (its `reins:proxy:` key is reserved to the
+    // admin credential): what the model generated for a call admitted while the attempt was
+    // live, even when the call outlives it.
     await this.#store.appendEvents(call.rolloutId, call.attemptId, [event], {
-      credential: "capability",
+      credential: "admin",
     });
     if (o && call.conversation && o.finish_reason) {
       call.conversation.last = {

@@ -9,90 +9,25 @@
  * @module
  */
 import { z } from "zod";
-import { HttpError } from "../http/error.ts";
+import {
+  EventKeySchema,
+  type JsonObject,
+  JsonObjectSchema,
+  JsonValueSchema,
+  LabelsSchema,
+  WorkerSchema,
+} from "./json.ts";
+import { strictObject } from "./validation.ts";
+
+export * from "./json.ts";
+export * from "./training.ts";
+export * from "./validation.ts";
 
 /** Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters. */
 export const IdSchema = z.string().min(1).max(200).regex(
   /^[A-Za-z0-9._:@-]+$/,
   "must use only letters, digits and . _ : @ -",
 );
-
-/** Any JSON value (task inputs, custom event data, harness options). */
-export type JsonValue =
-  | string
-  | number
-  | boolean
-  | null
-  | JsonValue[]
-  | { [key: string]: JsonValue };
-
-/** Schema of {@link JsonValue}. */
-export const JsonValueSchema: z.ZodType<JsonValue> = z.lazy(() =>
-  z.union([
-    z.string(),
-    z.number(),
-    z.boolean(),
-    z.null(),
-    z.array(JsonValueSchema),
-    z.record(z.string(), JsonValueSchema),
-  ])
-);
-
-/** A JSON object. */
-export const JsonObjectSchema = z.record(z.string(), JsonValueSchema);
-/** A JSON object. */
-export type JsonObject = z.infer<typeof JsonObjectSchema>;
-
-/** Nesting past which {@link isPlainJsonObject} leaves the value to the schema. */
-const PLAIN_JSON_MAX_DEPTH = 32;
-
-/**
- * A fast pre-check for hot paths: true when `value` is a plain object of JSON values that
- * {@link JsonObjectSchema} accepts as it is (finite numbers; plain objects without symbol keys
- * or an own `__proto__`), so parsing it can be skipped. False means "let the schema decide",
- * not "invalid". Keep it a subset of {@link JsonValueSchema}'s rules.
- *
- * @example
- * ```ts
- * import { isPlainJsonObject } from "./core.ts";
- * isPlainJsonObject({ a: [1, "x", null, { b: true }] }); // true
- * isPlainJsonObject({ a: Infinity }); // false: the schema reports it
- * ```
- */
-export function isPlainJsonObject(value: unknown): boolean {
-  return typeof value === "object" && value !== null && !Array.isArray(value) &&
-    isPlainJsonValue(value, 0);
-}
-
-function isPlainJsonValue(value: unknown, depth: number): boolean {
-  switch (typeof value) {
-    case "string":
-    case "boolean":
-      return true;
-    case "number":
-      return Number.isFinite(value);
-    case "object": {
-      if (value === null) return true;
-      if (depth >= PLAIN_JSON_MAX_DEPTH) return false;
-      if (Array.isArray(value)) {
-        for (let i = 0; i < value.length; i++) {
-          if (!isPlainJsonValue(value[i], depth + 1)) return false;
-        }
-        return true;
-      }
-      const proto = Object.getPrototypeOf(value);
-      if (proto !== Object.prototype && proto !== null) return false;
-      if (Object.getOwnPropertySymbols(value).length > 0) return false;
-      for (const key in value) {
-        if (!Object.hasOwn(value, key) || key === "__proto__") return false;
-        if (!isPlainJsonValue((value as Record<string, unknown>)[key], depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return false;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Rollouts and attempts
@@ -161,15 +96,15 @@ export const AttemptStatusSchema = z.enum([
 export type AttemptStatus = z.infer<typeof AttemptStatusSchema>;
 
 /** Which harness a rollout runs, by registry name, with its options. */
-export const HarnessSpecSchema = z.object({
-  name: z.string().min(1),
+export const HarnessSpecSchema = strictObject({
+  name: z.string().min(1).max(200),
   options: JsonObjectSchema.default({}),
 });
 /** Which harness a rollout runs. */
 export type HarnessSpec = z.infer<typeof HarnessSpecSchema>;
 
-/** Per-rollout execution settings. */
-export const RolloutConfigSchema = z.object({
+/** Per-rollout execution settings (unknown keys are refused: a typo is an error, not a no-op). */
+export const RolloutConfigSchema = strictObject({
   timeout_s: z.number().positive().max(7 * 24 * 3600).default(600),
   max_attempts: z.number().int().min(1).max(100).default(1),
   harness: HarnessSpecSchema.optional(),
@@ -191,7 +126,7 @@ export const AttemptSchema = z.object({
   exit_code: z.number().int().nullable(),
   error: z.string().nullable(),
   /** Who runs it (controller id, process id, pod name). */
-  worker: z.string().nullable(),
+  worker: WorkerSchema.nullable(),
   /** Epoch ms until which the claimant holds the lease. */
   lease_expires_at: z.number().nullable(),
   log_location: z.string().nullable(),
@@ -201,15 +136,15 @@ export const AttemptSchema = z.object({
 /** One execution try of a rollout. */
 export type Attempt = z.infer<typeof AttemptSchema>;
 
-/** What a caller sends to create a rollout. */
-export const RolloutCreateSchema = z.object({
+/** What a caller sends to create a rollout (unknown keys are refused). */
+export const RolloutCreateSchema = strictObject({
   rollout_id: IdSchema.optional(),
   group_id: IdSchema.optional(),
   input: JsonValueSchema,
   mode: RolloutModeSchema.default("train"),
   config: RolloutConfigSchema.default({ timeout_s: 600, max_attempts: 1 }),
   /** Free-form labels (training step, dataset, harness name) for filtering. */
-  labels: z.record(z.string(), z.string()).default({}),
+  labels: LabelsSchema.default({}),
 });
 /** What a caller sends to create a rollout. */
 export type RolloutCreate = z.input<typeof RolloutCreateSchema>;
@@ -221,7 +156,7 @@ export const RolloutSchema = z.object({
   input: JsonValueSchema,
   mode: RolloutModeSchema,
   config: RolloutConfigSchema,
-  labels: z.record(z.string(), z.string()),
+  labels: LabelsSchema,
   status: RolloutStatusSchema,
   /** Row version for compare-and-swap; bumps on every change. */
   version: z.number().int().min(1),
@@ -231,8 +166,19 @@ export const RolloutSchema = z.object({
   /** Smallest and largest policy version seen among its model calls. */
   policy_version_min: z.number().int().nullable(),
   policy_version_max: z.number().int().nullable(),
-  /** Final reward, when one was reported (the last `reward` event). */
+  /**
+   * The current attempt's verified reward: the last `reward` event of the current attempt that
+   * an allowed credential (admin or reporter) posted; null until one is. A new attempt starts
+   * without one; rewards of earlier or lost attempts stay events and never set it.
+   */
   reward: z.number().nullable(),
+  /** The attempt whose reward `reward` is (null with `reward`). */
+  reward_attempt_id: IdSchema.nullable(),
+  /**
+   * Which credential posted it; null with `reward`, and on rewards stored before schema 2 (the
+   * credential was not recorded then).
+   */
+  reward_credential: z.enum(["admin", "reporter"]).nullable(),
 });
 /** A rollout as the gateway stores and serves it. */
 export type Rollout = z.infer<typeof RolloutSchema>;
@@ -387,27 +333,36 @@ export type LogPayload = z.infer<typeof LogPayloadSchema>;
 export const EventInputSchema = z.discriminatedUnion("type", [
   z.object({
     type: z.literal("model_request"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: ModelRequestWireSchema,
   }),
   z.object({
     type: z.literal("reward"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: RewardPayloadSchema,
   }),
   z.object({
     type: z.literal("custom"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: CustomPayloadSchema,
   }),
   z.object({
     type: z.literal("log"),
-    event_key: z.string().max(200).optional(),
+    event_key: EventKeySchema.optional(),
     payload: LogPayloadSchema,
   }),
 ]);
 /** An event as a client posts it (JSON). */
 export type EventInput = z.input<typeof EventInputSchema>;
+
+/**
+ * Who posts events: `admin` (the control plane: controller, proxy, verifier), `reporter` (a
+ * reward reporter outside the agent's reach) or `capability` (an attempt's token, which the
+ * agent holds). Only admin and reporter rewards count.
+ */
+export const CredentialSchema = z.enum(["admin", "reporter", "capability"]);
+/** Who posts events (see {@link CredentialSchema}). */
+export type Credential = z.infer<typeof CredentialSchema>;
 
 /** Fields every stored event has. */
 interface EventBase {
@@ -436,192 +391,15 @@ export type ModelRequestEvent = Extract<RolloutEvent, { type: "model_request" }>
 /** The policy served to harnesses: name, endpoints and the version that moves on each step. */
 export const ModelSchema = z.object({
   name: IdSchema,
-  endpoints: z.array(z.string().url()).default([]),
+  /** Where the policy is served: http(s) URLs only. */
+  endpoints: z.array(z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2_000))
+    .max(64).default([]),
   version: z.number().int().min(0),
   info: JsonObjectSchema.default({}),
   updated_at: z.number().optional(),
 });
 /** The policy served to harnesses. */
 export type Model = z.infer<typeof ModelSchema>;
-
-// ---------------------------------------------------------------------------------------------
-// Samples and training rows
-
-/** The four merge strategies of SPEC §5. */
-export const MergeStrategySchema = z.enum([
-  "per_call",
-  "prefix_merge",
-  "buffer_substitute",
-  "tree",
-]);
-/** A merge strategy. */
-export type MergeStrategy = z.infer<typeof MergeStrategySchema>;
-
-/**
- * Why a rollout's calls did not stay one sample:
- * - `token_boundary`: the text prefix holds, tokens differ at the response boundary;
- * - `template_rewrite`: the chat template re-rendered earlier turns (reasoning stripped, …);
- * - `response_rewrite`: the harness changed the response text (tool-call re-serialisation, …);
- * - `branch`: a different conversation (sub-agent, side conversation);
- * - `compaction`: earlier history was replaced by a summary;
- * - `unknown`: none of the above could be established (counted, never hidden).
- */
-export const BreakReasonSchema = z.enum([
-  "token_boundary",
-  "template_rewrite",
-  "response_rewrite",
-  "branch",
-  "compaction",
-  "unknown",
-]);
-/** Why a sample split. */
-export type BreakReason = z.infer<typeof BreakReasonSchema>;
-
-/** Where a sample came from. */
-export interface SampleProvenance {
-  /** `seq` of every model_request merged into this sample, in order. */
-  request_seqs: number[];
-  /** The reason this sample was started instead of extending the previous one (null: first). */
-  split_reason: BreakReason | null;
-  strategy: MergeStrategy;
-  /** True when the sample's context is not what the policy was actually conditioned on. */
-  off_policy: boolean;
-  /** Start offset (in `tokens`) of each merged call's response. */
-  response_starts: number[];
-}
-
-/** One training sequence built from a rollout. */
-export interface Sample {
-  rollout_id: string;
-  group_id: string;
-  tokens: Uint32Array;
-  /** 1 = sampled response token (trained), 0 = context. */
-  loss_mask: Uint8Array;
-  /** Behaviour-policy logprob per token (0 where `loss_mask` is 0). */
-  rollout_logprobs: Float32Array;
-  /** Tree samples: parent index per token (-1 for a root). Absent for linear samples. */
-  parent?: Int32Array;
-  reward: number;
-  /** Per-token advantage (filled by lib/algo). */
-  advantage?: Float32Array;
-  /** Per-token loss weight (filled by lib/algo). */
-  loss_weight?: Float32Array;
-  /** Policy version(s) that sampled the response tokens (min over merged calls). */
-  policy_version: number;
-  provenance: SampleProvenance;
-}
-
-/** The rollout-level or sample-level GRPO baseline. */
-export const AdvantageLevelSchema = z.enum(["sample", "rollout"]);
-/** Advantage level. */
-export type AdvantageLevel = z.infer<typeof AdvantageLevelSchema>;
-
-/** The five loss normalization modes of SPEC §6. */
-export const NormalizationModeSchema = z.enum([
-  "token_mean",
-  "seq_mean_token_mean",
-  "seq_mean_token_sum",
-  "seq_sum_const",
-  "rollout_token_mean",
-]);
-/** A loss normalization mode. */
-export type NormalizationMode = z.infer<typeof NormalizationModeSchema>;
-
-/** A row of B_train: a sample with everything the worker needs, as plain arrays for JSON. */
-export const TrainingRowSchema = z.object({
-  rollout_id: z.string(),
-  group_id: z.string(),
-  tokens: tokenIds.min(1),
-  loss_mask: z.array(z.union([z.literal(0), z.literal(1)])),
-  advantages: z.array(finite),
-  loss_weights: z.array(finite),
-  rollout_logprobs: z.array(finite),
-  /** Tree attention parents (-1 = root); absent for linear rows. */
-  parent: z.array(z.number().int().min(-1)).optional(),
-  /** Packed rows: start offsets of each packed sequence (positions reset there). */
-  segment_starts: z.array(z.number().int().min(0)).optional(),
-  /**
-   * Sequence id per token for sequence-level losses (GSPO): trained tokens with the same id form
-   * one sequence. Absent: each packed segment (or the whole row) is one sequence. Shared-prefix
-   * rows set it so that samples hanging off one shared prompt stay separate sequences.
-   */
-  sequence_ids: z.array(z.number().int().min(0)).optional(),
-}).superRefine((row, ctx) => {
-  const n = row.tokens.length;
-  for (const key of ["loss_mask", "advantages", "loss_weights", "rollout_logprobs"] as const) {
-    if (row[key].length !== n) {
-      ctx.addIssue({
-        code: "custom",
-        path: [key],
-        message: `expected ${n} values (one per token), got ${row[key].length}`,
-      });
-    }
-  }
-  for (const key of ["parent", "sequence_ids"] as const) {
-    const values = row[key];
-    if (values && values.length !== n) {
-      ctx.addIssue({
-        code: "custom",
-        path: [key],
-        message: `expected ${n} values (one per token), got ${values.length}`,
-      });
-    }
-  }
-});
-/** A row of B_train. */
-export type TrainingRow = z.infer<typeof TrainingRowSchema>;
-
-// ---------------------------------------------------------------------------------------------
-// Validation helpers
-
-/** A validation failure whose message names the offending field. */
-export class ValidationError extends HttpError {
-  /** Dotted path of the first bad field (e.g. `payload.response_logprobs`). */
-  declare readonly field: string;
-  /** Every issue, each as `path: message`. */
-  readonly issues: string[];
-  constructor(field: string, issues: string[]) {
-    super(400, issues.join("; "), { code: "invalid", field });
-    this.name = "ValidationError";
-    this.issues = issues;
-  }
-}
-
-/** Formats a zod issue path as `a.b[2].c`. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const part of path) {
-    if (typeof part === "number") out += `[${part}]`;
-    else out += out ? `.${String(part)}` : String(part);
-  }
-  return out || "(root)";
-}
-
-/**
- * Parses `value` with `schema` or throws a {@link ValidationError} naming the field.
- *
- * @example
- * ```ts
- * import { parseOrThrow, RewardPayloadSchema } from "./core.ts";
- * const reward = parseOrThrow(RewardPayloadSchema, { value: 1 });
- * reward.name; // "reward"
- * ```
- */
-export function parseOrThrow<S extends z.ZodType>(
-  schema: S,
-  value: unknown,
-  prefix?: string,
-): z.infer<S> {
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  const issues = result.error.issues.map((issue) => {
-    const path = formatPath([...(prefix ? [prefix] : []), ...issue.path]);
-    return `${path}: ${issue.message}`;
-  });
-  const first = result.error.issues[0];
-  const field = formatPath([...(prefix ? [prefix] : []), ...(first?.path ?? [])]);
-  throw new ValidationError(field, issues);
-}
 
 /**
  * Converts a validated wire model call into its in-memory form (typed arrays).

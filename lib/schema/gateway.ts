@@ -22,15 +22,17 @@ import {
   EventTypeSchema,
   IdSchema,
   JsonObjectSchema,
+  LabelsSchema,
   ModelSchema,
   RolloutCreateSchema,
   RolloutModeSchema,
   RolloutSchema,
   RolloutStatusSchema,
+  strictObject,
 } from "./core.ts";
 
 /** Limits the gateway enforces; every one is answered with a clear 4xx when exceeded. */
-export const GatewayLimitsSchema = z.object({
+export const GatewayLimitsSchema = strictObject({
   /** Request bodies larger than this are refused with 413. */
   max_body_bytes: z.number().int().positive().default(32 * 1024 * 1024),
   /** Most rollouts per `POST /v1/rollouts` and events per events post (400 above). */
@@ -63,7 +65,8 @@ export type CreateRolloutsResponse = z.infer<typeof CreateRolloutsResponseSchema
 
 /**
  * A label filter: a rollout matches when its labels hold every given key with exactly the given
- * value (an empty filter matches every rollout). Used by listings and claims.
+ * value (an empty filter matches every rollout). Used by listings and claims; keys and values
+ * follow the rules of labels (no control characters).
  *
  * @example
  * ```ts
@@ -71,7 +74,7 @@ export type CreateRolloutsResponse = z.infer<typeof CreateRolloutsResponseSchema
  * parseOrThrow(LabelFilterSchema, { sandbox: "gpu" }); // { sandbox: "gpu" }
  * ```
  */
-export const LabelFilterSchema = z.record(z.string(), z.string());
+export const LabelFilterSchema = LabelsSchema;
 /** A label filter (see {@link LabelFilterSchema}). */
 export type LabelFilter = z.infer<typeof LabelFilterSchema>;
 

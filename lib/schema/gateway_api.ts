@@ -43,6 +43,30 @@ export function isReservedEventKey(key: string | null | undefined): boolean {
   return typeof key === "string" && key.startsWith(RESERVED_EVENT_KEY_PREFIX);
 }
 
+/**
+ * True for a custom event named `name` that reins itself wrote (its key is reserved). An agent's
+ * token may post custom events of any name, never under a reserved key, so whatever reins reads
+ * back as its own verdicts (monitor flags, audits, alignment, step metrics) is checked with this.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isReinsEvent } from "./gateway_api.ts";
+ * const flags = { type: "custom" as const, payload: { name: "monitor_flags", data: {} } };
+ * assert.equal(isReinsEvent({ ...flags, event_key: "reins:monitor_flags:a1" }, "monitor_flags"), true);
+ * assert.equal(isReinsEvent({ ...flags, event_key: "monitor_flags:a1" }, "monitor_flags"), false);
+ * ```
+ */
+export function isReinsEvent<
+  E extends { type: string; event_key?: string | null; payload: unknown },
+>(
+  event: E,
+  name: string,
+): event is Extract<E, { type: "custom" }> {
+  return event.type === "custom" && isReservedEventKey(event.event_key) &&
+    (event.payload as { name?: unknown }).name === name;
+}
+
 /** Deadlines and concurrency caps every reins server enforces. */
 export const ServerDeadlinesSchema = z.strictObject({
   /** A request's headers must arrive within this (the connection is closed after). */

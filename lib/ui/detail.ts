@@ -17,7 +17,7 @@ import type {
   Rollout,
   RolloutEvent,
 } from "../schema.ts";
-import { MergeStrategySchema } from "../schema.ts";
+import { isReinsEvent, MergeStrategySchema } from "../schema.ts";
 import {
   AUDIT_VERDICT_EVENT,
   AuditVerdictSchema,
@@ -43,7 +43,7 @@ export interface DetailInput {
 export function flagsOf(events: readonly RolloutEvent[]): MonitorFlag[] {
   const out: MonitorFlag[] = [];
   for (const e of events) {
-    if (e.type !== "custom" || e.payload.name !== MONITOR_FLAGS_EVENT) continue;
+    if (!isReinsEvent(e, MONITOR_FLAGS_EVENT)) continue;
     const parsed = MonitorFlagsDataSchema.safeParse(e.payload.data);
     if (parsed.success) out.push(...parsed.data.flags);
   }
@@ -127,7 +127,7 @@ const MIN_ALIGNMENT = 0.99;
 function alignmentByCall(events: readonly RolloutEvent[]): Map<number, Record<string, unknown>> {
   const out = new Map<number, Record<string, unknown>>();
   for (const e of events) {
-    if (e.type !== "custom" || e.payload.name !== "alignment") continue;
+    if (!isReinsEvent(e, "alignment")) continue;
     const d = e.payload.data;
     if (typeof d !== "object" || d === null || Array.isArray(d)) continue;
     if (typeof d.request_seq === "number") out.set(d.request_seq, d);
@@ -319,11 +319,9 @@ ${tokenView(s, input.tokenizer)}</div>`;
 
 function flagsView(input: DetailInput): SafeHtml {
   const flags = flagsOf(input.events);
-  const checked = input.events.some((e) =>
-    e.type === "custom" && e.payload.name === MONITOR_FLAGS_EVENT
-  );
+  const checked = input.events.some((e) => isReinsEvent(e, MONITOR_FLAGS_EVENT));
   const verdicts = input.events.flatMap((e) => {
-    if (e.type !== "custom" || e.payload.name !== AUDIT_VERDICT_EVENT) return [];
+    if (!isReinsEvent(e, AUDIT_VERDICT_EVENT)) return [];
     const parsed = AuditVerdictSchema.safeParse(e.payload.data);
     return parsed.success ? [parsed.data] : [];
   });

@@ -8,6 +8,7 @@
  */
 import type { Store } from "../gateway/store.ts";
 import {
+  isReservedEventKey,
   parseOrThrow,
   type RolloutStatus,
   TERMINAL_ROLLOUT_STATUSES,
@@ -152,7 +153,9 @@ export class RunIndex {
       after_seq: seq - 1,
       limit: 1,
     });
+    // Only reins' own events (reserved keys) count: an agent may post any custom event name.
     if (!event || event.seq !== seq || event.type !== "custom") return;
+    if (!isReservedEventKey(event.event_key)) return;
     const { name, data } = event.payload;
     try {
       if (name === TRAIN_STEP_EVENT) {

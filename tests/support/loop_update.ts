@@ -78,6 +78,8 @@ export function rollout(
     policy_version_min: null,
     policy_version_max: null,
     reward,
+    reward_attempt_id: reward === null ? null : `${id}-a1`,
+    reward_credential: reward === null ? null : "admin",
   };
 }
 

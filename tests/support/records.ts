@@ -29,6 +29,8 @@ export function runningRollout(
     policy_version_min: null,
     policy_version_max: null,
     reward: null,
+    reward_attempt_id: null,
+    reward_credential: null,
     ...rest,
   };
 }

@@ -472,8 +472,25 @@ export async function runStoreConformance(
         payload: { stream: "stdout", text: "hi" },
       }]);
       // Duplicated and reordered retry: same events back, nothing new stored.
-      const retry = await store.appendEvents("a", att.a, [e("k3", 9), e("k1", 9)]);
+      const retry = await store.appendEvents("a", att.a, [e("k3", 0.3), e("k1", 0.1)]);
       assert.deepEqual(retry, [first[2], first[0]]);
+      // A taken key with another payload (or type) is refused, naming the key; nothing stored.
+      const seqBefore = await store.lastSeq();
+      await rejectsWith(
+        store.appendEvents("a", att.a, [e("k9", 1), e("k3", 9)]),
+        409,
+        /events\[1\]\.event_key: 'k3' is already taken .* different payload/,
+      );
+      await rejectsWith(
+        store.appendEvents("a", att.a, [{
+          type: "log",
+          event_key: "k1",
+          payload: { stream: "stdout", text: "0.1" },
+        }]),
+        409,
+        /events\[0\]\.event_key: 'k1' .* different type/,
+      );
+      assert.equal(await store.lastSeq(), seqBefore);
       // A batch that repeats a key within itself stores it once.
       const dup = await store.appendEvents("a", att.a, [e("k4", 0.4), e("k4", 0.4)]);
       assert.equal(dup[0].seq, dup[1].seq);

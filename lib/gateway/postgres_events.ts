@@ -1,0 +1,381 @@
+/**
+ * The PostgreSQL store's event path: posts that arrive while a transaction runs are appended
+ * together in the next one (see `PostgresStore.appendEvents`). Each post is checked on its own
+ * (unknown ids, taken keys, a token's finished attempt) and a refused post adds nothing; the
+ * rest share one seq lock, one `nextval` series, multi-row inserts and one rollout update.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type { Credential, RolloutEvent } from "../schema.ts";
+import { POSTGRES, type SqlParam } from "./sql/dialect.ts";
+import { type Flow, runAsync } from "./sql/flow.ts";
+import { SqlFlows, type TokenStore } from "./sql/flows.ts";
+import { REFERENCE_CANDIDATES } from "./sql/queries.ts";
+import type { EventRow } from "./sql/rows.ts";
+import { StoreError } from "./store.ts";
+import { modelRequestMeta, modelRequestOf, type ParsedEvent } from "./store_input.ts";
+import {
+  type AttemptState,
+  checkLiveAttempt,
+  keyConflict,
+  noAttempt,
+  noRollout,
+  rewardCounts,
+} from "./store_rules.ts";
+import { type CallTokens, encodeF32, encodeU32, planPrompt } from "./token_blob.ts";
+
+/** Rows per multi-row insert (11 parameters each, under PostgreSQL's 65 535). */
+const INSERT_CHUNK = 4_000;
+
+/** A connection, pool or transaction. */
+export type Tx = postgres.TransactionSql | postgres.Sql;
+
+/** The shared operations in PostgreSQL's dialect. */
+export const flows: SqlFlows = new SqlFlows(POSTGRES);
+
+/** Runs one statement. */
+export async function pgQuery<T>(tx: Tx, text: string, params: SqlParam[] = []): Promise<T[]> {
+  const rows = await tx.unsafe(text, params as never[]);
+  return rows as unknown as T[];
+}
+
+/** Runs a shared flow on `tx`. */
+export function pgRun<T>(tx: Tx, flow: Flow<T>): Promise<T> {
+  return runAsync(flow, (query) => pgQuery(tx, query.sql, query.params));
+}
+
+/**
+ * Appends the events of several posts in one transaction: checks and reads before the seq
+ * lock; under it one `nextval` series, multi-row inserts and one rollout update.
+ */
+export async function appendGroup(
+  tx: postgres.TransactionSql,
+  jobs: AppendJob[],
+  cache: TokenStore,
+): Promise<Array<RolloutEvent[] | StoreError>> {
+  const pairKey = (r: string, a: string) => JSON.stringify([r, a]);
+  const keyOf = (rollout_id: string, key: string) => JSON.stringify([rollout_id, key]);
+  const pairs = [...new Set(jobs.map((j) => pairKey(j.rollout_id, j.attempt_id)))].map(
+    (k) => JSON.parse(k) as [string, string],
+  );
+  const found = await pgQuery<
+    {
+      rollout_id: string;
+      attempt_id: string;
+      r: boolean;
+      status: string | null;
+      current: boolean;
+    }
+  >(
+    tx,
+    `SELECT x.rollout_id, x.attempt_id,
+       EXISTS (SELECT 1 FROM reins_rollouts r WHERE r.rollout_id = x.rollout_id) AS r,
+       a.status, a.idx = (SELECT MAX(b.idx) FROM reins_attempts b
+         WHERE b.rollout_id = x.rollout_id) AS current
+     FROM jsonb_to_recordset($1::text::jsonb) AS x(rollout_id text, attempt_id text)
+     LEFT JOIN reins_attempts a ON a.rollout_id = x.rollout_id AND a.attempt_id = x.attempt_id`,
+    [JSON.stringify(pairs.map(([rollout_id, attempt_id]) => ({ rollout_id, attempt_id })))],
+  );
+  const states = new Map<string, AttemptState>();
+  const errors = new Map<AppendJob, StoreError>();
+  for (const f of found) {
+    if (f.status !== null) {
+      states.set(pairKey(f.rollout_id, f.attempt_id), {
+        status: f.status as AttemptState["status"],
+        current: f.current,
+      });
+    } else {
+      const error = f.r ? noAttempt(f.rollout_id, f.attempt_id) : noRollout(f.rollout_id);
+      for (const job of jobs) {
+        if (job.rollout_id === f.rollout_id && job.attempt_id === f.attempt_id) {
+          errors.set(job, error);
+        }
+      }
+    }
+  }
+
+  // Events already stored under the posted keys.
+  const wanted = new Map<string, { rollout_id: string; event_key: string }>();
+  for (const job of jobs) {
+    if (errors.has(job)) continue;
+    for (const e of job.parsed) {
+      if (e.event_key === undefined) continue;
+      wanted.set(keyOf(job.rollout_id, e.event_key), {
+        rollout_id: job.rollout_id,
+        event_key: e.event_key,
+      });
+    }
+  }
+  const byKey = new Map<string, RolloutEvent>();
+  if (wanted.size) {
+    const rows = await pgQuery<EventRow>(
+      tx,
+      `SELECT e.* FROM reins_events e
+       JOIN jsonb_to_recordset($1::text::jsonb) AS x(rollout_id text, event_key text)
+         ON e.rollout_id = x.rollout_id AND e.event_key = x.event_key`,
+      [JSON.stringify([...wanted.values()])],
+    );
+    for (const row of rows) {
+      byKey.set(
+        keyOf(row.rollout_id, row.event_key!),
+        await pgRun(tx, flows.decodeEvent(row, cache)),
+      );
+    }
+  }
+
+  // Per post, in order: each event is a stored one retried, one retried within the group, or
+  // new. A refused post adds nothing, so later posts see only what will be stored.
+  const fresh: Array<{ job: AppendJob; event: ParsedEvent }> = [];
+  const pending = new Map<string, { attempt_id: string; event: ParsedEvent }>();
+  for (const job of jobs) {
+    if (errors.has(job)) continue;
+    const state = states.get(pairKey(job.rollout_id, job.attempt_id))!;
+    const mine: Array<{ job: AppendJob; event: ParsedEvent }> = [];
+    const mineKeys = new Map<string, { attempt_id: string; event: ParsedEvent }>();
+    try {
+      job.parsed.forEach((event, i) => {
+        if (event.event_key !== undefined) {
+          const k = keyOf(job.rollout_id, event.event_key);
+          const earlier = byKey.get(k) ?? pending.get(k) ?? mineKeys.get(k);
+          if (earlier) {
+            const conflict = keyConflict(earlier, job.attempt_id, event, i);
+            if (conflict) throw conflict;
+            return;
+          }
+          mineKeys.set(k, { attempt_id: job.attempt_id, event });
+        }
+        checkLiveAttempt(state, job.credential, job.rollout_id, job.attempt_id);
+        mine.push({ job, event });
+      });
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err;
+      errors.set(job, err);
+      continue;
+    }
+    fresh.push(...mine);
+    for (const [k, v] of mineKeys) pending.set(k, v);
+  }
+
+  // Per attempt with new model calls, its latest calls to reference.
+  const candidates = await referenceCandidates(tx, fresh, cache);
+  const now = Date.now();
+  const made = new Map<ParsedEvent, RolloutEvent>();
+  if (fresh.length) {
+    await pgQuery(tx, POSTGRES.lockSeq!);
+    const seqs = (await pgQuery<{ seq: string }>(
+      tx,
+      "SELECT nextval('reins_seq') AS seq FROM generate_series(1, $1::int)",
+      [fresh.length],
+    )).map((r) => Number(r.seq));
+    const rows: SqlParam[][] = [];
+    const updates = new Map<string, RolloutUpdate>();
+    fresh.forEach(({ job, event }, i) => {
+      const seq = seqs[i];
+      const { rollout_id, attempt_id } = job;
+      const base = {
+        seq,
+        rollout_id,
+        attempt_id,
+        event_key: event.event_key ?? null,
+        created_at: now,
+      };
+      const update = updates.get(rollout_id) ?? {
+        rollout_id,
+        reward: null,
+        reward_attempt_id: null,
+        reward_credential: null,
+        pmin: null,
+        pmax: null,
+      };
+      updates.set(rollout_id, update);
+      if (event.type === "model_request") {
+        const request = modelRequestOf(event);
+        const k = pairKey(rollout_id, attempt_id);
+        const list = candidates.get(k) ?? [];
+        const plan = planPrompt(request.prompt_token_ids, list);
+        rows.push([
+          seq,
+          rollout_id,
+          attempt_id,
+          "model_request",
+          base.event_key,
+          JSON.stringify(modelRequestMeta(request)),
+          plan.ref_seq,
+          plan.ref_len,
+          encodeU32(plan.tail),
+          encodeU32(request.response_token_ids),
+          encodeF32(request.response_logprobs),
+        ]);
+        const tokens = {
+          prompt: request.prompt_token_ids.slice(),
+          response: request.response_token_ids.slice(),
+        };
+        list.unshift({ seq, tokens });
+        if (list.length > REFERENCE_CANDIDATES) list.pop();
+        candidates.set(k, list);
+        cache.set(seq, tokens);
+        update.pmin = Math.min(update.pmin ?? request.policy_version, request.policy_version);
+        update.pmax = Math.max(update.pmax ?? request.policy_version, request.policy_version);
+        made.set(event, { ...base, type: "model_request", payload: request });
+      } else {
+        rows.push([
+          seq,
+          rollout_id,
+          attempt_id,
+          event.type,
+          base.event_key,
+          JSON.stringify(event.payload),
+          null,
+          null,
+          null,
+          null,
+          null,
+        ]);
+        const state = states.get(pairKey(rollout_id, attempt_id))!;
+        if (event.type === "reward" && rewardCounts(state, job.credential)) {
+          update.reward = event.payload.value;
+          update.reward_attempt_id = attempt_id;
+          update.reward_credential = job.credential;
+        }
+        made.set(event, { ...base, type: event.type, payload: event.payload } as RolloutEvent);
+      }
+    });
+    let inserted = 0;
+    for (let from = 0; from < rows.length; from += INSERT_CHUNK) {
+      inserted += await insertEvents(tx, rows.slice(from, from + INSERT_CHUNK), now);
+    }
+    if (inserted !== fresh.length) throw new KeyRace();
+    const changed = [...updates.values()].filter((u) => u.reward !== null || u.pmin !== null);
+    if (changed.length) {
+      // The reward counts only if its attempt is still the current one and not lost: read
+      // here, under the seq lock that claims and lease expiry take too.
+      await pgQuery(
+        tx,
+        `UPDATE reins_rollouts r SET
+           reward = CASE WHEN c.ok THEN x.reward ELSE r.reward END,
+           reward_attempt_id = CASE WHEN c.ok THEN x.reward_attempt_id ELSE r.reward_attempt_id END,
+           reward_credential = CASE WHEN c.ok THEN x.reward_credential ELSE r.reward_credential END,
+           policy_version_min = LEAST(r.policy_version_min, x.pmin),
+           policy_version_max = GREATEST(r.policy_version_max, x.pmax), updated_at = $2
+         FROM jsonb_to_recordset($1::text::jsonb) AS x(rollout_id text, reward float8,
+             reward_attempt_id text, reward_credential text, pmin int, pmax int)
+           CROSS JOIN LATERAL (SELECT x.reward IS NOT NULL AND EXISTS (
+             SELECT 1 FROM reins_attempts a WHERE a.rollout_id = x.rollout_id
+               AND a.attempt_id = x.reward_attempt_id AND a.status <> 'lost'
+               AND a.idx = (SELECT MAX(b.idx) FROM reins_attempts b
+                 WHERE b.rollout_id = x.rollout_id)) AS ok) c
+         WHERE r.rollout_id = x.rollout_id`,
+        [JSON.stringify(changed), now],
+      );
+    }
+  }
+
+  return jobs.map((job) => {
+    const error = errors.get(job);
+    if (error) return error;
+    return job.parsed.map((e) => {
+      const own = made.get(e);
+      if (own) {
+        if (e.event_key !== undefined) byKey.set(keyOf(job.rollout_id, e.event_key), own);
+        return own;
+      }
+      return byKey.get(keyOf(job.rollout_id, e.event_key!))!;
+    });
+  });
+}
+
+/** Per attempt that posts model calls, its latest stored calls (newest first). */
+async function referenceCandidates(
+  tx: postgres.TransactionSql,
+  fresh: Array<{ job: AppendJob; event: ParsedEvent }>,
+  cache: TokenStore,
+): Promise<Map<string, Array<{ seq: number; tokens: CallTokens }>>> {
+  const candidates = new Map<string, Array<{ seq: number; tokens: CallTokens }>>();
+  const callers = [
+    ...new Set(
+      fresh.filter((f) => f.event.type === "model_request").map((f) =>
+        JSON.stringify([f.job.rollout_id, f.job.attempt_id])
+      ),
+    ),
+  ];
+  if (callers.length === 0) return candidates;
+  const rows = await pgQuery<{ rollout_id: string; attempt_id: string; seq: string }>(
+    tx,
+    `SELECT rollout_id, attempt_id, seq FROM (
+       SELECT e.rollout_id, e.attempt_id, e.seq, row_number() OVER (
+         PARTITION BY e.rollout_id, e.attempt_id ORDER BY e.seq DESC) AS n
+       FROM reins_events e
+       JOIN jsonb_to_recordset($1::text::jsonb) AS x(rollout_id text, attempt_id text)
+         ON e.rollout_id = x.rollout_id AND e.attempt_id = x.attempt_id
+       WHERE e.type = 'model_request') t
+     WHERE n <= ${REFERENCE_CANDIDATES} ORDER BY seq DESC`,
+    [JSON.stringify(callers.map((k) => {
+      const [rollout_id, attempt_id] = JSON.parse(k) as [string, string];
+      return { rollout_id, attempt_id };
+    }))],
+  );
+  for (const row of rows) {
+    const k = JSON.stringify([row.rollout_id, row.attempt_id]);
+    const list = candidates.get(k) ?? [];
+    const seq = Number(row.seq);
+    list.push({ seq, tokens: await pgRun(tx, flows.callTokens(seq, cache)) });
+    candidates.set(k, list);
+  }
+  return candidates;
+}
+
+/** One multi-row insert; returns how many rows were new (a taken event key inserts none). */
+async function insertEvents(
+  tx: postgres.TransactionSql,
+  rows: SqlParam[][],
+  now: number,
+): Promise<number> {
+  const values: string[] = [];
+  const params: SqlParam[] = [now];
+  for (const row of rows) {
+    const at = params.length;
+    params.push(...row);
+    const p = (i: number, cast: string) => `$${at + i}::${cast}`;
+    values.push(
+      `(${p(1, "bigint")}, ${p(2, "text")}, ${p(3, "text")}, ${p(4, "text")}, ` +
+        `${p(5, "text")}, $1::float8, ${p(6, "text")}, ${p(7, "bigint")}, ${p(8, "int")}, ` +
+        `${p(9, "bytea")}, ${p(10, "bytea")}, ${p(11, "bytea")})`,
+    );
+  }
+  const inserted = await tx.unsafe(
+    `INSERT INTO reins_events (seq, rollout_id, attempt_id, type, event_key, created_at,
+      payload, prompt_ref, prompt_ref_len, prompt_tail, response_ids, response_logprobs)
+     VALUES ${values.join(", ")}
+     ON CONFLICT (rollout_id, event_key) WHERE event_key IS NOT NULL DO NOTHING RETURNING seq`,
+    params as never[],
+    { prepare: false },
+  );
+  return inserted.length;
+}
+
+/** One events post waiting for its group commit. */
+export interface AppendJob {
+  rollout_id: string;
+  attempt_id: string;
+  credential: Credential;
+  parsed: ParsedEvent[];
+  resolve: (events: RolloutEvent[]) => void;
+  reject: (err: unknown) => void;
+}
+
+interface RolloutUpdate {
+  rollout_id: string;
+  reward: number | null;
+  reward_attempt_id: string | null;
+  reward_credential: Credential | null;
+  pmin: number | null;
+  pmax: number | null;
+}
+
+/** An event key was stored concurrently by another gateway: the batch is run again. */
+export class KeyRace extends Error {
+  constructor() {
+    super("event_key: stored concurrently by another writer; retrying");
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * What the stores accept: every argument that reaches SQL is validated here first, for both
+ * backends, so a refusal is a 400 naming the field and never a driver error (PostgreSQL
+ * refuses a NUL in text; SQLite stores it but reads the string back only up to it).
+ *
+ * @module
+ */
+import {
+  EventInputSchema,
+  IdSchema,
+  isPlainJsonObject,
+  type JsonObject,
+  LabelsSchema,
+  type ModelRequest,
+  modelRequestFromWire,
+  parseOrThrow,
+  type RolloutCreate,
+  RolloutCreateSchema,
+  ValidationError,
+  WorkerSchema,
+} from "../schema.ts";
+import type { ModelRequestMeta } from "./sql/rows.ts";
+import type { ClaimOptions, ListRolloutsOptions } from "./store.ts";
+import type { z } from "zod";
+
+/** A validated rollout create with its id filled in. */
+export type NormalizedCreate = z.infer<typeof RolloutCreateSchema> & {
+  rollout_id: string;
+  group_id: string;
+};
+
+/**
+ * Validates creates (field errors name `rollouts[i].…`) and fills in ids.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { normalizeCreates } from "./store_input.ts";
+ * assert.equal(normalizeCreates([{ rollout_id: "r1", input: 1 }])[0].group_id, "r1");
+ * assert.throws(
+ *   () => normalizeCreates([{ input: 1, config: { max_attemps: 3 } as never }]),
+ *   /rollouts\[0\]\.config\.max_attemps: unknown key/,
+ * );
+ * ```
+ */
+export function normalizeCreates(creates: RolloutCreate[]): NormalizedCreate[] {
+  if (!Array.isArray(creates)) {
+    throw new ValidationError("rollouts", ["rollouts: must be an array"]);
+  }
+  return creates.map((create, i) => {
+    const parsed = parseOrThrow(RolloutCreateSchema, create, `rollouts[${i}]`);
+    const rollout_id = parsed.rollout_id ?? `r-${crypto.randomUUID()}`;
+    return { ...parsed, rollout_id, group_id: parsed.group_id ?? rollout_id };
+  });
+}
+
+/** A validated event input. */
+export type ParsedEvent = z.infer<typeof EventInputSchema>;
+
+/**
+ * Validates event inputs (field errors name `events[i].…`).
+ *
+ * Token arrays of model calls are checked by a plain loop first and shown to zod empty: zod
+ * spends milliseconds on an 8k-element array, the loop microseconds. The rules are the same as
+ * `ModelRequestWireSchema`'s (ids are integers in [0, 2^32), logprobs finite, one per
+ * response token).
+ */
+export function parseEvents(inputs: unknown): ParsedEvent[] {
+  if (!Array.isArray(inputs)) throw new ValidationError("events", ["events: must be an array"]);
+  return inputs.map((input, i) => parseEvent(input, `events[${i}]`));
+}
+
+const TOKEN_FIELDS = ["prompt_token_ids", "response_token_ids", "response_logprobs"] as const;
+
+function parseEvent(input: unknown, prefix: string): ParsedEvent {
+  const payload = (input as { type?: unknown; payload?: unknown } | null)?.payload;
+  if (
+    (input as { type?: unknown } | null)?.type !== "model_request" ||
+    typeof payload !== "object" || payload === null ||
+    !TOKEN_FIELDS.every((f) => Array.isArray((payload as Record<string, unknown>)[f]))
+  ) {
+    return parseOrThrow(EventInputSchema, input, prefix);
+  }
+  const arrays = payload as Record<(typeof TOKEN_FIELDS)[number], unknown[]>;
+  checkIds(arrays.prompt_token_ids, `${prefix}.payload.prompt_token_ids`);
+  checkIds(arrays.response_token_ids, `${prefix}.payload.response_token_ids`);
+  const logprobs = arrays.response_logprobs;
+  for (let j = 0; j < logprobs.length; j++) {
+    const v = logprobs[j];
+    if (typeof v !== "number" || !Number.isFinite(v)) {
+      const field = `${prefix}.payload.response_logprobs[${j}]`;
+      throw new ValidationError(field, [`${field}: must be a finite number`]);
+    }
+  }
+  if (logprobs.length !== arrays.response_token_ids.length) {
+    const field = `${prefix}.payload.response_logprobs`;
+    throw new ValidationError(field, [
+      `${field}: expected ${arrays.response_token_ids.length} logprobs (one per response ` +
+      `token), got ${logprobs.length}`,
+    ]);
+  }
+  // The request body (a JSON object) is checked the same way when it is plain JSON; anything
+  // else goes to zod whole, which then reports it.
+  const request = (payload as { request?: unknown }).request;
+  const plainRequest = isPlainJsonObject(request);
+  const parsed = parseOrThrow(
+    EventInputSchema,
+    {
+      ...(input as object),
+      payload: {
+        ...payload,
+        ...(plainRequest ? { request: {} } : {}),
+        prompt_token_ids: [],
+        response_token_ids: [],
+        response_logprobs: [],
+      },
+    },
+    prefix,
+  );
+  if (parsed.type !== "model_request") throw new Error("unreachable: type changed while parsing");
+  if (plainRequest) parsed.payload.request = request as JsonObject;
+  parsed.payload.prompt_token_ids = arrays.prompt_token_ids as number[];
+  parsed.payload.response_token_ids = arrays.response_token_ids as number[];
+  parsed.payload.response_logprobs = logprobs as number[];
+  return parsed;
+}
+
+function checkIds(ids: unknown[], field: string): void {
+  for (let j = 0; j < ids.length; j++) {
+    const v = ids[j];
+    if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+      throw new ValidationError(`${field}[${j}]`, [
+        `${field}[${j}]: must be a token id (an integer in [0, 4294967295])`,
+      ]);
+    }
+  }
+}
+
+/** Converts a validated model_request payload into typed arrays (see `modelRequestFromWire`). */
+export function modelRequestOf(event: ParsedEvent & { type: "model_request" }): ModelRequest {
+  return modelRequestFromWire(event.payload);
+}
+
+/** Splits a model call into its JSON metadata (token arrays go to blobs). */
+export function modelRequestMeta(request: ModelRequest): ModelRequestMeta {
+  const { prompt_token_ids: _p, response_token_ids: _r, response_logprobs: _l, ...meta } = request;
+  return meta;
+}
+
+/**
+ * Checks an id argument (a rollout or attempt id from a URL path): 400 naming `field` unless
+ * it is an id the store could hold.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkId } from "./store_input.ts";
+ * checkId("attempt_id", "a1-00ff");
+ * assert.throws(() => checkId("attempt_id", "a1\u0000x"), /attempt_id: must use only/);
+ * ```
+ */
+export function checkId(field: string, id: unknown): void {
+  parseOrThrow(IdSchema, id, field);
+}
+
+/** True when `id` is an id the store could hold (reads answer "not found" for others). */
+export function isId(id: unknown): boolean {
+  return IdSchema.safeParse(id).success;
+}
+
+/** Checks a worker name (claims, lease renewals). */
+export function checkWorker(worker: unknown): void {
+  parseOrThrow(WorkerSchema, worker, "worker");
+}
+
+/** Checks the fields of a claim that reach SQL: worker, claim key, labels. */
+export function checkClaim(options: ClaimOptions): void {
+  checkWorker(options.worker);
+  if (options.claim_key !== undefined) parseOrThrow(WorkerSchema, options.claim_key, "claim_key");
+  if (options.labels !== undefined) parseOrThrow(LabelsSchema, options.labels, "labels");
+}
+
+/** Checks the filters of a listing that reach SQL. */
+export function checkListing(options: ListRolloutsOptions): void {
+  if (options.group_id !== undefined) parseOrThrow(IdSchema, options.group_id, "group_id");
+  if (options.labels !== undefined) parseOrThrow(LabelsSchema, options.labels, "labels");
+}
+
+/**
+ * Checks free text bound for a TEXT column (an attempt's error or log location): no NUL,
+ * which PostgreSQL refuses and SQLite would cut the string at.
+ */
+export function checkText(field: string, text: string | null | undefined): void {
+  if (typeof text === "string" && text.includes("\u0000")) {
+    throw new ValidationError(field, [`${field}: must not contain NUL characters`]);
+  }
+}

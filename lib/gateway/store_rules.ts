@@ -1,0 +1,363 @@
+/**
+ * The rules both stores follow, written once: the transition guard, attempt ids and endings,
+ * lease rules, listing cursors, and what an events post may do (which credential may post
+ * what, which rewards count, when a retried `event_key` is the same event).
+ *
+ * @module
+ */
+import {
+  type Attempt,
+  type AttemptStatus,
+  canTransition,
+  type Credential,
+  type JsonObject,
+  type Rollout,
+  type RolloutEvent,
+  type RolloutStatus,
+} from "../schema.ts";
+import { isReservedEventKey, RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
+import type { AttemptRow } from "./sql/rows.ts";
+import { StoreError, type TransitionOptions } from "./store.ts";
+import { modelRequestOf, type ParsedEvent } from "./store_input.ts";
+
+/** A fresh attempt id: its 1-based index plus a random suffix (ids never repeat on reuse). */
+export function newAttemptId(index: number): string {
+  const suffix = crypto.getRandomValues(new Uint8Array(4));
+  return `a${index}-${Array.from(suffix, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** The status a running attempt ends with when its rollout moves to `to`. */
+export function defaultAttemptStatus(to: RolloutStatus): Exclude<AttemptStatus, "running"> {
+  switch (to) {
+    case "succeeded":
+      return "succeeded";
+    case "cancelled":
+      return "cancelled";
+    default:
+      return "failed";
+  }
+}
+
+/** What {@link checkTransition} decided. */
+export type TransitionDecision = "noop" | "apply";
+
+/**
+ * The transition guard both backends share. Returns "noop" for a retried transition that
+ * already took effect, "apply" for a valid one, and throws a 409/400 {@link StoreError} naming
+ * the field otherwise.
+ *
+ * @example
+ * ```ts
+ * import { checkTransition } from "./store_rules.ts";
+ * import { StoreError } from "./store.ts";
+ * const rollout = { rollout_id: "r", status: "running" as const, version: 2,
+ *   config: { timeout_s: 600, max_attempts: 1 } };
+ * checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "succeeded" }); // "apply"
+ * try {
+ *   checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" });
+ * } catch (err) {
+ *   (err as StoreError).status; // 400
+ * }
+ * ```
+ */
+export function checkTransition(
+  rollout: Pick<Rollout, "rollout_id" | "status" | "version" | "config">,
+  currentAttempt: { attempt_id: string } | null,
+  attemptCount: number,
+  options: TransitionOptions,
+): TransitionDecision {
+  const { to } = options;
+  if (to === "running") {
+    throw new StoreError(
+      "invalid",
+      "to: a rollout enters 'running' only through POST /v1/rollouts/claim",
+    );
+  }
+  if (options.attempt_id !== undefined && currentAttempt?.attempt_id !== options.attempt_id) {
+    throw new StoreError(
+      "conflict",
+      `attempt_id: '${options.attempt_id}' is not the current attempt of rollout ` +
+        `'${rollout.rollout_id}' (current: ${
+          currentAttempt ? `'${currentAttempt.attempt_id}'` : "none"
+        })`,
+    );
+  }
+  if (rollout.status === to) return "noop";
+  if (!canTransition(rollout.status, to)) {
+    throw new StoreError(
+      "conflict",
+      `to: rollout '${rollout.rollout_id}' cannot go from '${rollout.status}' to '${to}'`,
+    );
+  }
+  if (options.expected_version !== undefined && options.expected_version !== rollout.version) {
+    throw new StoreError(
+      "conflict",
+      `expected_version: rollout '${rollout.rollout_id}' is at version ${rollout.version}, ` +
+        `not ${options.expected_version}`,
+    );
+  }
+  if (to === "requeuing" && attemptCount >= rollout.config.max_attempts) {
+    throw new StoreError(
+      "conflict",
+      `to: rollout '${rollout.rollout_id}' has used all ${rollout.config.max_attempts} ` +
+        `attempt(s); move it to 'failed' instead of 'requeuing'`,
+    );
+  }
+  return "apply";
+}
+
+/**
+ * Encodes a listing position as an opaque cursor.
+ *
+ * @example
+ * ```ts
+ * import { decodeCursor, encodeCursor } from "./store_rules.ts";
+ * decodeCursor(encodeCursor(42)); // 42
+ * ```
+ */
+export function encodeCursor(pos: number): string {
+  return btoa(`p:${pos}`).replace(/=+$/, "");
+}
+
+/** Decodes a cursor from {@link encodeCursor}; 400 naming `after` when it is not one. */
+export function decodeCursor(cursor: string): number {
+  let text = "";
+  try {
+    text = atob(cursor);
+  } catch {
+    // Reported below.
+  }
+  const match = /^p:(\d+)$/.exec(text);
+  if (!match) throw new StoreError("invalid", `after: '${cursor}' is not a cursor of this gateway`);
+  return Number(match[1]);
+}
+
+/** Merges attempt `info` updates (shallow). */
+export function mergeInfo(base: JsonObject, extra: JsonObject | undefined): JsonObject {
+  return extra ? { ...base, ...extra } : base;
+}
+
+/** The 404 for an unknown rollout. */
+export function noRollout(id: string): StoreError {
+  return new StoreError("not_found", `rollout_id: no rollout '${id}'`);
+}
+
+/** The 404 for an unknown attempt. */
+export function noAttempt(rolloutId: string, attemptId: string): StoreError {
+  return new StoreError(
+    "not_found",
+    `attempt_id: no attempt '${attemptId}' in rollout '${rolloutId}'`,
+  );
+}
+
+/** The lease-renewal guard: 409 unless the attempt is running and leased to `worker`. */
+export function checkLeaseHolder(
+  row: Pick<AttemptRow, "status" | "worker">,
+  attempt_id: string,
+  worker: string,
+): void {
+  if (row.status !== "running") {
+    throw new StoreError(
+      "conflict",
+      `attempt_id: attempt '${attempt_id}' is ${row.status}, not running; its lease is over`,
+    );
+  }
+  if (row.worker !== worker) {
+    throw new StoreError(
+      "conflict",
+      `worker: attempt '${attempt_id}' is leased to '${row.worker}', not '${worker}'`,
+    );
+  }
+}
+
+/** Where a running rollout goes when its attempt's lease expires. */
+export function statusAfterLostLease(rollout: Rollout): RolloutStatus {
+  return rollout.attempts.length < rollout.config.max_attempts ? "requeuing" : "failed";
+}
+
+/** How an attempt ends: its final status and what to record. */
+export interface AttemptEnd {
+  status: Exclude<AttemptStatus, "running">;
+  exit_code?: number | null;
+  error?: string | null;
+  info?: JsonObject;
+  log_location?: string | null;
+}
+
+/**
+ * The columns an ending attempt gets: what `end` gives, else what the attempt already holds;
+ * `info` merged (as JSON text).
+ */
+export function attemptEndColumns(attempt: Attempt, end: AttemptEnd): {
+  exit_code: number | null;
+  error: string | null;
+  info: string;
+  log_location: string | null;
+} {
+  return {
+    exit_code: end.exit_code ?? attempt.exit_code,
+    error: end.error ?? attempt.error,
+    info: JSON.stringify(mergeInfo(attempt.info, end.info)),
+    log_location: end.log_location ?? attempt.log_location,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events: credentials, rewards, idempotency
+
+/** What an events post needs to know about its attempt. */
+export interface AttemptState {
+  status: AttemptStatus;
+  /** True when it is the rollout's latest attempt. */
+  current: boolean;
+}
+
+/**
+ * The credential rules that hold whatever the attempt's state (403 before anything is
+ * stored): a capability token never posts a reward, and only the admin posts keys in the
+ * reserved namespace (`reins:`, where the controller, proxy and monitors write: a key taken
+ * first would pre-empt theirs). The gateway app checks the same before calling the store.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkCredential } from "./store_rules.ts";
+ * const reward = { type: "reward" as const, payload: { value: 1, name: "reward", info: {} } };
+ * checkCredential([reward], "admin");
+ * assert.throws(() => checkCredential([reward], "capability"), /events\[0\]\.type: a capability/);
+ * ```
+ */
+export function checkCredential(events: ParsedEvent[], credential: Credential): void {
+  if (credential === "admin") return;
+  events.forEach((event, i) => {
+    if (credential === "capability" && event.type === "reward") {
+      throw new StoreError(
+        "forbidden",
+        `events[${i}].type: a capability token cannot post rewards; rewards come from the ` +
+          `admin or reporter credential (a verifier outside the agent's reach)`,
+      );
+    }
+    // Model calls are training data: only the proxy (admin) records them, from the tokens the
+    // engine really sampled. A token that could post its own would write its own samples.
+    if (credential === "capability" && event.type !== "custom" && event.type !== "log") {
+      throw new StoreError(
+        "forbidden",
+        `events[${i}].type: a capability token posts only 'custom' and 'log' events; ` +
+          `'${event.type}' events come from reins itself (model calls from the proxy)`,
+      );
+    }
+    if (isReservedEventKey(event.event_key)) {
+      throw new StoreError(
+        "forbidden",
+        `events[${i}].event_key: '${event.event_key}' is in the namespace reserved for reins ` +
+          `itself ('${RESERVED_EVENT_KEY_PREFIX}'); only the admin credential posts it`,
+      );
+    }
+  });
+}
+
+/** 409 unless a capability token's attempt is running and current (for events it would add). */
+export function checkLiveAttempt(
+  state: AttemptState,
+  credential: Credential,
+  rollout_id: string,
+  attempt_id: string,
+): void {
+  if (credential !== "capability") return;
+  if (!state.current) {
+    throw new StoreError(
+      "conflict",
+      `attempt_id: attempt '${attempt_id}' is no longer the current attempt of rollout ` +
+        `'${rollout_id}'; its token cannot post events`,
+    );
+  }
+  if (state.status !== "running") {
+    throw new StoreError(
+      "conflict",
+      `attempt_id: attempt '${attempt_id}' is ${state.status}, not running; its token cannot ` +
+        `post events`,
+    );
+  }
+}
+
+/**
+ * Whether a reward posted with `credential` for an attempt in `state` sets `rollout.reward`:
+ * only the current attempt's, and not once that attempt was given up as lost. Other rewards
+ * are kept as events but never overwrite it.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { rewardCounts } from "./store_rules.ts";
+ * assert.equal(rewardCounts({ status: "succeeded", current: true }, "admin"), true);
+ * assert.equal(rewardCounts({ status: "failed", current: false }, "admin"), false);
+ * assert.equal(rewardCounts({ status: "lost", current: true }, "reporter"), false);
+ * ```
+ */
+export function rewardCounts(state: AttemptState, credential: Credential): boolean {
+  return credential !== "capability" && state.current && state.status !== "lost";
+}
+
+/** JSON with sorted object keys and typed arrays as arrays: equal events, equal text. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v) => {
+    if (ArrayBuffer.isView(v)) return Array.from(v as Uint32Array);
+    if (typeof v === "object" && v !== null && !Array.isArray(v)) {
+      const sorted: Record<string, unknown> = {};
+      for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
+      return sorted;
+    }
+    return v;
+  });
+}
+
+/** The payload of a parsed event as the store keeps it (a model call's arrays typed). */
+function storedPayload(event: ParsedEvent): unknown {
+  return event.type === "model_request" ? modelRequestOf(event) : event.payload;
+}
+
+/**
+ * The 409 for an `event_key` that is already taken by a different event (another attempt,
+ * type or payload), or null when `incoming` is the same event retried (which then answers the
+ * stored one). `earlier` is the stored event, or an event earlier in the same post.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { keyConflict } from "./store_rules.ts";
+ * const stored = {
+ *   seq: 5, rollout_id: "r", attempt_id: "a1-x", event_key: "k", created_at: 0,
+ *   type: "reward" as const, payload: { value: 0, name: "reward", info: {} },
+ * };
+ * const retry = { type: "reward" as const, event_key: "k", payload: { value: 0, name: "reward", info: {} } };
+ * assert.equal(keyConflict(stored, "a1-x", retry, 0), null);
+ * const other = { ...retry, payload: { ...retry.payload, value: 1 } };
+ * assert.match(keyConflict(stored, "a1-x", other, 0)!.message, /different payload/);
+ * ```
+ */
+export function keyConflict(
+  earlier: RolloutEvent | { attempt_id: string; event: ParsedEvent },
+  attempt_id: string,
+  incoming: ParsedEvent,
+  index: number,
+): StoreError | null {
+  const stored = "event" in earlier
+    ? {
+      attempt_id: earlier.attempt_id,
+      type: earlier.event.type,
+      payload: storedPayload(earlier.event),
+    }
+    : earlier;
+  let what: string | null = null;
+  if (stored.attempt_id !== attempt_id) what = `attempt ('${stored.attempt_id}')`;
+  else if (stored.type !== incoming.type) what = `type ('${stored.type}')`;
+  else if (canonical(stored.payload) !== canonical(storedPayload(incoming))) what = "payload";
+  if (what === null) return null;
+  const where = "seq" in earlier ? ` (seq ${earlier.seq})` : " earlier in this post";
+  return new StoreError(
+    "conflict",
+    `events[${index}].event_key: '${incoming.event_key}' is already taken${where} by an ` +
+      `event with a different ${what}; a retry must resend the same event, a new event ` +
+      `needs a new key`,
+  );
+}
