@@ -13,7 +13,7 @@ import { arithmeticExpert } from "../lib/harness/envs/experts.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
 import { evaluatePolicy, toyLoopTasks, toyModel } from "../lib/loop/mod.ts";
 import { type ScriptedFailure, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
-import { parseOrThrow, type Rollout, type RolloutEvent } from "../lib/schema.ts";
+import { type JsonObject, parseOrThrow, type Rollout, type RolloutEvent } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
 import { startTestStack, testConfig } from "./loop_helpers.ts";
 import { qwen3, startHarnessFixture, startProxiedGateway } from "./support/harness_fixture.ts";
@@ -30,7 +30,7 @@ Deno.test("in-process and process runs of the same seeded tasks record the same 
       parseOrThrow(LoopConfigSchema, {
         ...base,
         name: runner.replace("_", "-"),
-        harness: { ...base.harness, options: { ...base.harness.options, runner } },
+        harness: { ...base.harness, options: { ...(base.harness.options as JsonObject), runner } },
       });
     const [inProc, proc] = [configOf("in_process"), configOf("process")];
     const state = await stack.worker.client.init({ model: inProc.model! });
