@@ -188,7 +188,8 @@ export async function measureTimeline(options: TimelineOptions = {}): Promise<Ti
         tasks: toyLoopTasks(tasks),
         harness: {
           name: "timeline-slow",
-          options: toyHarness(dataDir, { max_tokens: 32 }).options,
+          // A process: the slow resolver wraps its command in a sleep.
+          options: toyHarness(dataDir, { max_tokens: 32, runner: "process" }).options,
         },
         model: toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }),
         group_size: settings.group_size,

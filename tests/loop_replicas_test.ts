@@ -65,6 +65,7 @@ Deno.test({
         root: `${dir}/controller`,
         harnesses: registry.harnesses,
         rewardFunctions: registry.rewardFunctions,
+        inProcess: registry.inProcess,
         pollMs: 50,
       }),
       {

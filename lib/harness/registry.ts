@@ -8,10 +8,12 @@
  *
  * @module
  */
-import type { HarnessResolver } from "../controller/local_backend.ts";
+import type { InProcessRunner } from "../controller/in_process.ts";
+import type { HarnessResolver } from "../controller/local_harness.ts";
 import type { RewardFunction } from "../controller/reward_hooks.ts";
 import { BuiltinEnvSpecOptionsSchema, type JsonObject, parseOrThrow } from "../schema.ts";
-import { builtinCommand } from "./builtin/resolver.ts";
+import { runBuiltinInProcess } from "./builtin/in_process.ts";
+import { builtinCommand, runnerFields } from "./builtin/resolver.ts";
 import { DEFAULT_DATA_DIR, defaultEnvs, envList, type EnvSet } from "./envs/mod.ts";
 import { CLI_HARNESSES } from "./cli/mod.ts";
 
@@ -21,6 +23,11 @@ export interface HarnessRegistry {
   harnesses: Record<string, HarnessResolver>;
   /** Reward functions by name (the local backend's `rewardFunctions`). */
   rewardFunctions: Record<string, RewardFunction>;
+  /**
+   * In-process runners by name (the local backend's `inProcess`): `builtin`, for harness specs
+   * with `runner: "in_process"` (see `lib/harness/builtin/in_process.ts`).
+   */
+  inProcess: Record<string, InProcessRunner>;
   /** The environments behind the `builtin-<env>` names. */
   envs: EnvSet;
 }
@@ -38,9 +45,11 @@ export interface HarnessRegistryOptions {
 /** The generic built-in harness: any input with a prompt, no tools, no reward. */
 const plainBuiltin: HarnessResolver = (raw: JsonObject) => {
   const options = parseOrThrow(BuiltinEnvSpecOptionsSchema, raw, "config.harness.options");
-  const { sandbox, env_vars, reward_timeout_s: _t, repos_dir: _r, ...harness } = options;
+  const { sandbox, env_vars, reward_timeout_s: _t, repos_dir: _r, runner, ...harness } = options;
+  const harnessOptions = { ...harness, env: "none" as const };
   return {
-    command: builtinCommand({ ...harness, env: "none" }),
+    command: builtinCommand(harnessOptions),
+    ...runnerFields(runner, harnessOptions),
     env: { NO_COLOR: "1", ...env_vars },
     sandbox: { enabled: false, ...sandbox },
   };
@@ -67,7 +76,7 @@ export function harnessRegistry(options: HarnessRegistryOptions = {}): HarnessRe
   }
   Object.assign(harnesses, options.extra ?? {});
   Object.assign(rewardFunctions, options.extraRewards ?? {});
-  return { harnesses, rewardFunctions, envs };
+  return { harnesses, rewardFunctions, inProcess: { builtin: runBuiltinInProcess }, envs };
 }
 
 /** Raised for a harness or reward name the registry does not hold; lists what exists. */

@@ -1,8 +1,9 @@
 /**
  * The embedded stack of a local run: a SQLite gateway (in `<outDir>/gateway.db`, so a resumed
  * run finds its rollouts again) with the proxy mounted and a token-level upstream pointing at a
- * local CPU worker, and a local controller running the harness registry's harnesses. The
- * controller starts only when the loop asks (after its bookkeeping rollout exists).
+ * local CPU worker, and a local controller running the harness registry's harnesses (as
+ * processes, or in this process for specs whose `runner` is `in_process`). The controller
+ * starts only when the loop asks (after its bookkeeping rollout exists).
  *
  * @module
  */
@@ -103,6 +104,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
       root: `${outDir}/controller`,
       harnesses: registry.harnesses,
       rewardFunctions: registry.rewardFunctions,
+      // Harness specs with `runner: "in_process"` (the toy's arithmetic) run in this process.
+      inProcess: registry.inProcess,
       pollMs: 50,
     }),
     {

@@ -90,12 +90,17 @@ export function toyTools(): ToolDefinition[] {
 
 /**
  * The built-in harness on the arithmetic environment: a short system prompt, two turns (one
- * tool call, one answer), short generations.
+ * tool call, one answer), short generations, run inside the controller's process (`runner:
+ * "in_process"`: the calculator runs no agent-written code; a process per rollout would cost a
+ * Deno start each). `extra` overrides, e.g. `{ runner: "process" }`.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { toyHarness } from "./toy.ts";
- * toyHarness("/tmp/data").name; // "builtin-arithmetic"
+ * assert.equal(toyHarness("/tmp/data").name, "builtin-arithmetic");
+ * assert.equal(toyHarness("/tmp/data").options?.runner, "in_process");
+ * assert.equal(toyHarness("/tmp/data", { runner: "process" }).options?.runner, "process");
  * ```
  */
 export function toyHarness(
@@ -110,6 +115,7 @@ export function toyHarness(
       max_tokens: 80,
       max_retries: 2,
       env_vars: { REINS_ENV_DATA_DIR: dataDir },
+      runner: "in_process",
       ...extra,
     },
   };

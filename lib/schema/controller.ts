@@ -93,9 +93,27 @@ export const LocalHarnessSchema = z.object({
     command_log: true,
     hide: [],
   }),
+  /**
+   * `process` (default): `command` runs as its own process group. `in_process`: the runner named
+   * by `in_process.name` (registered with the backend as `inProcess`) runs inside the
+   * controller's process, without a process start per attempt. In-process code is not
+   * sandboxed: only for tool sets that execute no agent-written code (the backend refuses it
+   * together with `sandbox.enabled`).
+   */
+  runner: z.enum(["process", "in_process"]).default("process"),
+  /** What the in-process runner gets: its registered name and its options. */
+  in_process: z.object({
+    name: z.string().min(1, "must name a runner registered with the backend"),
+    options: JsonObjectSchema.default({}),
+  }).optional(),
+}).refine((h) => h.runner !== "in_process" || h.in_process !== undefined, {
+  message: 'runner "in_process" needs in_process: { name, options }',
+  path: ["in_process"],
 });
 /** How the local backend runs a harness. */
 export type LocalHarness = z.infer<typeof LocalHarnessSchema>;
+/** How the local backend runs a harness, as a resolver writes it (defaults not filled in). */
+export type LocalHarnessInput = z.input<typeof LocalHarnessSchema>;
 
 /** Which sandbox stages applied to an attempt (recorded as `info.sandbox_stages`). */
 export const SandboxStagesSchema = z.object({

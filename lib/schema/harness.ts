@@ -118,6 +118,13 @@ export const BuiltinEnvSpecOptionsSchema = BuiltinHarnessOptionsSchema.omit({ en
   env_vars: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).default({}),
   /** Coding env: a directory holding the task repositories (default `data/envs/coding/repos`). */
   repos_dir: z.string().min(1).optional(),
+  /**
+   * `process` (default): a `deno run` per attempt. `in_process`: inside the controller's process
+   * (no runtime start per attempt; needs a backend with the built-in runner, as the embedded
+   * stack has). Not sandboxed: only environments whose tools run no agent-written code
+   * (`arithmetic`, `search`, `none`) accept it.
+   */
+  runner: z.enum(["process", "in_process"]).default("process"),
 });
 /** Options of a built-in-harness environment spec. */
 export type BuiltinEnvSpecOptions = z.infer<typeof BuiltinEnvSpecOptionsSchema>;

@@ -101,6 +101,8 @@ export interface RunAgentOptions {
   model?: string;
   /** Progress lines (stderr under `main.ts`). */
   log?: (line: string) => void;
+  /** Aborts the model call in flight and every later one (the attempt was stopped). */
+  signal?: AbortSignal;
 }
 
 /** The user message asking for a summary (inline compaction). */
@@ -241,11 +243,13 @@ export async function runAgent(run: RunAgentOptions): Promise<AgentResult> {
       function: { name: t.name, description: t.description, parameters: t.parameters },
     }));
 
+  const request = run.signal ? { signal: run.signal } : undefined;
   const complete = async (
     messages: AgentMessage[],
     tools: AgentTool[],
     maxTokens: number,
   ): Promise<Completion> => {
+    run.signal?.throwIfAborted();
     const seed = options.seed !== undefined ? options.seed + stats.calls : undefined;
     stats.calls++;
     const body = {
@@ -257,7 +261,7 @@ export async function runAgent(run: RunAgentOptions): Promise<AgentResult> {
       ...(tools.length > 0 ? { tools: toolDefs(tools) } : {}),
     };
     if (!options.stream) {
-      const response = await client.chat.completions.create({ ...body, stream: false });
+      const response = await client.chat.completions.create({ ...body, stream: false }, request);
       const choice = response.choices[0];
       const message = choice.message as typeof choice.message & { reasoning_content?: string };
       return {
@@ -271,7 +275,7 @@ export async function runAgent(run: RunAgentOptions): Promise<AgentResult> {
         finish_reason: choice.finish_reason,
       };
     }
-    const stream = await client.chat.completions.create({ ...body, stream: true });
+    const stream = await client.chat.completions.create({ ...body, stream: true }, request);
     const out: Completion = { content: "", reasoning: "", tool_calls: [], finish_reason: null };
     for await (const chunk of stream) {
       const choice = chunk.choices[0];

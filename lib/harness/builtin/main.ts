@@ -1,7 +1,10 @@
 /**
- * The built-in harness as a command: `deno run -A lib/harness/builtin/main.ts '<options JSON>'`.
+ * The built-in harness. {@link runBuiltin} runs it on an explicit environment (the local
+ * backend's in-process runner passes one, see `in_process.ts`); this file is also its command,
+ * `deno run -A lib/harness/builtin/main.ts '<options JSON>'`, which takes that environment from
+ * the process's own:
  *
- * Reads the task from `$REINS_INPUT_FILE` (or `$REINS_INPUT`, JSON text, as the Kubernetes
+ * it reads the task from `$REINS_INPUT_FILE` (or `$REINS_INPUT`, JSON text, as the Kubernetes
  * backend passes it: an environment task input `{env, id, prompt}`, or any object with a
  * `prompt`, `question`, `task` or `instruction` string), its options from the
  * first argument or `$REINS_HARNESS_OPTIONS` (schema `BuiltinHarnessOptionsSchema`), talks to
@@ -40,36 +43,69 @@ export function taskText(input: unknown): string {
   ]);
 }
 
-async function main(): Promise<number> {
-  const env = (name: string) => Deno.env.get(name);
+/** Everything one run of the built-in harness reads (a process reads it from its environment). */
+export interface BuiltinEnvironment {
+  /** Harness options as given (validated here: bad options end with status 2). */
+  options: unknown;
+  /** The rollout input (its task text is the first user message). */
+  input: unknown;
+  /** The OpenAI-compatible base URL (the attempt's proxy). */
+  baseUrl?: string;
+  /** The API key: the attempt's capability token. */
+  apiKey?: string;
+  /** Model name when the options name none (default `reins-policy`). */
+  model?: string;
+  /** Where the agent works and `answer.txt` goes. */
+  workdir: string;
+  /** Dataset directory of the environments (default: the shipped `data/envs`). */
+  dataDir?: string;
+  /** Gateway to post the result event to (with the rollout and attempt ids). */
+  gatewayUrl?: string;
+  rolloutId?: string;
+  attemptId?: string;
+  /** Aborts model calls (the attempt was killed or timed out). */
+  signal?: AbortSignal;
+  /** Output sinks (a process's stdout and stderr); each call is one whole line with `\n`. */
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+/**
+ * Runs the built-in harness once; resolves to its exit status (0 ended, 1 a model call
+ * failed, 2 bad options or input).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { runBuiltin } from "./main.ts";
+ * const err: string[] = [];
+ * const code = await runBuiltin({
+ *   options: { max_turns: 0 }, input: "hi", workdir: ".",
+ *   stdout: () => {}, stderr: (t) => err.push(t),
+ * });
+ * assert.equal(code, 2);
+ * assert.match(err.join(""), /options\.max_turns/);
+ * ```
+ */
+export async function runBuiltin(env: BuiltinEnvironment): Promise<number> {
+  const say = (text: string) => env.stderr(`${text}\n`);
   let options;
-  let input: unknown;
   try {
-    const rawOptions = Deno.args[0] ?? env("REINS_HARNESS_OPTIONS") ?? "{}";
-    options = parseOrThrow(BuiltinHarnessOptionsSchema, JSON.parse(rawOptions), "options");
-    const inputFile = env("REINS_INPUT_FILE");
-    const inline = env("REINS_INPUT");
-    if (inputFile) input = JSON.parse(await Deno.readTextFile(inputFile));
-    else if (inline) input = JSON.parse(inline);
-    else {
-      throw new ValidationError("REINS_INPUT_FILE", [
-        "REINS_INPUT_FILE: not set (nor REINS_INPUT, the Kubernetes backend's inline input)",
-      ]);
-    }
-    taskText(input);
+    options = parseOrThrow(BuiltinHarnessOptionsSchema, env.options, "options");
+    taskText(env.input);
   } catch (error) {
-    console.error(`builtin harness: ${(error as Error).message}`);
+    say(`builtin harness: ${(error as Error).message}`);
     return 2;
   }
-  const workdir = env("REINS_WORKDIR") ?? Deno.cwd();
-  const dataDir = env("REINS_ENV_DATA_DIR") ?? DEFAULT_DATA_DIR;
+  const input = env.input;
+  const workdir = env.workdir;
   const setup = envSetup(options.env, {
     workdir,
     input: (input && typeof input === "object" ? input : {}) as JsonObject,
-  }, dataDir);
+  }, env.dataDir ?? DEFAULT_DATA_DIR);
   const client = new OpenAI({
-    baseURL: env("OPENAI_BASE_URL"),
-    apiKey: env("OPENAI_API_KEY") ?? "none",
+    baseURL: env.baseUrl,
+    apiKey: env.apiKey ?? "none",
     maxRetries: options.max_retries,
     timeout: options.timeout_ms,
   });
@@ -81,36 +117,76 @@ async function main(): Promise<number> {
       task: taskText(input),
       systemPrompt: options.system_prompt ?? setup.systemPrompt,
       tools: setup.tools,
-      model: options.model ?? env("OPENAI_MODEL") ?? "reins-policy",
-      log: (line) => console.error(line),
+      model: options.model ?? env.model ?? "reins-policy",
+      log: say,
+      ...(env.signal ? { signal: env.signal } : {}),
     });
   } catch (error) {
-    console.error(`builtin harness: model call failed: ${(error as Error).message}`);
+    say(`builtin harness: model call failed: ${(error as Error).message}`);
     return 1;
   }
   if (result.answer !== null) {
     await Deno.writeTextFile(`${workdir}/${options.answer_file}`, `${result.answer}\n`);
   }
   const summary = { answer: result.answer, stop: result.stop, stats: result.stats };
-  console.log(JSON.stringify(summary));
-  const gateway = env("REINS_GATEWAY_URL");
-  const rollout = env("REINS_ROLLOUT_ID");
-  const attempt = env("REINS_ATTEMPT_ID");
-  if (gateway && rollout && attempt) {
+  env.stdout(`${JSON.stringify(summary)}\n`);
+  if (env.gatewayUrl && env.rolloutId && env.attemptId && !env.signal?.aborted) {
     try {
-      const client = new GatewayClient(gateway, { apiKey: env("OPENAI_API_KEY") });
-      await client.postEvents(rollout, attempt, [{
+      const gateway = new GatewayClient(env.gatewayUrl, { apiKey: env.apiKey });
+      await gateway.postEvents(env.rolloutId, env.attemptId, [{
         type: "custom",
         event_key: "builtin_harness_result",
         payload: { name: "builtin_harness", data: summary as unknown as JsonObject },
       }]);
     } catch (error) {
-      console.error(
-        `builtin harness: could not post the result event: ${(error as Error).message}`,
-      );
+      say(`builtin harness: could not post the result event: ${(error as Error).message}`);
     }
   }
   return 0;
+}
+
+function writeAll(file: { writeSync(p: Uint8Array): number }, text: string): void {
+  const bytes = new TextEncoder().encode(text);
+  let written = 0;
+  while (written < bytes.length) written += file.writeSync(bytes.subarray(written));
+}
+
+/** The command: the environment comes from `Deno.env`, the options from the first argument. */
+async function main(): Promise<number> {
+  const env = (name: string) => Deno.env.get(name);
+  const stdout = (text: string) => writeAll(Deno.stdout, text);
+  const stderr = (text: string) => writeAll(Deno.stderr, text);
+  let options: unknown;
+  let input: unknown;
+  try {
+    options = JSON.parse(Deno.args[0] ?? env("REINS_HARNESS_OPTIONS") ?? "{}");
+    const inputFile = env("REINS_INPUT_FILE");
+    const inline = env("REINS_INPUT");
+    if (inputFile) input = JSON.parse(await Deno.readTextFile(inputFile));
+    else if (inline) input = JSON.parse(inline);
+    else {
+      throw new ValidationError("REINS_INPUT_FILE", [
+        "REINS_INPUT_FILE: not set (nor REINS_INPUT, the Kubernetes backend's inline input)",
+      ]);
+    }
+  } catch (error) {
+    stderr(`builtin harness: ${(error as Error).message}\n`);
+    return 2;
+  }
+  return await runBuiltin({
+    options,
+    input,
+    baseUrl: env("OPENAI_BASE_URL"),
+    apiKey: env("OPENAI_API_KEY"),
+    model: env("OPENAI_MODEL"),
+    workdir: env("REINS_WORKDIR") ?? Deno.cwd(),
+    dataDir: env("REINS_ENV_DATA_DIR"),
+    gatewayUrl: env("REINS_GATEWAY_URL"),
+    rolloutId: env("REINS_ROLLOUT_ID"),
+    attemptId: env("REINS_ATTEMPT_ID"),
+    stdout,
+    stderr,
+  });
 }
 
 if (import.meta.main) Deno.exit(await main());

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import type { HarnessResolver } from "../../controller/local_backend.ts";
+import { SpecError } from "../../controller/backend.ts";
+import type { HarnessResolver } from "../../controller/local_harness.ts";
 import {
   type BuiltinEnvSpecOptions,
   BuiltinEnvSpecOptionsSchema,
@@ -21,6 +22,46 @@ import { parseEnvInput } from "../envs/common.ts";
 /** Absolute path of the built-in harness's entry point. */
 export const BUILTIN_MAIN: string = new URL("./main.ts", import.meta.url).pathname;
 const DENO_JSON = new URL("../../../deno.json", import.meta.url).pathname;
+
+/**
+ * Environments whose built-in harness may run in-process (`runner: "in_process"`): their tools
+ * run no agent-written code and touch no agent-chosen path (`arithmetic`: a parser; `search`: a
+ * read-only index; `none`: no tools). `coding` runs bash and `files` writes files: a process
+ * (and the sandbox) is the least they need.
+ */
+export const IN_PROCESS_ENVS: readonly EnvName[] = ["arithmetic", "search", "none"];
+
+/**
+ * What the resolved harness adds for its runner: nothing for a process, the built-in runner
+ * and its options for `in_process` (refused, naming the field, for other environments).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { runnerFields } from "./resolver.ts";
+ * assert.deepEqual(runnerFields("process", { env: "arithmetic" }), {});
+ * assert.equal(runnerFields("in_process", { env: "arithmetic" }).runner, "in_process");
+ * assert.throws(() => runnerFields("in_process", { env: "coding" }), /options\.runner: /);
+ * ```
+ */
+export function runnerFields(
+  runner: "process" | "in_process",
+  options: BuiltinHarnessOptionsInput & { env: EnvName },
+): { runner?: "in_process"; in_process?: { name: string; options: JsonObject } } {
+  if (runner === "process") return {};
+  if (!IN_PROCESS_ENVS.includes(options.env)) {
+    throw new SpecError(
+      "config.harness.options.runner",
+      `"in_process" is refused for the ${options.env} environment: its tools run agent-written ` +
+        `code or write agent-chosen files, which needs a process and the sandbox ` +
+        `(in-process: ${IN_PROCESS_ENVS.join(", ")})`,
+    );
+  }
+  return {
+    runner: "in_process",
+    in_process: { name: "builtin", options: options as unknown as JsonObject },
+  };
+}
 
 /** What an environment adds to the command. */
 export interface EnvRunSpec {
@@ -115,12 +156,15 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
 export function builtinResolver(spec: BuiltinResolverOptions): HarnessResolver {
   return (raw: JsonObject, rollout: Rollout) => {
     const options = parseOrThrow(BuiltinEnvSpecOptionsSchema, raw, "config.harness.options");
+    const { sandbox, reward_timeout_s, env_vars, repos_dir: _repos, runner, ...harness } = options;
+    const harnessOptions = { ...harness, env: spec.env };
+    const runs = runnerFields(runner, harnessOptions);
     const input = parseEnvInput(rollout.input, spec.env);
     const run = spec.prepare?.(input, options, rollout) ?? {};
-    const { sandbox, reward_timeout_s, env_vars, repos_dir: _repos, ...harness } = options;
     const deno = denoDir();
     return {
-      command: builtinCommand({ ...harness, env: spec.env }),
+      command: builtinCommand(harnessOptions),
+      ...runs,
       env: {
         NO_COLOR: "1",
         ...(deno ? { DENO_DIR: deno } : {}),

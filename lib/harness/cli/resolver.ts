@@ -10,7 +10,12 @@ import {
   CliHarnessOptionsSchema,
   type CliName,
 } from "../../schema/harness_cli.ts";
-import { type JsonObject, type LocalHarness, parseOrThrow, type Rollout } from "../../schema.ts";
+import {
+  type JsonObject,
+  type LocalHarnessInput,
+  parseOrThrow,
+  type Rollout,
+} from "../../schema.ts";
 import { defaultCacheDir } from "./install.ts";
 import { CLI_ADAPTERS } from "./registry.ts";
 
@@ -34,7 +39,7 @@ export function cliLocalHarness(
   cli: CliName,
   rawOptions: unknown,
   input: unknown,
-): Omit<LocalHarness, "sandbox" | "env"> & Partial<Pick<LocalHarness, "sandbox" | "env">> {
+): LocalHarnessInput {
   const options: CliHarnessOptions = parseOrThrow(CliHarnessOptionsSchema, rawOptions ?? {});
   const task = input && typeof input === "object" && !Array.isArray(input)
     ? (input as Record<string, unknown>)[options.task_field]

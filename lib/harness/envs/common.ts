@@ -5,7 +5,7 @@
  * @module
  */
 import type { z } from "zod";
-import type { HarnessResolver } from "../../controller/local_backend.ts";
+import type { HarnessResolver } from "../../controller/local_harness.ts";
 import type { RewardFunction } from "../../controller/reward_hooks.ts";
 import {
   type EnvName,
