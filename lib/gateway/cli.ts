@@ -26,6 +26,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { intFlag, portFlag } from "../flags.ts";
 import { dirname } from "node:path";
 import { proxyMount } from "../proxy/app.ts";
 import { UpstreamConfigSchema, UpstreamKindSchema } from "../schema.ts";
@@ -44,16 +45,6 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
    [--upstream-timeout-ms N] [--upstream-retries N]]
   [--headers-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
   [--max-concurrent-per-token N] [--tokenizer qwen3|char|DIR] [--no-ui]`;
-
-/** A whole number flag (at least `min`), or undefined when absent; throws naming the flag. */
-function intFlag(name: string, value: string | undefined, min: number): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) {
-    throw new Error(`--${name}: expected a whole number >= ${min}, got '${value}'`);
-  }
-  return n;
-}
 
 /**
  * Runs the gateway until SIGINT/SIGTERM.
@@ -96,10 +87,7 @@ export async function main(args: string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`--port: expected a port number, got '${values.port}'`);
-  }
+  const port = portFlag(values.port);
   const synchronous = values.synchronous?.toUpperCase();
   if (synchronous !== "FULL" && synchronous !== "NORMAL") {
     throw new Error(`--synchronous: expected FULL or NORMAL, got '${values.synchronous}'`);

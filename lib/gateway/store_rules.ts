@@ -17,8 +17,8 @@ import {
 } from "../schema.ts";
 import { isReservedEventKey, RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
 import type { AttemptRow } from "./sql/rows.ts";
-import { StoreError, type TransitionOptions } from "./store.ts";
-import { modelRequestOf, type ParsedEvent } from "./store_input.ts";
+import { type AppendOptions, StoreError, type TransitionOptions } from "./store.ts";
+import { checkId, modelRequestOf, type ParsedEvent, parseEvents } from "./store_input.ts";
 
 /** A fresh attempt id: its 1-based index plus a random suffix (ids never repeat on reuse). */
 export function newAttemptId(index: number): string {
@@ -254,6 +254,24 @@ export function checkCredential(events: ParsedEvent[], credential: Credential): 
       );
     }
   });
+}
+
+/**
+ * Checks an events post before anything is stored: ids, events, and the {@link checkCredential}
+ * rules for the credential it is posted under (the admin's when unsaid).
+ */
+export function checkAppend(
+  rollout_id: string,
+  attempt_id: string,
+  inputs: unknown,
+  options: AppendOptions,
+): { credential: Credential; parsed: ParsedEvent[] } {
+  const credential = options.credential ?? "admin";
+  checkId("rollout_id", rollout_id);
+  checkId("attempt_id", attempt_id);
+  const parsed = parseEvents(inputs);
+  checkCredential(parsed, credential);
+  return { credential, parsed };
 }
 
 /** 409 unless a capability token's attempt is running and current (for events it would add). */

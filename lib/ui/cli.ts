@@ -15,6 +15,7 @@
  */
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
+import { portFlag } from "../flags.ts";
 import { readOrCreateKey } from "../gateway/auth.ts";
 import { startGateway } from "../gateway/server.ts";
 import { loadCharTokenizer } from "../tokens/char.ts";
@@ -75,10 +76,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     console.log(USAGE);
     return;
   }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`--port: expected a port number, got '${values.port}'`);
-  }
+  const port = portFlag(values.port);
   let tokenizer: ChatTokenizer | undefined;
   if (values.tokenizer === "qwen3") tokenizer = await loadQwen3Tokenizer();
   else if (values.tokenizer === "char") tokenizer = await loadCharTokenizer();
