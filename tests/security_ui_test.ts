@@ -67,7 +67,8 @@ Deno.test("ui: a 32 KB request with deeply nested tool-call arguments makes a pa
     // Through the proxy, the chat template refuses it (400, not a crash) ...
     const call = await proxyChat(fx, rolloutId, attemptId, token, body);
     assert.equal(call.status, 400, JSON.stringify(call.body).slice(0, 300));
-    // ... but a passthrough upstream records such messages as sent: the UI must cope.
+    // ... but a passthrough upstream records such messages as sent (the proxy posts with the
+    // admin key): the UI must cope.
     await fx.admin.postEvents(rolloutId, attemptId, [{
       type: "model_request",
       payload: {
@@ -79,7 +80,7 @@ Deno.test("ui: a 32 KB request with deeply nested tool-call arguments makes a pa
         response_text: `<tool_call>{"name": "deep", "arguments": ${nested}}</tool_call>`,
         policy_version: 1,
       },
-    }], { token });
+    }]);
     const cookie = await login(fx);
     for (const path of [`/rollouts/${rolloutId}`, `/fragments/rollouts/${rolloutId}`]) {
       const res = await page(fx, path, cookie);

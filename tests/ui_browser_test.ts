@@ -75,6 +75,7 @@ async function seedFlagged(fx: UiFixture, id: string): Promise<void> {
 async function postStep(fx: UiFixture, attemptId: string, step: number): Promise<void> {
   await fx.gateway.store.appendEvents("run-1", attemptId, [{
     type: "custom",
+    event_key: `reins:train_step:${step}`,
     payload: {
       name: "train_step",
       data: {

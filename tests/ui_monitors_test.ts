@@ -102,13 +102,17 @@ function log(text: string): RolloutEvent {
   };
 }
 
-function custom(name: string, data: RolloutEvent["payload"] & object | unknown): RolloutEvent {
+function custom(
+  name: string,
+  data: RolloutEvent["payload"] & object | unknown,
+  eventKey: string | null = null,
+): RolloutEvent {
   return {
     type: "custom",
     seq: nextSeq++,
     rollout_id: "r1",
     attempt_id: "a1",
-    event_key: null,
+    event_key: eventKey,
     created_at: 0,
     payload: { name, data: data as string },
   };
@@ -340,7 +344,7 @@ Deno.test("logprob flags impossible, missing and implausible logprobs, version r
       version: 2,
     }),
     call({ text: "c", ids: [1, 2], logprobs: [-0.1, -45], version: 1 }),
-    custom("alignment", { corr: 0.93 }),
+    custom("alignment", { corr: 0.93 }, "reins:alignment:1"),
   ]);
   const messages = flags.map((f) => f.message).join("\n");
   assert.match(messages, /positive logprobs/);
@@ -351,7 +355,15 @@ Deno.test("logprob flags impossible, missing and implausible logprobs, version r
   assert.deepEqual(
     await flagsOf(logprobMonitor(), [
       call({ text: "a", ids: [1, 2], logprobs: [-0.1, -2] }),
-      custom("alignment", { corr: 0.999 }),
+      custom("alignment", { corr: 0.999 }, "reins:alignment:2"),
+    ]),
+    [],
+  );
+  // An alignment verdict the agent posted itself (no reserved key) is not believed.
+  assert.deepEqual(
+    await flagsOf(logprobMonitor(), [
+      call({ text: "a", ids: [1, 2], logprobs: [-0.1, -2] }),
+      custom("alignment", { corr: 0.1 }),
     ]),
     [],
   );

@@ -208,6 +208,7 @@ Deno.test("UI pages over a real run", async (t) => {
             .filter((c) => c.rollout.rollout_id === "run-1");
         const step = (n: number) => ({
           type: "custom" as const,
+          event_key: `reins:train_step:${n}`,
           payload: {
             name: "train_step",
             data: {

@@ -379,7 +379,8 @@ ${
     ? html`${smoothingForm(base, view)}${stepCharts(steps, evals, view.smoothing)}
 <h2>Steps</h2>${stepsTable(base, steps, evals, view)}`
     : html`<p class="muted" id="no-steps">No training steps yet. A training loop reports one as a
-<code>custom</code> event named <code>train_step</code> (or a line of the metrics JSONL file).</p>`;
+<code>custom</code> event named <code>train_step</code> under a reserved <code>reins:</code> event key
+(admin key only), or as a line of the metrics JSONL file.</p>`;
   const errors = index.stepErrors.length
     ? html`
       <details class="err">
