@@ -1,9 +1,10 @@
 /**
- * Number flags of the command lines (`deno task gateway`, `deno task ui`), read after
+ * Flags of the command lines (`deno task gateway`, `deno task ui`), read after
  * `node:util` `parseArgs`: each refusal names the flag.
  *
  * @module
  */
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 
 /**
  * A whole-number flag of at least `min`, or undefined when absent.
@@ -44,3 +45,39 @@ export function portFlag(value: string | undefined): number {
   }
   return port;
 }
+
+/**
+ * Parses a command line with `node:util` `parseArgs` (strict: an unknown flag or a missing value
+ * is refused naming the flag), adding `--help`: with it, prints `usage` and returns undefined.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseFlags } from "./flags.ts";
+ * const options = { port: { type: "string", default: "8420" } } as const;
+ * assert.equal(parseFlags(["--port", "1"], options, "usage: demo")?.port, "1");
+ * assert.equal(parseFlags(["--help"], options, "usage: demo"), undefined);
+ * assert.throws(() => parseFlags(["--bogus"], options, "usage: demo"), /--bogus/);
+ * ```
+ */
+export function parseFlags<O extends ParseArgsOptionsConfig>(
+  args: string[],
+  options: O,
+  usage: string,
+): ParsedFlags<O> | undefined {
+  const { values } = parseArgs({
+    args,
+    options: { ...options, help: { type: "boolean", default: false } },
+    strict: true,
+  });
+  if ((values as { help?: boolean }).help) {
+    console.log(usage);
+    return undefined;
+  }
+  return values as ParsedFlags<O>;
+}
+
+/** The values {@link parseFlags} returns for `options`. */
+export type ParsedFlags<O extends ParseArgsOptionsConfig> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; strict: true }>
+>["values"];

@@ -337,31 +337,25 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
     old = input.old_logprobs;
   }
   let ratio: Float64Array;
-  let surrogate: Float64Array;
-  let clipped: Uint8Array = new Uint8Array(n);
   if (cfg.kind === "gspo") {
     ratio = gspoRatios({ ...input, old_logprobs: old }).per_token;
+  } else {
+    ratio = new Float64Array(n);
+    for (let t = 0; t < n; t++) ratio[t] = Math.exp(input.logprobs[t] - old[t]);
+  }
+  let surrogate: Float64Array;
+  let clipped: Uint8Array = new Uint8Array(n);
+  if (cfg.kind === "ce") {
+    surrogate = crossEntropyLoss(input.logprobs);
+  } else {
+    const gspo = cfg.kind === "gspo";
     const out = clippedSurrogate(ratio, input.advantages, {
-      low: cfg.gspo_clip_low,
-      high: cfg.gspo_clip_high,
+      low: gspo ? cfg.gspo_clip_low : cfg.clip_low,
+      high: gspo ? cfg.gspo_clip_high : cfg.clip_high,
       dual_clip: cfg.dual_clip,
     });
     surrogate = out.loss;
     clipped = out.clipped;
-  } else {
-    ratio = new Float64Array(n);
-    for (let t = 0; t < n; t++) ratio[t] = Math.exp(input.logprobs[t] - old[t]);
-    if (cfg.kind === "ppo") {
-      const out = clippedSurrogate(ratio, input.advantages, {
-        low: cfg.clip_low,
-        high: cfg.clip_high,
-        dual_clip: cfg.dual_clip,
-      });
-      surrogate = out.loss;
-      clipped = out.clipped;
-    } else {
-      surrogate = crossEntropyLoss(input.logprobs);
-    }
   }
   const tis = cfg.tis_cap !== undefined
     ? tisWeights(old, input.behaviour_logprobs, cfg.tis_cap)

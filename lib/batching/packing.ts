@@ -14,6 +14,7 @@ import {
   type PackedSegment,
   type PackOptions,
   PackOptionsSchema,
+  type PackOrder,
 } from "../schema/batching.ts";
 
 /**
@@ -91,11 +92,9 @@ export function packMicroBatches(
   rows: readonly PackableRow[],
   options: PackOptions,
 ): MicroBatch[] {
-  const opts = parseOrThrow(PackOptionsSchema, options, "options");
-  checkPackableRows(rows);
-  const budget = opts.token_budget;
+  const { token_budget: budget, order } = checkPacking(rows, options);
   const bins: { members: number[]; used: number; oversized: boolean }[] = [];
-  if (opts.order === "sequential") {
+  if (order === "sequential") {
     let open: { members: number[]; used: number; oversized: boolean } | null = null;
     rows.forEach((row, i) => {
       const n = row.tokens.length;
@@ -132,6 +131,27 @@ export function packMicroBatches(
     bins.sort((x, y) => x.members[0] - y.members[0]);
   }
   return bins.map((b) => packRows(rows, b.members, b.oversized));
+}
+
+/**
+ * The checked options of a packing of `rows` (defaults filled in), after
+ * {@link checkPackableRows} has checked the rows.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkPacking } from "./packing.ts";
+ * assert.equal(checkPacking([], { token_budget: 8 }).order, "first_fit_decreasing");
+ * assert.throws(() => checkPacking([], { token_budget: 0 }), /token_budget/);
+ * ```
+ */
+export function checkPacking(
+  rows: readonly PackableRow[],
+  options: PackOptions,
+): { token_budget: number; order: PackOrder } {
+  const opts = parseOrThrow(PackOptionsSchema, options, "options");
+  checkPackableRows(rows);
+  return opts;
 }
 
 /**

@@ -13,10 +13,9 @@
  *
  * @module
  */
-import { parseOrThrow } from "../schema.ts";
-import { type MicroBatch, type PackOptions, PackOptionsSchema } from "../schema/batching.ts";
+import type { MicroBatch, PackOptions } from "../schema/batching.ts";
 import {
-  checkPackableRows,
+  checkPacking,
   type MemberPlacement,
   type PackableRow,
   writeMicroBatch,
@@ -201,9 +200,7 @@ export function packSharedPrefix(
   rows: readonly PackableRow[],
   options: PackOptions,
 ): MicroBatch[] {
-  const opts = parseOrThrow(PackOptionsSchema, options, "options");
-  checkPackableRows(rows);
-  const budget = opts.token_budget;
+  const { token_budget: budget, order } = checkPacking(rows, options);
   const shareable = rows.map(shareablePrefixLength);
   const root = newNode([], 0, 0);
   const bins: Bin[] = [];
@@ -229,7 +226,7 @@ export function packSharedPrefix(
     place(i, bins.length - 1, n);
   };
 
-  if (opts.order === "sequential") {
+  if (order === "sequential") {
     let current = -1;
     rows.forEach((row, i) => {
       const n = row.tokens.length;

@@ -25,8 +25,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
-import { intFlag, portFlag } from "../flags.ts";
+import { intFlag, parseFlags, portFlag } from "../flags.ts";
 import { dirname } from "node:path";
 import { proxyMount } from "../proxy/app.ts";
 import { UpstreamConfigSchema, UpstreamKindSchema } from "../schema.ts";
@@ -57,9 +56,9 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
  * ```
  */
 export async function main(args: string[]): Promise<void> {
-  const { values } = parseArgs({
+  const values = parseFlags(
     args,
-    options: {
+    {
       db: { type: "string" },
       postgres: { type: "string" },
       port: { type: "string", default: "8420" },
@@ -79,14 +78,10 @@ export async function main(args: string[]): Promise<void> {
       "upstream-kind": { type: "string", default: "token_level" },
       tokenizer: { type: "string", default: "qwen3" },
       "no-ui": { type: "boolean", default: false },
-      help: { type: "boolean", default: false },
     },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    return;
-  }
+    USAGE,
+  );
+  if (!values) return;
   const port = portFlag(values.port);
   const synchronous = values.synchronous?.toUpperCase();
   if (synchronous !== "FULL" && synchronous !== "NORMAL") {

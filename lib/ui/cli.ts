@@ -14,8 +14,7 @@
  * @module
  */
 import { dirname } from "node:path";
-import { parseArgs } from "node:util";
-import { portFlag } from "../flags.ts";
+import { parseFlags, portFlag } from "../flags.ts";
 import { readOrCreateKey } from "../gateway/auth.ts";
 import { startGateway } from "../gateway/server.ts";
 import { loadCharTokenizer } from "../tokens/char.ts";
@@ -56,9 +55,9 @@ export interface UiCliOptions {
  * ```
  */
 export async function main(args: string[], options: UiCliOptions = {}): Promise<void> {
-  const { values } = parseArgs({
+  const values = parseFlags(
     args,
-    options: {
+    {
       db: { type: "string" },
       create: { type: "boolean", default: false },
       port: { type: "string", default: "8421" },
@@ -68,14 +67,10 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
       "runs-dir": { type: "string" },
       "no-monitors": { type: "boolean", default: false },
       "admin-key-file": { type: "string" },
-      help: { type: "boolean", default: false },
     },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    return;
-  }
+    USAGE,
+  );
+  if (!values) return;
   const port = portFlag(values.port);
   let tokenizer: ChatTokenizer | undefined;
   if (values.tokenizer === "qwen3") tokenizer = await loadQwen3Tokenizer();

@@ -161,6 +161,21 @@ export function openaiUsage(call: FinishedCall): JsonObject {
   };
 }
 
+/**
+ * The non-streaming answer of an OpenAI endpoint (`chat.completion`, `text_completion`): one
+ * choice (index 0) and the usage.
+ */
+export function openaiResponse(call: FinishedCall, object: string, choice: JsonObject): JsonObject {
+  return {
+    id: call.id,
+    object,
+    created: call.created,
+    model: call.model,
+    choices: [{ index: 0, ...choice }],
+    usage: openaiUsage(call),
+  };
+}
+
 /** The chunks of an OpenAI stream (Chat Completions and Completions). */
 export interface OpenaiChunks {
   /** A chunk holding one choice (index 0). */
@@ -220,14 +235,11 @@ function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
     }));
   }
   const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
-  return {
-    id: call.id,
-    object: "chat.completion",
-    created: call.created,
-    model: call.model,
-    choices: [{ index: 0, message, logprobs, finish_reason: finishReason(call) }],
-    usage: openaiUsage(call),
-  };
+  return openaiResponse(call, "chat.completion", {
+    message,
+    logprobs,
+    finish_reason: finishReason(call),
+  });
 }
 
 function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {

@@ -18,7 +18,7 @@
 import type { JsonObject } from "../../schema.ts";
 import type { OutputPart, TokenLogprob } from "../parse_output.ts";
 import { completionLogprobs } from "./logprobs.ts";
-import { openaiChunks, openaiErrorBody, openaiUsage } from "./openai_chat.ts";
+import { openaiChunks, openaiErrorBody, openaiResponse } from "./openai_chat.ts";
 import {
   asObject,
   badRequest,
@@ -109,14 +109,11 @@ function choiceLogprobs(
 
 function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
   const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
-  return {
-    id: call.id,
-    object: "text_completion",
-    created: call.created,
-    model: call.model,
-    choices: [{ index: 0, text: call.text, logprobs, finish_reason: call.finish_reason }],
-    usage: openaiUsage(call),
-  };
+  return openaiResponse(call, "text_completion", {
+    text: call.text,
+    logprobs,
+    finish_reason: call.finish_reason,
+  });
 }
 
 function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
