@@ -62,8 +62,9 @@ export interface ClipOutput {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { clippedSurrogate } from "./losses.ts";
- * clippedSurrogate([1.5], [1], { low: 0.2, high: 0.2 }).loss[0]; // -1.2
+ * assert.equal(clippedSurrogate([1.5], [1], { low: 0.2, high: 0.2 }).loss[0], -1.2);
  * ```
  */
 export function clippedSurrogate(ratio: Values, advantages: Values, clip: ClipParams): ClipOutput {
@@ -216,8 +217,9 @@ function checkSegmentStarts(starts: readonly number[], n: number): readonly numb
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { tisWeights } from "./losses.ts";
- * tisWeights([0, 0], [Math.log(0.5), 0], 1.5); // Float64Array [1.5, 1]
+ * assert.deepEqual(tisWeights([0, 0], [Math.log(0.5), 0], 1.5), new Float64Array([1.5, 1]));
  * ```
  */
 export function tisWeights(
@@ -244,8 +246,9 @@ export function tisWeights(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { k3Kl } from "./losses.ts";
- * k3Kl([-1], [-1])[0]; // 0
+ * assert.equal(k3Kl([-1], [-1])[0], 0);
  * ```
  */
 export function k3Kl(logprobs: Values, ref_logprobs: Values): Float64Array {
@@ -312,12 +315,13 @@ export interface PolicyLossOutput {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { policyLoss, weightedSum } from "./losses.ts";
  * const out = policyLoss({
  *   logprobs: [-1, -2], behaviour_logprobs: [-1, -2], advantages: [0.5, 0.5],
  *   loss_mask: [1, 1],
  * }, { kind: "ppo" });
- * weightedSum(out.loss, [0.5, 0.5]); // -0.5
+ * assert.equal(weightedSum(out.loss, [0.5, 0.5]), -0.5);
  * ```
  */
 export function policyLoss(input: PolicyLossInput, config: LossConfigInput): PolicyLossOutput {
@@ -397,8 +401,9 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { weightedSum } from "./losses.ts";
- * weightedSum([1, 2, 3], [0, 0.5, 0.5]); // 2.5
+ * assert.equal(weightedSum([1, 2, 3], [0, 0.5, 0.5]), 2.5);
  * ```
  */
 export function weightedSum(loss: Values, weights: Values): number {

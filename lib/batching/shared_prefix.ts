@@ -133,9 +133,10 @@ interface Bin {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { shareablePrefixLength } from "./shared_prefix.ts";
- * shareablePrefixLength({ tokens: [5, 6, 7, 8], loss_mask: [0, 0, 1, 0] }); // 2
- * shareablePrefixLength({ tokens: [5, 6], loss_mask: [0, 0] }); // 1
+ * assert.equal(shareablePrefixLength({ tokens: [5, 6, 7, 8], loss_mask: [0, 0, 1, 0] }), 2);
+ * assert.equal(shareablePrefixLength({ tokens: [5, 6], loss_mask: [0, 0] }), 1);
  * ```
  */
 export function shareablePrefixLength(
@@ -175,6 +176,7 @@ export function shareablePrefixLength(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { packSharedPrefix } from "./shared_prefix.ts";
  * import { segmentTokenIndex } from "./packing.ts";
  * const prompt = [1, 2, 3, 4, 5, 6];
@@ -191,9 +193,12 @@ export function shareablePrefixLength(
  *   { token_budget: 16 },
  * );
  * mb.tokens; // 12: the prompt once (6) + 3 + 2 + 1, instead of 24
- * mb.segments.map((s) => s.shared); // [0, 6, 6]
+ * assert.deepEqual(mb.segments.map((s) => s.shared), [0, 6, 6]);
  * mb.row.sequence_ids; // one id per sample: [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2]
- * segmentTokenIndex(mb, mb.segments[1]); // Int32Array [0, 1, 2, 3, 4, 5, 9, 10]
+ * assert.deepEqual(
+ *   segmentTokenIndex(mb, mb.segments[1]),
+ *   new Int32Array([0, 1, 2, 3, 4, 5, 9, 10]),
+ * );
  * ```
  */
 export function packSharedPrefix(

@@ -48,8 +48,8 @@ import {
 import {
   checkClaim,
   checkListing,
-  checkRenewal,
-  checkTransition,
+  checkRenewalArgs,
+  checkTransitionArgs,
   isId,
   normalizeCreates,
 } from "./store_input.ts";
@@ -140,14 +140,14 @@ export class PostgresStore implements Store {
     worker: string,
     lease_ms: number,
   ): Promise<Attempt> {
-    checkRenewal(rollout_id, attempt_id, worker);
+    checkRenewalArgs(rollout_id, attempt_id, worker);
     return await this.#tx((tx) =>
       pgRun(tx, flows.renewLease(rollout_id, attempt_id, worker, lease_ms))
     );
   }
 
   async transition(rollout_id: string, options: TransitionOptions): Promise<Rollout> {
-    checkTransition(rollout_id, options);
+    checkTransitionArgs(rollout_id, options);
     return await this.#tx((tx) => pgRun(tx, flows.transition(rollout_id, options)));
   }
 

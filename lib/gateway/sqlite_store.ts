@@ -43,8 +43,8 @@ import {
 import {
   checkClaim,
   checkListing,
-  checkRenewal,
-  checkTransition,
+  checkRenewalArgs,
+  checkTransitionArgs,
   EVENT_COLUMNS,
   isId,
   modelRequestOf,
@@ -177,14 +177,14 @@ export class SqliteStore implements Store {
     lease_ms: number,
   ): Promise<Attempt> {
     return this.#run(() => {
-      checkRenewal(rollout_id, attempt_id, worker);
+      checkRenewalArgs(rollout_id, attempt_id, worker);
       return this.#tx(() => this.#flow(flows.renewLease(rollout_id, attempt_id, worker, lease_ms)));
     });
   }
 
   transition(rollout_id: string, options: TransitionOptions): Promise<Rollout> {
     return this.#run(() => {
-      checkTransition(rollout_id, options);
+      checkTransitionArgs(rollout_id, options);
       return this.#tx(() => this.#flow(flows.transition(rollout_id, options)));
     });
   }

@@ -260,14 +260,14 @@ export function checkText(field: string, text: string | null | undefined): void 
 }
 
 /** Checks the arguments of a lease renewal. */
-export function checkRenewal(rollout_id: string, attempt_id: string, worker: string): void {
+export function checkRenewalArgs(rollout_id: string, attempt_id: string, worker: string): void {
   checkId("rollout_id", rollout_id);
   checkId("attempt_id", attempt_id);
   checkWorker(worker);
 }
 
 /** Checks the arguments of a status transition that reach SQL. */
-export function checkTransition(rollout_id: string, options: TransitionOptions): void {
+export function checkTransitionArgs(rollout_id: string, options: TransitionOptions): void {
   checkId("rollout_id", rollout_id);
   checkText("error", options.error);
   checkText("log_location", options.log_location);

@@ -48,16 +48,16 @@ export type TransitionDecision = "noop" | "apply";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { checkTransition } from "./store_rules.ts";
  * import { StoreError } from "./store.ts";
  * const rollout = { rollout_id: "r", status: "running" as const, version: 2,
  *   config: { timeout_s: 600, max_attempts: 1 } };
- * checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "succeeded" }); // "apply"
- * try {
- *   checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" });
- * } catch (err) {
- *   (err as StoreError).status; // 400
- * }
+ * assert.equal(checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "succeeded" }), "apply");
+ * assert.throws(
+ *   () => checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" }),
+ *   (err) => err instanceof StoreError && err.status === 400,
+ * );
  * ```
  */
 export function checkTransition(
@@ -111,8 +111,9 @@ export function checkTransition(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { decodeCursor, encodeCursor } from "./store_rules.ts";
- * decodeCursor(encodeCursor(42)); // 42
+ * assert.equal(decodeCursor(encodeCursor(42)), 42);
  * ```
  */
 export function encodeCursor(pos: number): string {

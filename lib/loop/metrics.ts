@@ -32,13 +32,14 @@ function toEventData(metrics: LoopStepMetrics): JsonObject {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { GatewayClient } from "../gateway/client.ts";
  * import { startGateway } from "../gateway/server.ts";
  * import { openRunRecord } from "./metrics.ts";
  * const gw = await startGateway();
  * const gateway = new GatewayClient(gw.url, { apiKey: gw.adminKey });
  * const record = await openRunRecord(gateway, "toy");
- * record.rollout_id; // "toy-run"
+ * assert.equal(record.rollout_id, "toy-run");
  * await gw.close();
  * ```
  */

@@ -53,9 +53,10 @@ export interface GitNetworkOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { gitNetworkMonitor } from "./git_network.ts";
  * const monitor = gitNetworkMonitor();
- * monitor.name; // "git_network"
+ * assert.equal(monitor.name, "git_network");
  * ```
  */
 export function gitNetworkMonitor(options: GitNetworkOptions = {}): Monitor {

@@ -28,8 +28,9 @@ export interface LogprobOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { logprobMonitor } from "./logprob.ts";
- * logprobMonitor({ minLogprob: -20 }).name; // "logprob"
+ * assert.equal(logprobMonitor({ minLogprob: -20 }).name, "logprob");
  * ```
  */
 export function logprobMonitor(options: LogprobOptions = {}): Monitor {

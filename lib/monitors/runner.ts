@@ -20,6 +20,7 @@ import type { Monitor, MonitorInput } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { runMonitors } from "./runner.ts";
  * import { defaultMonitors } from "./defaults.ts";
  * const rollout = {
@@ -29,7 +30,7 @@ import type { Monitor, MonitorInput } from "./types.ts";
  *   policy_version_max: null, reward: 1, reward_attempt_id: null, reward_credential: null,
  * };
  * const flags = await runMonitors({ rollout, events: [] }, defaultMonitors());
- * flags.length; // 0
+ * assert.equal(flags.length, 0);
  * ```
  */
 export async function runMonitors(

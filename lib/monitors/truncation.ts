@@ -11,8 +11,9 @@ import { type Monitor, withEvidence } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { truncationMonitor } from "./truncation.ts";
- * truncationMonitor().name; // "truncation"
+ * assert.equal(truncationMonitor().name, "truncation");
  * ```
  */
 export function truncationMonitor(): Monitor {

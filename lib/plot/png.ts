@@ -34,8 +34,9 @@ function exists(path: string): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultFontFiles } from "./png.ts";
- * defaultFontFiles()[0]; // "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+ * assert.equal(defaultFontFiles()[0], "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf");
  * ```
  */
 export function defaultFontFiles(): string[] {

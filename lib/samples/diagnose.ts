@@ -42,6 +42,7 @@ interface Verdict {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { diagnoseBreak } from "./diagnose.ts";
  * const call = (seq: number, prompt: number[], response: number[]) => ({
  *   seq,
@@ -57,7 +58,7 @@ interface Verdict {
  * const d = diagnoseBreak(call(1, [97, 98], [25444]), call(2, [97, 98, 99, 100, 101], [102]), {
  *   decode: (ids) => [...ids].map((id) => id === 25444 ? "cd" : String.fromCharCode(id)).join(""),
  * });
- * d.reason; // "token_boundary"
+ * assert.equal(d.reason, "token_boundary");
  * ```
  */
 export function diagnoseBreak(

@@ -7,9 +7,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ClaimRequestSchema, parseOrThrow } from "../schema.ts";
  * const claim = parseOrThrow(ClaimRequestSchema, { worker: "ctl-1", limit: 4 });
- * claim.lease_ms; // 60000
+ * assert.equal(claim.lease_ms, 60000);
  * ```
  *
  * @module
@@ -70,8 +71,9 @@ export type CreateRolloutsResponse = z.infer<typeof CreateRolloutsResponseSchema
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { LabelFilterSchema, parseOrThrow } from "../schema.ts";
- * parseOrThrow(LabelFilterSchema, { sandbox: "gpu" }); // { sandbox: "gpu" }
+ * assert.deepEqual(parseOrThrow(LabelFilterSchema, { sandbox: "gpu" }), { sandbox: "gpu" });
  * ```
  */
 export const LabelFilterSchema = LabelsSchema;
@@ -84,8 +86,9 @@ export type LabelFilter = z.infer<typeof LabelFilterSchema>;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ListOrderSchema, parseOrThrow } from "../schema.ts";
- * parseOrThrow(ListOrderSchema, "desc"); // "desc"
+ * assert.equal(parseOrThrow(ListOrderSchema, "desc"), "desc");
  * ```
  */
 export const ListOrderSchema = z.enum(["asc", "desc"]);

@@ -17,8 +17,9 @@ import type {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { safeId } from "./common.ts";
- * safeId("swe-agent/demo/ctf web"); // "swe-agent:demo:ctf_web"
+ * assert.equal(safeId("swe-agent/demo/ctf web"), "swe-agent:demo:ctf_web");
  * ```
  */
 export function safeId(text: string): string {
@@ -48,8 +49,9 @@ export type RawContent = z.infer<typeof RawContentSchema>;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { contentText } from "./common.ts";
- * contentText([{ type: "text", text: "a" }, { type: "image" }]); // "a\n[image]"
+ * assert.equal(contentText([{ type: "text", text: "a" }, { type: "image" }]), "a\n[image]");
  * ```
  */
 export function contentText(content: RawContent | undefined): string {
@@ -199,7 +201,10 @@ export const INLINE_THINK_FIELD = "content (leading <think>…</think>)";
  * ```ts
  * import assert from "node:assert/strict";
  * import { splitInlineThink } from "./common.ts";
- * assert.deepEqual(splitInlineThink("<think>\nhmm\n</think>\n\nls"), { reasoning: "hmm", content: "ls" });
+ * assert.deepEqual(
+ *   splitInlineThink("<think>\nhmm\n</think>\n\nls"),
+ *   { reasoning: "hmm", content: "ls" },
+ * );
  * assert.equal(splitInlineThink("ls"), null);
  * ```
  */
@@ -229,7 +234,10 @@ export function splitInlineThink(content: string): { reasoning: string; content:
  *   reasoning: "think", content: "ls",
  * });
  * assert.deepEqual(reader.read({}, "<think></think>ls"), { reasoning: "", content: "ls" });
- * assert.deepEqual(reader.record().found, { "extra.reasoning": 1, "content (leading <think>…</think>)": 1 });
+ * assert.deepEqual(
+ *   reader.record().found,
+ *   { "extra.reasoning": 1, "content (leading <think>…</think>)": 1 },
+ * );
  * ```
  */
 export class ReasoningReader {

@@ -47,12 +47,13 @@ function baseName(file: string): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseSweAgent } from "./swe_agent.ts";
  * const t = parseSweAgent({ history: [
  *   { role: "system", content: "sys" }, { role: "user", content: "fix it" },
  *   { role: "assistant", content: "ls" },
  * ] }, "demo/x.traj");
- * t.calls.length; // 1
+ * assert.equal(t.calls.length, 1);
  * ```
  */
 export function parseSweAgent(data: unknown, file: string): Trajectory {

@@ -51,11 +51,15 @@ const TauFileSchema = z.array(TauRunSchema);
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseTauBench } from "./tau_bench.ts";
  * const [t] = parseTauBench([{ task_id: 3, trial: 0, reward: 1, traj: [
  *   { role: "user", content: "hi" }, { role: "assistant", content: "hello" },
  * ] }], "tau-bench/airline.json");
- * [t.id, t.group_id, t.reward]; // ["tau-bench:airline:task3:trial0", "tau-bench:airline:task3", 1]
+ * assert.deepEqual(
+ *   [t.id, t.group_id, t.reward],
+ *   ["tau-bench:airline:task3:trial0", "tau-bench:airline:task3", 1],
+ * );
  * ```
  */
 export function parseTauBench(data: unknown, file: string): Trajectory[] {

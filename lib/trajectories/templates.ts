@@ -35,10 +35,11 @@ const KEEP_TEST = "{%- if (message.reasoning_content is defined and " +
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { qwen3KeepReasoningTemplate } from "./templates.ts";
  * const source = (await loadQwen3Tokenizer()).chatTemplate!;
- * qwen3KeepReasoningTemplate(source).includes("ns.last_query_index %}"); // false
+ * assert.equal(qwen3KeepReasoningTemplate(source).includes("ns.last_query_index %}"), false);
  * ```
  */
 export function qwen3KeepReasoningTemplate(source: string): string {

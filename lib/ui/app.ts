@@ -170,12 +170,13 @@ const STRATEGIES = new Set<string>(MergeStrategySchema.options);
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { createUiApp } from "./app.ts";
  * const store = openSqliteStore(":memory:");
  * const ui = createUiApp({ store, adminKey: "admin-key", secret: "s" }, { monitors: false });
  * const res = await ui.app.request("/rollouts", { headers: { authorization: "Bearer admin-key" } });
- * res.status; // 200
+ * assert.equal(res.status, 200);
  * await res.body?.cancel();
  * await ui.close();
  * await store.close();

@@ -29,8 +29,9 @@ const ESCAPES: Record<string, string> = {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { escapeHtml } from "./html.ts";
- * escapeHtml("<script>alert(1)</script>"); // "&lt;script&gt;alert(1)&lt;/script&gt;"
+ * assert.equal(escapeHtml("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
  * ```
  */
 export function escapeHtml(text: string): string {
@@ -59,9 +60,10 @@ function render(value: HtmlValue): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { html } from "./html.ts";
  * const text = "<b>hi</b>";
- * html`<p>${text}</p>`.value; // "<p>&lt;b&gt;hi&lt;/b&gt;</p>"
+ * assert.equal(html`<p>${text}</p>`.value, "<p>&lt;b&gt;hi&lt;/b&gt;</p>");
  * ```
  */
 export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {

@@ -37,10 +37,11 @@ export interface UpstreamStats {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { upstreamStats } from "./proxy_view.ts";
  * const call = { seq: 1, rollout_id: "r", upstream: "u", http_status: 500, error: "x",
  *   latency_ms: 10, retry_count: 1, flavor: "openai_chat", created_at: 0 };
- * upstreamStats([call])[0].error_rate; // 1
+ * assert.equal(upstreamStats([call])[0].error_rate, 1);
  * ```
  */
 export function upstreamStats(calls: readonly CallFact[]): UpstreamStats[] {

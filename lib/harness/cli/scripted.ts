@@ -47,10 +47,11 @@ export interface PromptView {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { viewPrompt } from "./scripted.ts";
  * const text = '<|im_start|>system\nhi\n\n# Tools\n<tools>\n{"type": "function", "function": ' +
  *   '{"name": "edit"}}\n</tools><|im_end|>\n<|im_start|>user\n<tool_response>\nok\n</tool_response>';
- * viewPrompt(text).tools; // ["edit"]
+ * assert.deepEqual(viewPrompt(text).tools, ["edit"]);
  * ```
  */
 export function viewPrompt(promptText: string): PromptView {

@@ -110,8 +110,9 @@ export interface FilesEnvOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { filesEnv } from "./files.ts";
- * filesEnv().loadTasks().length > 0; // true
+ * assert.equal(filesEnv().loadTasks().length > 0, true);
  * ```
  */
 export function filesEnv(options: FilesEnvOptions = {}): HarnessEnv<FileTask> {

@@ -6,10 +6,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultEnvs } from "./mod.ts";
  * const envs = defaultEnvs();
  * const task = envs.arithmetic.loadTasks()[0];
- * envs.arithmetic.taskInput(task).prompt; // "What is 4 / 4 * 6?"
+ * assert.equal(envs.arithmetic.taskInput(task).prompt, "What is 4 / 4 * 6?");
  * ```
  *
  * @module
