@@ -98,12 +98,13 @@ export function clippedSurrogate(ratio: Values, advantages: Values, clip: ClipPa
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ppoClipLoss } from "./losses.ts";
  * const out = ppoClipLoss(
  *   { logprobs: [Math.log(1.5)], old_logprobs: [0], advantages: [1] },
  *   { low: 0.2, high: 0.2 },
  * );
- * out.loss[0]; // -1.2 (ratio 1.5 clipped to 1.2)
+ * assert.equal(out.loss[0], -1.2); // ratio 1.5 clipped to 1.2
  * ```
  */
 export function ppoClipLoss(
@@ -267,8 +268,9 @@ export function k3Kl(logprobs: Values, ref_logprobs: Values): Float64Array {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { crossEntropyLoss } from "./losses.ts";
- * crossEntropyLoss([Math.log(0.5)])[0]; // ≈ 0.693
+ * assert.ok(Math.abs(crossEntropyLoss([Math.log(0.5)])[0] - Math.LN2) < 1e-12); // ln 2 ≈ 0.693
  * ```
  */
 export function crossEntropyLoss(logprobs: Values): Float64Array {

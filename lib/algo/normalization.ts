@@ -168,6 +168,7 @@ export function computeLossWeights(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { computeLossWeights, rolloutShares } from "./normalization.ts";
  * const s = (rollout_id: string, trained: number) => ({
  *   rollout_id, group_id: "g", reward: 0, tokens: new Uint32Array(trained),
@@ -177,7 +178,9 @@ export function computeLossWeights(
  *     off_policy: false, response_starts: [] },
  * });
  * const { samples } = computeLossWeights([s("A", 10), s("B", 30)], { mode: "token_mean" });
- * rolloutShares(samples); // { A: ≈0.25, B: ≈0.75 }
+ * const shares = rolloutShares(samples);
+ * // float32 weights: equal up to rounding
+ * assert.ok(Math.abs(shares.A - 0.25) < 1e-6 && Math.abs(shares.B - 0.75) < 1e-6);
  * ```
  */
 export function rolloutShares(samples: readonly Sample[]): Record<string, number> {

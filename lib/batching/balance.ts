@@ -116,8 +116,9 @@ interface KkNode {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { partitionKk } from "./balance.ts";
- * partitionKk([5, 4, 3, 3, 3], 2).loads; // [10, 8] (differences 1, 0, 2, 2)
+ * assert.deepEqual(partitionKk([5, 4, 3, 3, 3], 2).loads, [10, 8]); // differences 1, 0, 2, 2
  * ```
  */
 export function partitionKk(costs: readonly number[], k: number): BalanceResult {

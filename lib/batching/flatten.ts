@@ -97,11 +97,13 @@ export function parseTrainingRows(json: unknown): TrainingRow[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { rolloutUnits } from "./flatten.ts";
- * rolloutUnits([
+ * const units = rolloutUnits([
  *   { rollout_id: "a", tokens: [1, 2], loss_mask: [0, 1] },
  *   { rollout_id: "a", tokens: [3], loss_mask: [1] },
- * ]); // [{ rollout_id: "a", tokens: 3, trained_tokens: 2, rows: [0, 1] }]
+ * ]);
+ * assert.deepEqual(units, [{ rollout_id: "a", tokens: 3, trained_tokens: 2, rows: [0, 1] }]);
  * ```
  */
 export function rolloutUnits(

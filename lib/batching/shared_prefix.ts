@@ -192,9 +192,9 @@ export function shareablePrefixLength(
  *   [sample("a", [7, 8, 9]), sample("b", [7, 10]), sample("c", [11])],
  *   { token_budget: 16 },
  * );
- * mb.tokens; // 12: the prompt once (6) + 3 + 2 + 1, instead of 24
+ * assert.equal(mb.tokens, 12); // the prompt once (6) + 3 + 2 + 1, instead of 24
  * assert.deepEqual(mb.segments.map((s) => s.shared), [0, 6, 6]);
- * mb.row.sequence_ids; // one id per sample: [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2]
+ * assert.deepEqual(mb.row.sequence_ids, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2]); // one id per sample
  * assert.deepEqual(
  *   segmentTokenIndex(mb, mb.segments[1]),
  *   new Int32Array([0, 1, 2, 3, 4, 5, 9, 10]),

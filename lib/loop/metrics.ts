@@ -135,10 +135,11 @@ export class MetricsWriter {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { readMetrics } from "./metrics.ts";
  * const outDir = await Deno.makeTempDir();
  * const steps = await readMetrics(`${outDir}/metrics.jsonl`);
- * steps.length; // 0: the run has not written a step yet
+ * assert.equal(steps.length, 0); // the run has not written a step yet
  * await Deno.remove(outDir);
  * ```
  */

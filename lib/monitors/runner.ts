@@ -85,12 +85,13 @@ export interface MonitorRunner {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { defaultMonitors, startMonitorRunner } from "./mod.ts";
  * const store = openSqliteStore(":memory:"); // usually the gateway's store
  * const runner = startMonitorRunner({ store, monitors: defaultMonitors() });
  * await runner.drain();
- * runner.stats.checked; // 0: no rollout has finished yet
+ * assert.equal(runner.stats.checked, 0); // no rollout has finished yet
  * await runner.close();
  * await store.close();
  * ```

@@ -116,7 +116,8 @@ interface AttemptState {
  *   sessions.tag("r1", "a1", [...main, { role: "assistant" as const, content: "ok" }]).segment.opened_by,
  *   null,
  * );
- * sessions.tag("r1", "a1", [{ role: "user" as const, content: "title?" }]).segment.opened_by; // "branch"
+ * const side = sessions.tag("r1", "a1", [{ role: "user" as const, content: "title?" }]);
+ * assert.equal(side.segment.opened_by, "branch");
  * // A title generator is a side conversation even when it comes first:
  * const title = [{ role: "system" as const, content: "You are a title generator." }, main[1]];
  * assert.equal(sessions.tag("r2", "a1", title).segment.conversation, "side-title");

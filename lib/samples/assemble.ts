@@ -102,7 +102,7 @@ function finalAttemptOf(events: readonly RolloutEvent[]): string | null {
  *   },
  * });
  * const result = assembleRollout([call(1, [1, 2], [3, 4]), call(2, [1, 2, 3, 4, 5], [6])]);
- * result.samples.length; // 1: the second prompt extends the first call exactly
+ * assert.equal(result.samples.length, 1); // the second prompt extends the first call exactly
  * assert.deepEqual(result.samples[0].loss_mask, new Uint8Array([0, 0, 1, 1, 0, 1]));
  * ```
  */

@@ -24,7 +24,7 @@
  *   { strategy: "prefix_merge" },
  * );
  * assert.equal(samples.length, 2);
- * breaks[0].reason; // "branch" (the third prompt shares no token)
+ * assert.equal(breaks[0].reason, "branch"); // the third prompt shares no token
  * assert.equal(metrics.tokens_trained, 3);
  * ```
  *

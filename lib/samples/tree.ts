@@ -39,7 +39,7 @@ export interface TreeResult {
  * const { sample, placements } = buildTree([call(1, [1, 2], [3]), call(2, [1, 2, 4], [5])], {
  *   rollout_id: "r", group_id: "g", reward: 0, strategy: "tree",
  * });
- * sample.tokens.length; // 5 (the shared [1, 2] once)
+ * assert.equal(sample.tokens.length, 5); // the shared [1, 2] once
  * const p = placements[1];
  * assert.deepEqual(
  *   treePath(sample, p.response_start + p.response_length - 1),

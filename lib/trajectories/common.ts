@@ -104,11 +104,14 @@ function jsonType(value: unknown): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { inferTools } from "./common.ts";
  * const tools = inferTools([{ role: "assistant", content: "", tool_calls: [
  *   { type: "function", function: { name: "ls", arguments: '{"path":"."}' } },
  * ] }]);
- * tools?.[0]; // { type: "function", function: { name: "ls", description: "", parameters: ... } }
+ * assert.equal(tools?.[0].type, "function");
+ * const fn = tools?.[0].function as { name: string; description: string };
+ * assert.deepEqual([fn.name, fn.description], ["ls", ""]);
  * ```
  */
 export function inferTools(messages: Iterable<ChatMessage>): JsonObject[] | null {

@@ -12,7 +12,7 @@
  * const [run] = await loadTrajectories({ sources: ["mini-swe-agent"] });
  * assert.equal(trajectoryStats(run).calls, 10);
  * const events = replayTrajectory(run, await loadQwen3Tokenizer());
- * events[0].payload.prompt_token_ids[0]; // 151644 (<|im_start|>)
+ * assert.equal(events[0].payload.prompt_token_ids[0], 151644); // <|im_start|>
  * ```
  *
  * @module

@@ -34,10 +34,11 @@ function sameText(a: string, b: string): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { filesEnv, verifyFileTask } from "./files.ts";
  * const [task] = filesEnv().loadTasks();
  * const dir = await Deno.makeTempDir(); // an agent that did nothing
- * verifyFileTask(task, dir).length > 0; // true ([] when every check passes)
+ * assert.ok(verifyFileTask(task, dir).length > 0); // [] when every check passes
  * await Deno.remove(dir);
  * ```
  */
