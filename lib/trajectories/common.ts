@@ -325,3 +325,62 @@ export function parseJson(text: string, file: string): unknown {
     throw new Error(`${file}: not valid JSON: ${(error as Error).message}`);
   }
 }
+
+/** The fields of an OpenAI-style log message that {@link logMessage} reads (readers add roles). */
+export const RAW_MESSAGE_FIELDS = {
+  content: RawContentSchema.optional(),
+  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
+  tool_call_id: z.string().optional(),
+};
+
+/**
+ * The chat message of an OpenAI-style log message: its content as text (null stays null with
+ * `keepNull`, else becomes ""), an assistant's reasoning (as `reader` finds it) and tool calls,
+ * and a tool result's call id (`toolCallId`, by default the message's `tool_call_id`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { logMessage, ReasoningReader } from "./common.ts";
+ * const reader = new ReasoningReader(["reasoning_content"]);
+ * const raw = {
+ *   role: "assistant" as const,
+ *   content: "ls",
+ *   reasoning_content: "look first",
+ *   tool_calls: [{ function: { name: "ls", arguments: {} } }],
+ * };
+ * assert.deepEqual(logMessage(raw, reader), {
+ *   role: "assistant",
+ *   content: "ls",
+ *   reasoning_content: "look first",
+ *   tool_calls: [{ type: "function", function: { name: "ls", arguments: "{}" } }],
+ * });
+ * ```
+ */
+export function logMessage(
+  raw: {
+    role: ChatMessage["role"];
+    content?: RawContent;
+    tool_calls?: z.infer<typeof RawToolCallSchema>[] | null;
+    tool_call_id?: string;
+  },
+  reader: ReasoningReader,
+  options: { toolCallId?: string; keepNull?: boolean } = {},
+): ChatMessage {
+  const message: ChatMessage = {
+    role: raw.role,
+    content: options.keepNull && raw.content === null ? null : contentText(raw.content),
+  };
+  if (raw.role === "assistant") {
+    const text = message.content ?? "";
+    const { reasoning, content } = reader.read(raw, text);
+    if (content !== text) message.content = content;
+    if (reasoning !== undefined) message.reasoning_content = reasoning;
+    if (raw.tool_calls && raw.tool_calls.length > 0) {
+      message.tool_calls = raw.tool_calls.map(toolCall);
+    }
+  }
+  const toolCallId = options.toolCallId ?? raw.tool_call_id;
+  if (raw.role === "tool" && toolCallId !== undefined) message.tool_call_id = toolCallId;
+  return message;
+}

@@ -49,17 +49,7 @@ export {
   sweToCodingTask,
   treeHash,
 } from "./coding_tasks.ts";
-export {
-  DEFAULT_DATA_DIR,
-  findTask,
-  type HarnessEnv,
-  hiddenDataPaths,
-  normalizeAnswer,
-  parseEnvInput,
-  PROJECT_ROOT,
-  readAnswerFile,
-  readJsonl,
-} from "./common.ts";
+export * from "./common.ts";
 export { filesEnv, type FilesEnvOptions, materializeWorkspace, verifyFileTask } from "./files.ts";
 export { searchCorpus, searchEnv, searchMatch, searchTool } from "./search.ts";
 export {
