@@ -214,6 +214,10 @@ Deno.test("task sets: JSONL and parquet round-trip; bad input names the file, li
     const written = await writeTaskSet(`${dir}/set`, tasks);
     assert.deepEqual(readTaskSet(written.parquet), tasks);
     assert.deepEqual(readTaskSet(written.jsonl), tasks);
+    // A stage that keeps nothing still writes a readable (empty) set.
+    const empty = await writeTaskSet(`${dir}/empty`, []);
+    assert.deepEqual(readTaskSet(empty.parquet), []);
+    assert.deepEqual(readCuratedSet(empty.jsonl), []);
     // SWE-bench style: test lists as JSON strings, nulls for optional fields.
     const sweBench = {
       ...tasks[0],

@@ -105,7 +105,13 @@ export function readCuratedSet(path: string): CuratedTask[] {
 function columns(rows: Record<string, unknown>[], keys: string[]): pl.DataFrame {
   const series = keys.map((key) => {
     const values = rows.map((r) => r[key] ?? null);
-    if (LIST_COLUMNS.has(key)) return pl.Series(key, values as string[][], pl.List(pl.Utf8));
+    if (LIST_COLUMNS.has(key)) {
+      // polars infers a list column from its first non-null value: none (an empty set, or all
+      // null) needs the type from a cast.
+      return values.some((v) => v !== null)
+        ? pl.Series(key, values as string[][], pl.List(pl.Utf8))
+        : pl.Series(key, values as null[], pl.Utf8).cast(pl.List(pl.Utf8));
+    }
     if (JSON_COLUMNS.has(key)) return pl.Series(key, values.map((v) => JSON.stringify(v)), pl.Utf8);
     if (values.every((v) => v === null || typeof v === "number")) {
       const float = values.some((v) => typeof v === "number" && !Number.isInteger(v)) ||

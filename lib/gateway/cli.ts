@@ -164,20 +164,24 @@ export async function main(args: string[]): Promise<void> {
     mounts,
   });
   const store = values.postgres ? "postgres" : `sqlite ${db}`;
-  console.log(`reins gateway listening on ${gateway.url} (store: ${store})`);
-  console.log(`admin key: ${values["print-key"] ? adminKey : keySource}`);
-  console.log(`reporter key: ${reporterKey ? "set (rewards from outside the sandbox)" : "none"}`);
+  // One write, so that whoever waits for the banner (a supervisor, a test) reads it whole.
+  const banner = [
+    `reins gateway listening on ${gateway.url} (store: ${store})`,
+    `admin key: ${values["print-key"] ? adminKey : keySource}`,
+    `reporter key: ${reporterKey ? "set (rewards from outside the sandbox)" : "none"}`,
+  ];
   if (values.upstream?.length) {
     const timeoutMs = upstreamTimeoutMs ?? UpstreamConfigSchema.shape.timeout_ms.parse(undefined);
     const retries = upstreamRetries ?? UpstreamConfigSchema.shape.max_retries.parse(undefined);
-    console.log(
+    banner.push(
       `proxy: ${gateway.url}/proxy/<rollout_id>/<attempt_id>/v1 -> ${values.upstream.join(", ")}` +
         ` (upstream timeout ${timeoutMs} ms per try, ${retries} retries)`,
     );
   } else {
-    console.log("proxy: off (give --upstream URL to serve harnesses)");
+    banner.push("proxy: off (give --upstream URL to serve harnesses)");
   }
-  if (ui) console.log(`ui: ${gateway.url}/ui`);
+  if (ui) banner.push(`ui: ${gateway.url}/ui`);
+  console.log(banner.join("\n"));
 
   const stopped = Promise.withResolvers<void>();
   const stop = () => stopped.resolve();

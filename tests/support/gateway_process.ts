@@ -47,7 +47,8 @@ export async function spawnGatewayProcess(
     }
     banner += value;
     const match = /listening on (http:\/\/\S+)/.exec(banner);
-    if (match && banner.includes("admin key:")) {
+    // The banner is one write ending with the proxy line (and the UI's, when on).
+    if (match && /^proxy: .*\n/m.test(banner)) {
       // Keep draining stdout so the child never blocks on a full pipe.
       const drained = (async () => {
         while (!(await stdout.read()).done) { /* discard */ }

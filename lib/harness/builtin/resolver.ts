@@ -80,6 +80,9 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
     // (`--no-lock` resolves the newest versions instead; once the registry has newer ones,
     // deno rewrites node_modules at every start, which a sandbox's read-only root refuses.)
     "--frozen",
+    // Never write node_modules at start: deno may still add a peer link (`@types/node`) that
+    // `deno install` left out, and under a sandbox's read-only root that fails the attempt.
+    "--node-modules-dir=manual",
     "--quiet",
     `--config=${DENO_JSON}`,
     BUILTIN_MAIN,
