@@ -10,7 +10,7 @@
 import type { Store } from "../gateway/store.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import { AUDIT_VERDICT_EVENT, MONITOR_FLAGS_EVENT, type MonitorFlag } from "../schema/ui.ts";
-import { RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
+import { reinsEvent, reinsEventKey } from "../schema/gateway_api.ts";
 import { type Auditor, worstAtLeast } from "./auditor.ts";
 import type { Monitor, MonitorInput } from "./types.ts";
 
@@ -116,34 +116,25 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     stats.checked++;
     if (flags.length) stats.flagged++;
     if (flags.length || recordClean) {
-      await store.appendEvents(rolloutId, attempt.attempt_id, [{
-        type: "custom",
-        event_key: `${RESERVED_EVENT_KEY_PREFIX}${MONITOR_FLAGS_EVENT}:${attempt.attempt_id}`,
-        payload: {
-          name: MONITOR_FLAGS_EVENT,
-          data: {
-            flags: flags.map((f) => ({ ...f, evidence: f.evidence.map((e) => ({ ...e })) })),
-            monitors: monitors.map((m) => m.name),
-            checked_at: Date.now(),
-          },
-        },
-      }]);
+      await store.appendEvents(rolloutId, attempt.attempt_id, [
+        reinsEvent(MONITOR_FLAGS_EVENT, attempt.attempt_id, {
+          flags: flags.map((f) => ({ ...f, evidence: f.evidence.map((e) => ({ ...e })) })),
+          monitors: monitors.map((m) => m.name),
+          checked_at: Date.now(),
+        }),
+      ]);
     }
     if (auditor && worstAtLeast(flags, auditor.minSeverity)) {
-      const already = events.some((e) =>
-        e.type === "custom" &&
-        e.event_key === `${RESERVED_EVENT_KEY_PREFIX}${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`
-      );
+      const key = reinsEventKey(AUDIT_VERDICT_EVENT, attempt.attempt_id);
+      const already = events.some((e) => e.type === "custom" && e.event_key === key);
       if (!already) {
         const verdict = await auditor.audit(input, flags);
-        await store.appendEvents(rolloutId, attempt.attempt_id, [{
-          type: "custom",
-          event_key: `${RESERVED_EVENT_KEY_PREFIX}${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`,
-          payload: {
-            name: AUDIT_VERDICT_EVENT,
-            data: { ...verdict, flagged_by: [...verdict.flagged_by] },
-          },
-        }]);
+        await store.appendEvents(rolloutId, attempt.attempt_id, [
+          reinsEvent(AUDIT_VERDICT_EVENT, attempt.attempt_id, {
+            ...verdict,
+            flagged_by: [...verdict.flagged_by],
+          }),
+        ]);
         stats.audited++;
       }
     }
