@@ -76,3 +76,35 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
 export function unsafeRaw(markup: string): SafeHtml {
   return new SafeHtml(markup);
 }
+
+/**
+ * A column of {@link tableHead}: its title, `{ num: title }` for a right-aligned number column,
+ * or ready markup (a sortable header).
+ */
+export type HeadColumn = string | { num: string } | SafeHtml;
+
+/**
+ * A table's `<thead>` with one `<th>` per column.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tableHead } from "./html.ts";
+ * const head = tableHead(["model", { num: "version" }]).value;
+ * assert.match(head, /<thead>\s*<tr><th>model<\/th><th class="num">version<\/th><\/tr>\s*<\/thead>/);
+ * ```
+ */
+export function tableHead(columns: readonly HeadColumn[]): SafeHtml {
+  const cells = columns.map((c) =>
+    c instanceof SafeHtml
+      ? c
+      : typeof c === "string"
+      ? html`<th>${c}</th>`
+      : html`<th class="num">${c.num}</th>`
+  );
+  return html`
+    <thead>
+      <tr>${cells}</tr>
+    </thead>
+  `;
+}
