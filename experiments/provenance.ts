@@ -7,14 +7,19 @@
  * - every local module in the static module graph of the experiment's entry points, as
  *   `deno info --json <entry>` reports it (the entry script, and any other script the
  *   experiment runs as a process, such as the built-in harness), each by its path relative to
- *   the repository root and the SHA-256 of its bytes;
+ *   the repository root and the SHA-256 of its **code** ({@link codeText}: the file without its
+ *   whole-line comments, doc blocks and blank lines, so that a doc or comment edit does not
+ *   retire results that the same code would reproduce);
  * - the npm packages those modules import, by resolved `name@version` (their own dependencies
  *   are pinned by `deno.lock` through them);
  * - the non-TypeScript files the experiment runs, by glob (the Python worker's `*.py`).
  *
  * Nothing else: an edit elsewhere in the repository (docs, another area's module the
- * experiment never imports, a notebook, `deno.json` tasks) leaves the fingerprint unchanged,
- * and any edit to a file the experiment imports or runs changes it. The Deno version is
+ * experiment never imports, a notebook, `deno.json` tasks) or a comment leaves the fingerprint
+ * unchanged, and any edit to the code of a file the experiment imports or runs changes it.
+ * (The comment rule is line-based: a template literal line that starts with `//`, `#` or `/*`
+ * would be taken for a comment. The project has none in experiment code; the trade is stated
+ * here because it errs toward calling a result current.) The Deno version is
  * recorded beside the fingerprint but is not part of it.
  *
  * | file                            | what it holds                                           |
@@ -75,6 +80,54 @@ async function sha256Hex(data: Uint8Array | string): Promise<string> {
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
   const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * The part of a source file that runs: lines that are whole-line comments (`//` and block
+ * comments starting a line in TypeScript, `#` in Python), blank lines and trailing whitespace
+ * are dropped; TypeScript lines are also trimmed (indentation carries no meaning there, unlike
+ * Python's).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { codeText } from "./provenance.ts";
+ * const a = "/**\n * Doc.\n *\/\nexport const x = 1; // one\n\n// why\nconst y = \"//\";\n";
+ * const b = "/** Other doc. *\/\n  export const x = 1; // one\nconst y = \"//\";\n";
+ * assert.equal(codeText("a.ts", a), codeText("a.ts", b));
+ * assert.equal(codeText("a.ts", a), 'export const x = 1; // one\nconst y = "//";');
+ * assert.notEqual(codeText("a.ts", a), codeText("a.ts", a.replace("= 1", "= 2")));
+ * assert.equal(codeText("w.py", "# note\ndef f():\n    return 1\n"), "def f():\n    return 1");
+ * ```
+ */
+export function codeText(path: string, source: string): string {
+  const python = path.endsWith(".py");
+  const kept: string[] = [];
+  let inBlock = false;
+  for (const raw of source.split("\n")) {
+    const line = raw.trimEnd();
+    const t = line.trim();
+    if (python) {
+      if (t !== "" && !t.startsWith("#")) kept.push(line);
+      continue;
+    }
+    if (inBlock) {
+      const end = t.indexOf("*/");
+      if (end < 0) continue;
+      inBlock = false;
+      const rest = t.slice(end + 2).trim();
+      if (rest) kept.push(rest);
+      continue;
+    }
+    if (t.startsWith("/*")) {
+      const end = t.indexOf("*/", 2);
+      if (end < 0) inBlock = true;
+      else if (t.slice(end + 2).trim()) kept.push(t.slice(end + 2).trim());
+      continue;
+    }
+    if (t !== "" && !t.startsWith("//")) kept.push(t);
+  }
+  return kept.join("\n");
 }
 
 interface DenoInfo {
@@ -156,7 +209,7 @@ export async function codeFingerprint(
   }
   const files: Record<string, string> = {};
   for (const path of [...paths].sort()) {
-    files[path] = await sha256Hex(await Deno.readFile(`${root}/${path}`));
+    files[path] = await sha256Hex(codeText(path, await Deno.readTextFile(`${root}/${path}`)));
   }
   const npmList = [...npm].sort();
   const lines = [

@@ -48,6 +48,11 @@ Deno.test("provenance: the hash covers the entry's module graph and the extra fi
     await Deno.writeTextFile(`${root}/c.ts`, "export const c = 2;\n");
     await Deno.writeTextFile(`${root}/worker/notes.md`, "changed\n");
     assert.equal((await codeFingerprint(spec, root)).hash, fp.hash);
+    // So does a comment or doc edit in an imported module: the same code reproduces the results.
+    const b = await Deno.readTextFile(`${root}/b.ts`);
+    await Deno.writeTextFile(`${root}/b.ts`, `/** The b. */\n// why b\n\n${b}`);
+    await Deno.writeTextFile(`${root}/worker/w.py`, "# a note\nprint(1)\n");
+    assert.equal((await codeFingerprint(spec, root)).hash, fp.hash);
     // An imported module or a worker file changes it.
     await Deno.writeTextFile(`${root}/b.ts`, "export const b = 2;\n");
     const changed = await codeFingerprint(spec, root);
