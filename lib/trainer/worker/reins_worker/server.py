@@ -12,8 +12,6 @@ import json
 import os
 import queue
 import sys
-import threading
-import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
@@ -22,7 +20,14 @@ import torch
 
 from .coordinator import Coordinator, follow
 from .cpu_probe import cpu_probe
-from .dist_env import DEFAULT_TIMEOUT_S, init_groups, open_channels, rank_env, spawn_ranks
+from .dist_env import (
+    DEFAULT_TIMEOUT_S,
+    init_groups,
+    open_channels,
+    rank_env,
+    spawn_ranks,
+    watch_parent,
+)
 from .engine import Engine, not_initialized
 from .generation import GenerateScheduler, GenJob
 from .rank_ops import check_rank_of_row
@@ -253,18 +258,6 @@ def make_handler(
     return Handler
 
 
-def _watch_parent(parent: int) -> None:
-    """A worker orphaned by a crashed client would hold its port and memory forever."""
-
-    def loop() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description="reins trainer worker")
     parser.add_argument("--host", default=os.environ.get("REINS_WORKER_HOST", "127.0.0.1"))
@@ -302,7 +295,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.ranks < 1:
         parser.error("--ranks must be >= 1")
     if args.exit_with_parent:
-        _watch_parent(os.getppid())
+        # A worker orphaned by a crashed client would hold its port and memory forever.
+        watch_parent(os.getppid())
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     children = []
