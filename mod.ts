@@ -30,6 +30,7 @@
  *
  * @example Turn one rollout's captured calls into weighted training rows
  * ```ts
+ * import assert from "node:assert/strict";
  * import {
  *   assembleRollout,
  *   computeAdvantages,
@@ -66,7 +67,8 @@
  * const advantaged = computeAdvantages(samples, { level: "rollout" }).samples;
  * const weighted = computeLossWeights(advantaged, { mode: "rollout_token_mean" }).samples;
  * const rows = flattenBatch(weighted); // what the worker's forward_backward takes
- * rows.map((row) => row.advantages[3]); // [≈0.71, ≈-0.71]: rewards 1 and 0, normalized
+ * // Rewards 1 and 0, normalized within the group: ±1/√2.
+ * assert.deepEqual(rows.map((row) => Math.round(row.advantages[3] * 100) / 100), [0.71, -0.71]);
  * ```
  *
  * @module

@@ -5,9 +5,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow, RolloutCreateSchema } from "./schema.ts";
  * const create = parseOrThrow(RolloutCreateSchema, { input: { question: "2+2" } });
- * create.mode; // "train"
+ * assert.equal(create.mode, "train");
  * ```
  *
  * @module

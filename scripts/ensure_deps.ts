@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 
 /** One system dependency: how to detect it and which Debian package provides it. */
 interface SystemDependency {
@@ -175,10 +176,43 @@ export async function ensureSystemDeps(
   return missing.map((d) => d.name);
 }
 
+/**
+ * The script's flags, parsed with `node:util` `parseArgs`: `--only a,b` (names of
+ * dependencies; an unknown one is refused naming it) and `--check` (report, install nothing).
+ * Errors name the flag.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseEnsureDepsArgs } from "./ensure_deps.ts";
+ * assert.deepEqual(parseEnsureDepsArgs(["--only", "torch,git", "--check"]), {
+ *   only: ["torch", "git"],
+ *   install: false,
+ * });
+ * assert.deepEqual(parseEnsureDepsArgs([]), { only: undefined, install: true });
+ * assert.throws(() => parseEnsureDepsArgs(["--only", "torch,cuda"]), /--only: unknown .*'cuda'/);
+ * assert.throws(() => parseEnsureDepsArgs(["--check", "--bogus"]), /--bogus/);
+ * ```
+ */
+export function parseEnsureDepsArgs(args: string[]): { only?: string[]; install: boolean } {
+  const { values } = parseArgs({
+    args,
+    options: { only: { type: "string" }, check: { type: "boolean", default: false } },
+    strict: true,
+  });
+  const only = values.only?.split(",").map((name) => name.trim()).filter((name) => name !== "");
+  const known = DEPENDENCIES.map((d) => d.name);
+  const unknown = only?.filter((name) => !known.includes(name)) ?? [];
+  if (unknown.length) {
+    throw new Error(
+      `--only: unknown dependency '${unknown.join("', '")}' (known: ${known.join(", ")})`,
+    );
+  }
+  return { only, install: !values.check };
+}
+
 if (import.meta.main) {
-  const onlyIndex = Deno.args.indexOf("--only");
-  const only = onlyIndex >= 0 ? Deno.args[onlyIndex + 1]?.split(",") : undefined;
-  const missing = await ensureSystemDeps({ only, install: !Deno.args.includes("--check") });
+  const missing = await ensureSystemDeps(parseEnsureDepsArgs(Deno.args));
   if (missing.length) {
     console.error(`ensure_deps: still missing: ${missing.join(", ")}`);
     Deno.exit(1);

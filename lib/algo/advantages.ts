@@ -62,8 +62,9 @@ function zeroCounts(): Record<AdvantageDropReason, number> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { meanStd } from "./advantages.ts";
- * meanStd([1, 0], "population"); // { mean: 0.5, std: 0.5 }
+ * assert.deepEqual(meanStd([1, 0], "population"), { mean: 0.5, std: 0.5 });
  * ```
  */
 export function meanStd(
@@ -99,6 +100,7 @@ export function meanStd(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { computeAdvantages } from "./advantages.ts";
  * const s = (rollout_id: string, reward: number) => ({
  *   rollout_id, group_id: "g", reward, tokens: new Uint32Array([1, 2]),
@@ -110,7 +112,7 @@ export function meanStd(
  * // Figure 4: rollout 1 (reward 1) split into 3 samples, rollout 2 (reward 0) one sample.
  * const batch = [s("r1", 1), s("r1", 1), s("r1", 1), s("r2", 0)];
  * const { samples } = computeAdvantages(batch, { level: "rollout", normalize_std: false });
- * samples.map((x) => x.advantage![1]); // [0.5, 0.5, 0.5, -0.5]
+ * assert.deepEqual(samples.map((x) => x.advantage![1]), [0.5, 0.5, 0.5, -0.5]);
  * ```
  */
 export function computeAdvantages(
@@ -260,8 +262,9 @@ export interface AdvantageSummary {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { computeAdvantages, summarizeAdvantages } from "./advantages.ts";
- * summarizeAdvantages(computeAdvantages([])).groups; // 0
+ * assert.equal(summarizeAdvantages(computeAdvantages([])).groups, 0);
  * ```
  */
 export function summarizeAdvantages(result: AdvantageResult): AdvantageSummary {

@@ -52,11 +52,12 @@ class Pearson {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { alignmentMetrics } from "./alignment.ts";
  * const lp = [-0.1, -2.0, -0.7, -3.2];
  * const m = alignmentMetrics([{ rollout_logprobs: lp, trainer_logprobs: lp }]);
- * m.pearson_prob; // 1
- * m.k3_kl; // 0
+ * assert.equal(m.pearson_prob, 1);
+ * assert.equal(m.k3_kl, 0);
  * ```
  */
 export function alignmentMetrics(sequences: readonly AlignmentInput[]): AlignmentMetrics {
@@ -125,8 +126,9 @@ export function alignmentMetrics(sequences: readonly AlignmentInput[]): Alignmen
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { alignmentFromSamples } from "./alignment.ts";
- * alignmentFromSamples([], []).tokens; // 0
+ * assert.equal(alignmentFromSamples([], []).tokens, 0);
  * ```
  */
 export function alignmentFromSamples(

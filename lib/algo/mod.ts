@@ -5,6 +5,7 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { computeAdvantages, computeLossWeights } from "./mod.ts";
  * const s = (rollout_id: string, reward: number) => ({
  *   rollout_id, group_id: "g", reward, tokens: new Uint32Array([1, 2, 3]),
@@ -15,7 +16,7 @@
  * });
  * const adv = computeAdvantages([s("a", 1), s("b", 0)], { level: "rollout" });
  * const { samples } = computeLossWeights(adv.samples, { mode: "rollout_token_mean" });
- * samples[0].loss_weight; // Float32Array [0, 0.25, 0.25]
+ * assert.deepEqual(samples[0].loss_weight, new Float32Array([0, 0.25, 0.25]));
  * ```
  *
  * @module

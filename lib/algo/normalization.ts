@@ -57,6 +57,7 @@ export interface LossWeightResult {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planLossWeights } from "./normalization.ts";
  * const s = (rollout_id: string, trained: number) => ({
  *   rollout_id, group_id: "g", reward: 0, tokens: new Uint32Array(trained),
@@ -67,8 +68,8 @@ export interface LossWeightResult {
  * });
  * // Figure 5: A = {50, 100}, B = {30, 30, 30}, C = {40}.
  * const batch = [s("A", 50), s("A", 100), s("B", 30), s("B", 30), s("B", 30), s("C", 40)];
- * planLossWeights(batch, { mode: "rollout_token_mean" }).sample_weights[0]; // 1 / 450
- * planLossWeights(batch, { mode: "token_mean" }).sample_weights[0]; // 1 / 280
+ * assert.equal(planLossWeights(batch, { mode: "rollout_token_mean" }).sample_weights[0], 1 / 450);
+ * assert.equal(planLossWeights(batch, { mode: "token_mean" }).sample_weights[0], 1 / 280);
  * ```
  */
 export function planLossWeights(
@@ -134,6 +135,7 @@ export function planLossWeights(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { computeLossWeights } from "./normalization.ts";
  * const sample = {
  *   rollout_id: "r", group_id: "g", reward: 1, tokens: new Uint32Array([5, 6, 7]),
@@ -143,7 +145,7 @@ export function planLossWeights(
  *     off_policy: false, response_starts: [1] },
  * };
  * const { samples } = computeLossWeights([sample], { mode: "token_mean" });
- * samples[0].loss_weight; // Float32Array [0, 0.5, 0.5]
+ * assert.deepEqual(samples[0].loss_weight, new Float32Array([0, 0.5, 0.5]));
  * ```
  */
 export function computeLossWeights(
@@ -166,6 +168,7 @@ export function computeLossWeights(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { computeLossWeights, rolloutShares } from "./normalization.ts";
  * const s = (rollout_id: string, trained: number) => ({
  *   rollout_id, group_id: "g", reward: 0, tokens: new Uint32Array(trained),
@@ -175,7 +178,9 @@ export function computeLossWeights(
  *     off_policy: false, response_starts: [] },
  * });
  * const { samples } = computeLossWeights([s("A", 10), s("B", 30)], { mode: "token_mean" });
- * rolloutShares(samples); // { A: ≈0.25, B: ≈0.75 }
+ * const shares = rolloutShares(samples);
+ * // float32 weights: equal up to rounding
+ * assert.ok(Math.abs(shares.A - 0.25) < 1e-6 && Math.abs(shares.B - 0.75) < 1e-6);
  * ```
  */
 export function rolloutShares(samples: readonly Sample[]): Record<string, number> {

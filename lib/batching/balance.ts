@@ -17,8 +17,9 @@ import { Heap } from "./heap.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { workload } from "./balance.ts";
- * workload(100, 6144); // 624400
+ * assert.equal(workload(100, 6144), 624400);
  * ```
  */
 export function workload(length: number, a: number): number {
@@ -40,8 +41,9 @@ export interface BalanceResult {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { imbalance } from "./balance.ts";
- * imbalance([3, 1]); // 0.5
+ * assert.equal(imbalance([3, 1]), 0.5);
  * ```
  */
 export function imbalance(loads: readonly number[]): number {
@@ -79,8 +81,9 @@ function result(costs: readonly number[], parts: number[][]): BalanceResult {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { partitionLpt } from "./balance.ts";
- * partitionLpt([5, 4, 3, 3, 3], 2).loads; // [8, 10]
+ * assert.deepEqual(partitionLpt([5, 4, 3, 3, 3], 2).loads, [8, 10]);
  * ```
  */
 export function partitionLpt(costs: readonly number[], k: number): BalanceResult {
@@ -113,8 +116,9 @@ interface KkNode {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { partitionKk } from "./balance.ts";
- * partitionKk([5, 4, 3, 3, 3], 2).loads; // [10, 8] (differences 1, 0, 2, 2)
+ * assert.deepEqual(partitionKk([5, 4, 3, 3, 3], 2).loads, [10, 8]); // differences 1, 0, 2, 2
  * ```
  */
 export function partitionKk(costs: readonly number[], k: number): BalanceResult {
@@ -158,10 +162,11 @@ export function partitionKk(costs: readonly number[], k: number): BalanceResult 
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { balance, workload } from "./balance.ts";
  * const lengths = [900, 850, 400, 300, 120, 60];
  * const out = balance(lengths.map((L) => workload(L, 6144)), 2, "kk");
- * out.imbalance < 0.05; // true
+ * assert.equal(out.imbalance < 0.05, true);
  * ```
  */
 export function balance(

@@ -14,6 +14,7 @@ import { assertSamples } from "../algo/validate.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { sampleToRow } from "./flatten.ts";
  * const row = sampleToRow({
  *   rollout_id: "r", group_id: "g", reward: 1, tokens: new Uint32Array([5, 6]),
@@ -23,7 +24,7 @@ import { assertSamples } from "../algo/validate.ts";
  *   provenance: { request_seqs: [1], split_reason: null, strategy: "prefix_merge",
  *     off_policy: false, response_starts: [1] },
  * });
- * row.tokens; // [5, 6]
+ * assert.deepEqual(row.tokens, [5, 6]);
  * ```
  */
 export function sampleToRow(sample: Sample): TrainingRow {
@@ -58,8 +59,9 @@ function toRow(s: Sample): TrainingRow {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { flattenBatch } from "./flatten.ts";
- * flattenBatch([]); // []
+ * assert.deepEqual(flattenBatch([]), []);
  * ```
  */
 export function flattenBatch(samples: readonly Sample[]): TrainingRow[] {
@@ -73,12 +75,13 @@ export function flattenBatch(samples: readonly Sample[]): TrainingRow[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseTrainingRows } from "./flatten.ts";
  * const rows = parseTrainingRows([{
  *   rollout_id: "r", group_id: "g", tokens: [1], loss_mask: [1], advantages: [0.5],
  *   loss_weights: [1], rollout_logprobs: [-0.1],
  * }]);
- * rows.length; // 1
+ * assert.equal(rows.length, 1);
  * ```
  */
 export function parseTrainingRows(json: unknown): TrainingRow[] {
@@ -94,11 +97,13 @@ export function parseTrainingRows(json: unknown): TrainingRow[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { rolloutUnits } from "./flatten.ts";
- * rolloutUnits([
+ * const units = rolloutUnits([
  *   { rollout_id: "a", tokens: [1, 2], loss_mask: [0, 1] },
  *   { rollout_id: "a", tokens: [3], loss_mask: [1] },
- * ]); // [{ rollout_id: "a", tokens: 3, trained_tokens: 2, rows: [0, 1] }]
+ * ]);
+ * assert.deepEqual(units, [{ rollout_id: "a", tokens: 3, trained_tokens: 2, rows: [0, 1] }]);
  * ```
  */
 export function rolloutUnits(

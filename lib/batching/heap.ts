@@ -9,10 +9,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Heap } from "./heap.ts";
  * const h = new Heap<number>((a, b) => a < b);
  * [3, 1, 2].forEach((x) => h.push(x));
- * h.pop(); // 1
+ * assert.equal(h.pop(), 1);
  * ```
  */
 export class Heap<T> {

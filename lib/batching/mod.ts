@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planTrainingBatch } from "./mod.ts";
  * const s = (rollout_id: string, n: number) => ({
  *   rollout_id, group_id: "g", reward: 1, tokens: new Uint32Array(n).fill(3),
@@ -17,7 +18,7 @@
  * const plan = planTrainingBatch([s("a", 8), s("b", 6)], {
  *   normalization: { mode: "token_mean" }, micro_token_budget: 16,
  * });
- * plan.stats.micro_batches; // 1
+ * assert.equal(plan.stats.micro_batches, 1);
  * ```
  *
  * @module

@@ -14,6 +14,7 @@ import {
   type PackedSegment,
   type PackOptions,
   PackOptionsSchema,
+  type PackOrder,
 } from "../schema/batching.ts";
 
 /**
@@ -37,6 +38,7 @@ export interface PackableRow {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { sampleRowView } from "./packing.ts";
  * const view = sampleRowView({
  *   rollout_id: "r", group_id: "g", reward: 1, tokens: new Uint32Array([5, 6]),
@@ -46,7 +48,7 @@ export interface PackableRow {
  *   provenance: { request_seqs: [1], split_reason: null, strategy: "prefix_merge",
  *     off_policy: false, response_starts: [1] },
  * });
- * view.loss_weights[1]; // 1
+ * assert.equal(view.loss_weights[1], 1);
  * ```
  */
 export function sampleRowView(sample: Sample): PackableRow {
@@ -77,6 +79,7 @@ export function sampleRowView(sample: Sample): PackableRow {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { packMicroBatches } from "./packing.ts";
  * const row = (n: number) => ({
  *   rollout_id: `r${n}`, group_id: "g", tokens: new Array(n).fill(7),
@@ -84,18 +87,16 @@ export function sampleRowView(sample: Sample): PackableRow {
  *   loss_weights: new Array(n).fill(0.01), rollout_logprobs: new Array(n).fill(-1),
  * });
  * const mbs = packMicroBatches([row(6), row(5), row(4), row(3)], { token_budget: 9 });
- * mbs.map((m) => m.row.segment_starts); // [[0, 6], [0, 5]]
+ * assert.deepEqual(mbs.map((m) => m.row.segment_starts), [[0, 6], [0, 5]]);
  * ```
  */
 export function packMicroBatches(
   rows: readonly PackableRow[],
   options: PackOptions,
 ): MicroBatch[] {
-  const opts = parseOrThrow(PackOptionsSchema, options, "options");
-  checkPackableRows(rows);
-  const budget = opts.token_budget;
+  const { token_budget: budget, order } = checkPacking(rows, options);
   const bins: { members: number[]; used: number; oversized: boolean }[] = [];
-  if (opts.order === "sequential") {
+  if (order === "sequential") {
     let open: { members: number[]; used: number; oversized: boolean } | null = null;
     rows.forEach((row, i) => {
       const n = row.tokens.length;
@@ -132,6 +133,27 @@ export function packMicroBatches(
     bins.sort((x, y) => x.members[0] - y.members[0]);
   }
   return bins.map((b) => packRows(rows, b.members, b.oversized));
+}
+
+/**
+ * The checked options of a packing of `rows` (defaults filled in), after
+ * {@link checkPackableRows} has checked the rows.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkPacking } from "./packing.ts";
+ * assert.equal(checkPacking([], { token_budget: 8 }).order, "first_fit_decreasing");
+ * assert.throws(() => checkPacking([], { token_budget: 0 }), /token_budget/);
+ * ```
+ */
+export function checkPacking(
+  rows: readonly PackableRow[],
+  options: PackOptions,
+): { token_budget: number; order: PackOrder } {
+  const opts = parseOrThrow(PackOptionsSchema, options, "options");
+  checkPackableRows(rows);
+  return opts;
 }
 
 /**
@@ -207,6 +229,7 @@ export interface MemberPlacement {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { writeMicroBatch } from "./packing.ts";
  * const row = (tokens: number[]) => ({
  *   rollout_id: "r", group_id: "g", tokens, loss_mask: tokens.map(() => 0),
@@ -221,8 +244,8 @@ export interface MemberPlacement {
  *   false,
  *   true,
  * );
- * mb.row.tokens; // [1, 2, 3, 4]
- * mb.row.parent; // [-1, 0, 1, 1]
+ * assert.deepEqual(mb.row.tokens, [1, 2, 3, 4]);
+ * assert.deepEqual(mb.row.parent, [-1, 0, 1, 1]);
  * ```
  */
 export function writeMicroBatch(
@@ -301,13 +324,14 @@ export function writeMicroBatch(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { packMicroBatches, segmentTokenIndex } from "./packing.ts";
  * const row = {
  *   rollout_id: "r", group_id: "g", tokens: [1, 2], loss_mask: [0, 1] as (0 | 1)[],
  *   advantages: [1, 1], loss_weights: [0, 1], rollout_logprobs: [0, -1],
  * };
  * const [mb] = packMicroBatches([row, row], { token_budget: 8 });
- * segmentTokenIndex(mb, mb.segments[1]); // Int32Array [2, 3]
+ * assert.deepEqual(segmentTokenIndex(mb, mb.segments[1]), new Int32Array([2, 3]));
  * ```
  */
 export function segmentTokenIndex(mb: MicroBatch, segment: PackedSegment): Int32Array {
@@ -345,13 +369,14 @@ export function segmentTokenIndex(mb: MicroBatch, segment: PackedSegment): Int32
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { packMicroBatches, unpackMicroBatch } from "./packing.ts";
  * const row = {
  *   rollout_id: "r", group_id: "g", tokens: [1, 2], loss_mask: [0, 1] as (0 | 1)[],
  *   advantages: [1, 1], loss_weights: [0, 1], rollout_logprobs: [0, -1],
  * };
  * const [mb] = packMicroBatches([row, row], { token_budget: 8 });
- * unpackMicroBatch(mb).length; // 2
+ * assert.equal(unpackMicroBatch(mb).length, 2);
  * ```
  */
 export function unpackMicroBatch(mb: MicroBatch): TrainingRow[] {

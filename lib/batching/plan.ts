@@ -61,6 +61,7 @@ export interface TrainingPlan {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planTrainingBatch } from "./plan.ts";
  * const s = (rollout_id: string, n: number) => ({
  *   rollout_id, group_id: "g", reward: 1, tokens: new Uint32Array(n).fill(3),
@@ -72,7 +73,7 @@ export interface TrainingPlan {
  * const plan = planTrainingBatch([s("a", 8), s("a", 4), s("b", 6), s("c", 9)], {
  *   ranks: 2, micro_token_budget: 10,
  * });
- * plan.steps[0].ranks.length; // 2
+ * assert.equal(plan.steps[0].ranks.length, 2);
  * ```
  */
 export function planTrainingBatch(

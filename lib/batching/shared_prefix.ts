@@ -13,10 +13,9 @@
  *
  * @module
  */
-import { parseOrThrow } from "../schema.ts";
-import { type MicroBatch, type PackOptions, PackOptionsSchema } from "../schema/batching.ts";
+import type { MicroBatch, PackOptions } from "../schema/batching.ts";
 import {
-  checkPackableRows,
+  checkPacking,
   type MemberPlacement,
   type PackableRow,
   writeMicroBatch,
@@ -134,9 +133,10 @@ interface Bin {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { shareablePrefixLength } from "./shared_prefix.ts";
- * shareablePrefixLength({ tokens: [5, 6, 7, 8], loss_mask: [0, 0, 1, 0] }); // 2
- * shareablePrefixLength({ tokens: [5, 6], loss_mask: [0, 0] }); // 1
+ * assert.equal(shareablePrefixLength({ tokens: [5, 6, 7, 8], loss_mask: [0, 0, 1, 0] }), 2);
+ * assert.equal(shareablePrefixLength({ tokens: [5, 6], loss_mask: [0, 0] }), 1);
  * ```
  */
 export function shareablePrefixLength(
@@ -176,6 +176,7 @@ export function shareablePrefixLength(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { packSharedPrefix } from "./shared_prefix.ts";
  * import { segmentTokenIndex } from "./packing.ts";
  * const prompt = [1, 2, 3, 4, 5, 6];
@@ -191,19 +192,20 @@ export function shareablePrefixLength(
  *   [sample("a", [7, 8, 9]), sample("b", [7, 10]), sample("c", [11])],
  *   { token_budget: 16 },
  * );
- * mb.tokens; // 12: the prompt once (6) + 3 + 2 + 1, instead of 24
- * mb.segments.map((s) => s.shared); // [0, 6, 6]
- * mb.row.sequence_ids; // one id per sample: [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2]
- * segmentTokenIndex(mb, mb.segments[1]); // Int32Array [0, 1, 2, 3, 4, 5, 9, 10]
+ * assert.equal(mb.tokens, 12); // the prompt once (6) + 3 + 2 + 1, instead of 24
+ * assert.deepEqual(mb.segments.map((s) => s.shared), [0, 6, 6]);
+ * assert.deepEqual(mb.row.sequence_ids, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2]); // one id per sample
+ * assert.deepEqual(
+ *   segmentTokenIndex(mb, mb.segments[1]),
+ *   new Int32Array([0, 1, 2, 3, 4, 5, 9, 10]),
+ * );
  * ```
  */
 export function packSharedPrefix(
   rows: readonly PackableRow[],
   options: PackOptions,
 ): MicroBatch[] {
-  const opts = parseOrThrow(PackOptionsSchema, options, "options");
-  checkPackableRows(rows);
-  const budget = opts.token_budget;
+  const { token_budget: budget, order } = checkPacking(rows, options);
   const shareable = rows.map(shareablePrefixLength);
   const root = newNode([], 0, 0);
   const bins: Bin[] = [];
@@ -229,7 +231,7 @@ export function packSharedPrefix(
     place(i, bins.length - 1, n);
   };
 
-  if (opts.order === "sequential") {
+  if (order === "sequential") {
     let current = -1;
     rows.forEach((row, i) => {
       const n = row.tokens.length;

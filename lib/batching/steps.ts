@@ -38,13 +38,14 @@ export interface StepPlan {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planOptimizerSteps } from "./steps.ts";
  * const plan = planOptimizerSteps(
  *   [{ rollout_id: "a", tokens: 60 }, { rollout_id: "b", tokens: 50 },
  *    { rollout_id: "c", tokens: 40 }, { rollout_id: "d", tokens: 30 }],
  *   { num_steps: 2 },
  * );
- * plan.steps.map((s) => s.tokens); // [90, 90]
+ * assert.deepEqual(plan.steps.map((s) => s.tokens), [90, 90]);
  * ```
  */
 export function planOptimizerSteps(

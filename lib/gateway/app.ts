@@ -42,7 +42,7 @@ import {
   ServerDeadlinesSchema,
   TransitionRequestSchema,
 } from "../schema.ts";
-import { changeFeedResponse, parseAfterSeq } from "./change_feed.ts";
+import { changeFeedResponse } from "./change_feed.ts";
 import { LiveAttempts } from "./live_attempts.ts";
 import type { PhaseGate } from "./phase.ts";
 import type { Store } from "./store.ts";
@@ -415,10 +415,8 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
   // ---- change feed ------------------------------------------------------------------------
 
   app.get("/v1/stream", admin, (c) => {
-    const fromQuery = c.req.query("after") ?? c.req.header("last-event-id") ?? "0";
     return changeFeedResponse(c, {
       store,
-      after: parseAfterSeq(fromQuery),
       signals: [options.signal],
       comment: "reins gateway change feed",
       wait: async (signal) => {

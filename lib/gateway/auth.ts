@@ -3,18 +3,4 @@
  *
  * @module
  */
-export {
-  authorize,
-  CAPABILITY_PREFIX,
-  capabilityToken,
-  classifyKey,
-  constantTimeEqual,
-  type CredentialKind,
-  keyFromHeaders,
-  type Principal,
-  randomKey,
-  readOrCreateKey,
-  type ServiceKeys,
-  verifyAdminKey,
-  verifyCapability,
-} from "../http/credentials.ts";
+export * from "../http/credentials.ts";

@@ -14,8 +14,6 @@ import type { Store } from "./store.ts";
 export interface ChangeFeedOptions {
   /** Where the changes come from. */
   store: Pick<Store, "changesSince">;
-  /** The seq after which to start (see {@link parseAfterSeq}). */
-  after: number;
   /** The feed also ends when one of these aborts (e.g. the server closing). */
   signals: Array<AbortSignal | undefined>;
   /** Comment lines sent first. */
@@ -54,9 +52,13 @@ export function parseAfterSeq(raw: string): number {
   return after;
 }
 
-/** The streaming `text/event-stream` response of a change feed. */
+/**
+ * The streaming `text/event-stream` response of a change feed, from the seq after the
+ * request's `after` query or `Last-Event-ID` header (0 when neither; see {@link parseAfterSeq}).
+ */
 export function changeFeedResponse(c: Context, options: ChangeFeedOptions): Response {
   const { store, wait } = options;
+  let after = parseAfterSeq(c.req.query("after") ?? c.req.header("last-event-id") ?? "0");
   const stop = new AbortController();
   const signals = [c.req.raw.signal, ...options.signals].filter((s): s is AbortSignal => !!s);
   const onAbort = () => stop.abort();
@@ -69,7 +71,6 @@ export function changeFeedResponse(c: Context, options: ChangeFeedOptions): Resp
     try {
       const retry = options.retryMs === undefined ? "" : `retry: ${options.retryMs}\n`;
       await stream.write(`${retry}: ${options.comment}\n\n`);
-      let after = options.after;
       let idleMs = 0;
       while (!stop.signal.aborted && !stream.aborted) {
         const changes = await store.changesSince(after, BATCH);

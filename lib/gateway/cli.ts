@@ -25,7 +25,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { intFlag, parseFlags, portFlag } from "../flags.ts";
 import { dirname } from "node:path";
 import { proxyMount } from "../proxy/app.ts";
 import { UpstreamConfigSchema, UpstreamKindSchema } from "../schema.ts";
@@ -45,16 +45,6 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
   [--headers-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
   [--max-concurrent-per-token N] [--tokenizer qwen3|char|DIR] [--no-ui]`;
 
-/** A whole number flag (at least `min`), or undefined when absent; throws naming the flag. */
-function intFlag(name: string, value: string | undefined, min: number): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) {
-    throw new Error(`--${name}: expected a whole number >= ${min}, got '${value}'`);
-  }
-  return n;
-}
-
 /**
  * Runs the gateway until SIGINT/SIGTERM.
  *
@@ -66,9 +56,9 @@ function intFlag(name: string, value: string | undefined, min: number): number |
  * ```
  */
 export async function main(args: string[]): Promise<void> {
-  const { values } = parseArgs({
+  const values = parseFlags(
     args,
-    options: {
+    {
       db: { type: "string" },
       postgres: { type: "string" },
       port: { type: "string", default: "8420" },
@@ -88,18 +78,11 @@ export async function main(args: string[]): Promise<void> {
       "upstream-kind": { type: "string", default: "token_level" },
       tokenizer: { type: "string", default: "qwen3" },
       "no-ui": { type: "boolean", default: false },
-      help: { type: "boolean", default: false },
     },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    return;
-  }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`--port: expected a port number, got '${values.port}'`);
-  }
+    USAGE,
+  );
+  if (!values) return;
+  const port = portFlag(values.port);
   const synchronous = values.synchronous?.toUpperCase();
   if (synchronous !== "FULL" && synchronous !== "NORMAL") {
     throw new Error(`--synchronous: expected FULL or NORMAL, got '${values.synchronous}'`);

@@ -244,14 +244,8 @@ export class GatewayClient {
     events: EventInput[],
     options?: CallOptions,
   ): Promise<RolloutEvent[]> {
-    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
-    const out = await this.#json(
-      PostEventsResponseSchema,
-      "POST",
-      `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/events`,
-      { events: keyed },
-      options,
-    );
+    const path = eventsPath(rolloutId, attemptId);
+    const out = await this.#postEvents(PostEventsResponseSchema, path, events, options);
     return out.events.map((e) => eventFromWire(e as WireEvent));
   }
 
@@ -266,16 +260,26 @@ export class GatewayClient {
     events: EventInput[],
     options?: CallOptions,
   ): Promise<EventAck[]> {
-    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
-    const out = await this.#json(
+    const out = await this.#postEvents(
       PostEventsMinimalResponseSchema,
-      "POST",
-      `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/events`,
-      { events: keyed },
+      eventsPath(rolloutId, attemptId),
+      events,
       options,
       { prefer: "return=minimal" },
     );
     return out.events;
+  }
+
+  /** Posts events, giving each one without `event_key` a fresh key (so a retry is idempotent). */
+  #postEvents<S extends z.ZodType>(
+    schema: S,
+    path: string,
+    events: EventInput[],
+    options?: CallOptions,
+    headers?: Record<string, string>,
+  ): Promise<z.infer<S>> {
+    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
+    return this.#json(schema, "POST", path, { events: keyed }, options, headers);
   }
 
   /**
@@ -469,6 +473,10 @@ function networkError(err: unknown): HttpError {
 
 function enc(id: string): string {
   return encodeURIComponent(id);
+}
+
+function eventsPath(rolloutId: string, attemptId: string): string {
+  return `/v1/rollouts/${enc(rolloutId)}/attempts/${enc(attemptId)}/events`;
 }
 
 function newId(prefix: string): string {

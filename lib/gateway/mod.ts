@@ -64,18 +64,7 @@ export {
 } from "./server.ts";
 export { openSqliteStore, SqliteStore, type SqliteStoreOptions } from "./sqlite_store.ts";
 export { MIGRATIONS, SCHEMA_VERSION } from "./sql/migrations.ts";
-export {
-  type AppendOptions,
-  type Claimed,
-  type ClaimOptions,
-  type GatewayErrorCode,
-  type ListEventsOptions,
-  type ListRolloutsOptions,
-  type Page,
-  type Store,
-  StoreError,
-  type TransitionOptions,
-} from "./store.ts";
+export * from "./store.ts";
 export {
   decodeF32,
   decodeU32,

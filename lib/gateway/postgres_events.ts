@@ -14,7 +14,7 @@ import { SqlFlows, type TokenStore } from "./sql/flows.ts";
 import { REFERENCE_CANDIDATES } from "./sql/queries.ts";
 import type { EventRow } from "./sql/rows.ts";
 import { StoreError } from "./store.ts";
-import { modelRequestMeta, modelRequestOf, type ParsedEvent } from "./store_input.ts";
+import { EVENT_COLUMNS, modelRequestOf, newEventRow, type ParsedEvent } from "./store_input.ts";
 import {
   type AttemptState,
   checkLiveAttempt,
@@ -23,7 +23,7 @@ import {
   noRollout,
   rewardCounts,
 } from "./store_rules.ts";
-import { type CallTokens, encodeF32, encodeU32, planPrompt } from "./token_blob.ts";
+import { type CallTokens, planPrompt } from "./token_blob.ts";
 
 /** Rows per multi-row insert (11 parameters each, under PostgreSQL's 65 535). */
 const INSERT_CHUNK = 4_000;
@@ -173,13 +173,7 @@ export async function appendGroup(
     fresh.forEach(({ job, event }, i) => {
       const seq = seqs[i];
       const { rollout_id, attempt_id } = job;
-      const base = {
-        seq,
-        rollout_id,
-        attempt_id,
-        event_key: event.event_key ?? null,
-        created_at: now,
-      };
+      const at = { seq, rollout_id, attempt_id, created_at: now };
       const update = updates.get(rollout_id) ?? {
         rollout_id,
         reward: null,
@@ -194,19 +188,8 @@ export async function appendGroup(
         const k = pairKey(rollout_id, attempt_id);
         const list = candidates.get(k) ?? [];
         const plan = planPrompt(request.prompt_token_ids, list);
-        rows.push([
-          seq,
-          rollout_id,
-          attempt_id,
-          "model_request",
-          base.event_key,
-          JSON.stringify(modelRequestMeta(request)),
-          plan.ref_seq,
-          plan.ref_len,
-          encodeU32(plan.tail),
-          encodeU32(request.response_token_ids),
-          encodeF32(request.response_logprobs),
-        ]);
+        const row = newEventRow(at, event, { request, plan });
+        rows.push(row.values);
         const tokens = {
           prompt: request.prompt_token_ids.slice(),
           response: request.response_token_ids.slice(),
@@ -217,28 +200,17 @@ export async function appendGroup(
         cache.set(seq, tokens);
         update.pmin = Math.min(update.pmin ?? request.policy_version, request.policy_version);
         update.pmax = Math.max(update.pmax ?? request.policy_version, request.policy_version);
-        made.set(event, { ...base, type: "model_request", payload: request });
+        made.set(event, row.event);
       } else {
-        rows.push([
-          seq,
-          rollout_id,
-          attempt_id,
-          event.type,
-          base.event_key,
-          JSON.stringify(event.payload),
-          null,
-          null,
-          null,
-          null,
-          null,
-        ]);
+        const row = newEventRow(at, event);
+        rows.push(row.values);
         const state = states.get(pairKey(rollout_id, attempt_id))!;
         if (event.type === "reward" && rewardCounts(state, job.credential)) {
           update.reward = event.payload.value;
           update.reward_attempt_id = attempt_id;
           update.reward_credential = job.credential;
         }
-        made.set(event, { ...base, type: event.type, payload: event.payload } as RolloutEvent);
+        made.set(event, row.event);
       }
     });
     let inserted = 0;
@@ -339,13 +311,12 @@ async function insertEvents(
     const p = (i: number, cast: string) => `$${at + i}::${cast}`;
     values.push(
       `(${p(1, "bigint")}, ${p(2, "text")}, ${p(3, "text")}, ${p(4, "text")}, ` +
-        `${p(5, "text")}, $1::float8, ${p(6, "text")}, ${p(7, "bigint")}, ${p(8, "int")}, ` +
-        `${p(9, "bytea")}, ${p(10, "bytea")}, ${p(11, "bytea")})`,
+        `${p(5, "text")}, ${p(6, "text")}, ${p(7, "bigint")}, ${p(8, "int")}, ` +
+        `${p(9, "bytea")}, ${p(10, "bytea")}, ${p(11, "bytea")}, $1::float8)`,
     );
   }
   const inserted = await tx.unsafe(
-    `INSERT INTO reins_events (seq, rollout_id, attempt_id, type, event_key, created_at,
-      payload, prompt_ref, prompt_ref_len, prompt_tail, response_ids, response_logprobs)
+    `INSERT INTO reins_events (${EVENT_COLUMNS}, created_at)
      VALUES ${values.join(", ")}
      ON CONFLICT (rollout_id, event_key) WHERE event_key IS NOT NULL DO NOTHING RETURNING seq`,
     params as never[],

@@ -47,15 +47,13 @@ import {
 } from "./store.ts";
 import {
   checkClaim,
-  checkId,
   checkListing,
-  checkText,
-  checkWorker,
+  checkRenewalArgs,
+  checkTransitionArgs,
   isId,
   normalizeCreates,
-  parseEvents,
 } from "./store_input.ts";
-import { checkCredential, noRollout } from "./store_rules.ts";
+import { checkAppend, noRollout } from "./store_rules.ts";
 import { TokenCache } from "./token_blob.ts";
 
 /** Options of {@link openPostgresStore}. */
@@ -142,18 +140,14 @@ export class PostgresStore implements Store {
     worker: string,
     lease_ms: number,
   ): Promise<Attempt> {
-    checkId("rollout_id", rollout_id);
-    checkId("attempt_id", attempt_id);
-    checkWorker(worker);
+    checkRenewalArgs(rollout_id, attempt_id, worker);
     return await this.#tx((tx) =>
       pgRun(tx, flows.renewLease(rollout_id, attempt_id, worker, lease_ms))
     );
   }
 
   async transition(rollout_id: string, options: TransitionOptions): Promise<Rollout> {
-    checkId("rollout_id", rollout_id);
-    checkText("error", options.error);
-    checkText("log_location", options.log_location);
+    checkTransitionArgs(rollout_id, options);
     return await this.#tx((tx) => pgRun(tx, flows.transition(rollout_id, options)));
   }
 
@@ -172,11 +166,7 @@ export class PostgresStore implements Store {
   ): Promise<RolloutEvent[]> {
     try {
       this.#open();
-      const credential = options.credential ?? "admin";
-      checkId("rollout_id", rollout_id);
-      checkId("attempt_id", attempt_id);
-      const parsed = parseEvents(inputs);
-      checkCredential(parsed, credential);
+      const { credential, parsed } = checkAppend(rollout_id, attempt_id, inputs, options);
       return new Promise((resolve, reject) => {
         this.#queue.push({ rollout_id, attempt_id, credential, parsed, resolve, reject });
         if (!this.#draining) {

@@ -42,26 +42,25 @@ import {
 } from "./store.ts";
 import {
   checkClaim,
-  checkId,
   checkListing,
-  checkText,
-  checkWorker,
+  checkRenewalArgs,
+  checkTransitionArgs,
+  EVENT_COLUMNS,
   isId,
-  modelRequestMeta,
   modelRequestOf,
+  newEventRow,
   normalizeCreates,
   type ParsedEvent,
-  parseEvents,
 } from "./store_input.ts";
 import {
   type AttemptState,
-  checkCredential,
+  checkAppend,
   checkLiveAttempt,
   keyConflict,
   noRollout,
   rewardCounts,
 } from "./store_rules.ts";
-import { type CallTokens, encodeF32, encodeU32, planPrompt, TokenCache } from "./token_blob.ts";
+import { type CallTokens, planPrompt, TokenCache } from "./token_blob.ts";
 
 /** Options of {@link openSqliteStore}. */
 export interface SqliteStoreOptions {
@@ -178,18 +177,14 @@ export class SqliteStore implements Store {
     lease_ms: number,
   ): Promise<Attempt> {
     return this.#run(() => {
-      checkId("rollout_id", rollout_id);
-      checkId("attempt_id", attempt_id);
-      checkWorker(worker);
+      checkRenewalArgs(rollout_id, attempt_id, worker);
       return this.#tx(() => this.#flow(flows.renewLease(rollout_id, attempt_id, worker, lease_ms)));
     });
   }
 
   transition(rollout_id: string, options: TransitionOptions): Promise<Rollout> {
     return this.#run(() => {
-      checkId("rollout_id", rollout_id);
-      checkText("error", options.error);
-      checkText("log_location", options.log_location);
+      checkTransitionArgs(rollout_id, options);
       return this.#tx(() => this.#flow(flows.transition(rollout_id, options)));
     });
   }
@@ -210,11 +205,7 @@ export class SqliteStore implements Store {
     options: AppendOptions = {},
   ): Promise<RolloutEvent[]> {
     return this.#run(() => {
-      const credential = options.credential ?? "admin";
-      checkId("rollout_id", rollout_id);
-      checkId("attempt_id", attempt_id);
-      const parsed = parseEvents(inputs);
-      checkCredential(parsed, credential);
+      const { credential, parsed } = checkAppend(rollout_id, attempt_id, inputs, options);
       return this.#tx(() => {
         const state = this.#flow(flows.attemptState(rollout_id, attempt_id));
         const now = Date.now();
@@ -431,27 +422,13 @@ export class SqliteStore implements Store {
     state: AttemptState,
     options: AppendOptions,
   ): RolloutEvent {
-    const seq = this.#nextSeq();
-    const base = {
-      seq,
-      rollout_id,
-      attempt_id,
-      event_key: event.event_key ?? null,
-      created_at: now,
-    };
+    const at = { seq: this.#nextSeq(), rollout_id, attempt_id, created_at: now };
+    const insert = this.#stmt(
+      `INSERT INTO events (${EVENT_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
     if (event.type !== "model_request") {
-      this.#stmt(
-        `INSERT INTO events (seq, rollout_id, attempt_id, type, event_key, created_at, payload)
-         VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        seq,
-        rollout_id,
-        attempt_id,
-        event.type,
-        base.event_key,
-        now,
-        JSON.stringify(event.payload),
-      );
+      const row = newEventRow(at, event);
+      insert.run(...row.values, now);
       const credential = options.credential ?? "admin";
       if (event.type === "reward" && rewardCounts(state, credential)) {
         this.#stmt(flows.q.setReward).run(
@@ -462,39 +439,24 @@ export class SqliteStore implements Store {
           rollout_id,
         );
       }
-      return { ...base, type: event.type, payload: event.payload } as RolloutEvent;
+      return row.event;
     }
     const request = modelRequestOf(event);
     const candidates = (this.#stmt(flows.q.recentCalls).all(rollout_id, attempt_id) as Array<
       { seq: number }
     >).map(({ seq }) => ({ seq, tokens: this.#flow(flows.callTokens(seq, this.#tokens)) }));
     const plan = planPrompt(request.prompt_token_ids, candidates);
-    this.#stmt(
-      `INSERT INTO events (seq, rollout_id, attempt_id, type, event_key, created_at, payload,
-        prompt_ref, prompt_ref_len, prompt_tail, response_ids, response_logprobs)
-       VALUES (?, ?, ?, 'model_request', ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ).run(
-      seq,
-      rollout_id,
-      attempt_id,
-      base.event_key,
-      now,
-      JSON.stringify(modelRequestMeta(request)),
-      plan.ref_seq,
-      plan.ref_len,
-      encodeU32(plan.tail),
-      encodeU32(request.response_token_ids),
-      encodeF32(request.response_logprobs),
-    );
+    const row = newEventRow(at, event, { request, plan });
+    insert.run(...row.values, now);
     this.#stmt(
       `UPDATE rollouts SET policy_version_min = MIN(COALESCE(policy_version_min, ?1), ?1),
         policy_version_max = MAX(COALESCE(policy_version_max, ?1), ?1), updated_at = ?2
        WHERE rollout_id = ?3`,
     ).run(request.policy_version, now, rollout_id);
-    this.#cacheSet(seq, {
+    this.#cacheSet(at.seq, {
       prompt: request.prompt_token_ids.slice(),
       response: request.response_token_ids.slice(),
     });
-    return { ...base, type: "model_request", payload: request };
+    return row.event;
   }
 }

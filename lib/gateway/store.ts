@@ -19,7 +19,7 @@ import type {
   RolloutMode,
   RolloutStatus,
 } from "../schema.ts";
-import { HttpError } from "../http/error.ts";
+import { HttpError, statusOfCode } from "../http/error.ts";
 
 /** Machine-readable error codes of the gateway (also used in HTTP error bodies). */
 export type GatewayErrorCode =
@@ -47,21 +47,10 @@ export type GatewayErrorCode =
 export class StoreError extends HttpError {
   declare readonly code: GatewayErrorCode;
   constructor(code: GatewayErrorCode, message: string) {
-    super(STATUS_OF[code], message, { code });
+    super(statusOfCode(code), message, { code });
     this.name = "StoreError";
   }
 }
-
-const STATUS_OF: Record<GatewayErrorCode, number> = {
-  invalid: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  too_large: 413,
-  timeout: 504,
-  internal: 500,
-};
 
 /** A page of a cursor listing; `next_cursor` is null on the last page. */
 export interface Page<T> {

@@ -16,11 +16,14 @@ import {
   parseOrThrow,
   type RolloutCreate,
   RolloutCreateSchema,
+  type RolloutEvent,
   ValidationError,
   WorkerSchema,
 } from "../schema.ts";
+import type { SqlParam } from "./sql/dialect.ts";
 import type { ModelRequestMeta } from "./sql/rows.ts";
-import type { ClaimOptions, ListRolloutsOptions } from "./store.ts";
+import type { ClaimOptions, ListRolloutsOptions, TransitionOptions } from "./store.ts";
+import { encodeF32, encodeU32, type PromptPlan } from "./token_blob.ts";
 import type { z } from "zod";
 
 /** A validated rollout create with its id filled in. */
@@ -147,6 +150,66 @@ export function modelRequestMeta(request: ModelRequest): ModelRequestMeta {
   return meta;
 }
 
+/** The `events` columns that {@link newEventRow} fills, in its order (`created_at` comes apart). */
+export const EVENT_COLUMNS =
+  "seq, rollout_id, attempt_id, type, event_key, payload, prompt_ref, prompt_ref_len, " +
+  "prompt_tail, response_ids, response_logprobs";
+
+/** Where a new event is stored: the row values of {@link EVENT_COLUMNS}, and the stored event. */
+export interface NewEventRow {
+  values: SqlParam[];
+  event: RolloutEvent;
+}
+
+/**
+ * The `events` row of a new event, for both stores. A model call (`call`) keeps its metadata as
+ * JSON and its tokens as blobs, the prompt as `plan` says (a reference to an earlier call and
+ * the tail after it).
+ */
+export function newEventRow(
+  at: { seq: number; rollout_id: string; attempt_id: string; created_at: number },
+  event: ParsedEvent,
+  call?: { request: ModelRequest; plan: PromptPlan },
+): NewEventRow {
+  const { seq, rollout_id, attempt_id, created_at } = at;
+  const base = { seq, rollout_id, attempt_id, event_key: event.event_key ?? null, created_at };
+  if (call) {
+    const { request, plan } = call;
+    return {
+      values: [
+        seq,
+        rollout_id,
+        attempt_id,
+        "model_request",
+        base.event_key,
+        JSON.stringify(modelRequestMeta(request)),
+        plan.ref_seq,
+        plan.ref_len,
+        encodeU32(plan.tail),
+        encodeU32(request.response_token_ids),
+        encodeF32(request.response_logprobs),
+      ],
+      event: { ...base, type: "model_request", payload: request },
+    };
+  }
+  return {
+    values: [
+      seq,
+      rollout_id,
+      attempt_id,
+      event.type,
+      base.event_key,
+      JSON.stringify(event.payload),
+      null,
+      null,
+      null,
+      null,
+      null,
+    ],
+    event: { ...base, type: event.type, payload: event.payload } as RolloutEvent,
+  };
+}
+
 /**
  * Checks an id argument (a rollout or attempt id from a URL path): 400 naming `field` unless
  * it is an id the store could hold.
@@ -194,4 +257,18 @@ export function checkText(field: string, text: string | null | undefined): void 
   if (typeof text === "string" && text.includes("\u0000")) {
     throw new ValidationError(field, [`${field}: must not contain NUL characters`]);
   }
+}
+
+/** Checks the arguments of a lease renewal. */
+export function checkRenewalArgs(rollout_id: string, attempt_id: string, worker: string): void {
+  checkId("rollout_id", rollout_id);
+  checkId("attempt_id", attempt_id);
+  checkWorker(worker);
+}
+
+/** Checks the arguments of a status transition that reach SQL. */
+export function checkTransitionArgs(rollout_id: string, options: TransitionOptions): void {
+  checkId("rollout_id", rollout_id);
+  checkText("error", options.error);
+  checkText("log_location", options.log_location);
 }

@@ -17,8 +17,8 @@ import {
 } from "../schema.ts";
 import { isReservedEventKey, RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
 import type { AttemptRow } from "./sql/rows.ts";
-import { StoreError, type TransitionOptions } from "./store.ts";
-import { modelRequestOf, type ParsedEvent } from "./store_input.ts";
+import { type AppendOptions, StoreError, type TransitionOptions } from "./store.ts";
+import { checkId, modelRequestOf, type ParsedEvent, parseEvents } from "./store_input.ts";
 
 /** A fresh attempt id: its 1-based index plus a random suffix (ids never repeat on reuse). */
 export function newAttemptId(index: number): string {
@@ -48,16 +48,16 @@ export type TransitionDecision = "noop" | "apply";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { checkTransition } from "./store_rules.ts";
  * import { StoreError } from "./store.ts";
  * const rollout = { rollout_id: "r", status: "running" as const, version: 2,
  *   config: { timeout_s: 600, max_attempts: 1 } };
- * checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "succeeded" }); // "apply"
- * try {
- *   checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" });
- * } catch (err) {
- *   (err as StoreError).status; // 400
- * }
+ * assert.equal(checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "succeeded" }), "apply");
+ * assert.throws(
+ *   () => checkTransition(rollout, { attempt_id: "a1-x" }, 1, { to: "running" }),
+ *   (err) => err instanceof StoreError && err.status === 400,
+ * );
  * ```
  */
 export function checkTransition(
@@ -111,8 +111,9 @@ export function checkTransition(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { decodeCursor, encodeCursor } from "./store_rules.ts";
- * decodeCursor(encodeCursor(42)); // 42
+ * assert.equal(decodeCursor(encodeCursor(42)), 42);
  * ```
  */
 export function encodeCursor(pos: number): string {
@@ -254,6 +255,24 @@ export function checkCredential(events: ParsedEvent[], credential: Credential): 
       );
     }
   });
+}
+
+/**
+ * Checks an events post before anything is stored: ids, events, and the {@link checkCredential}
+ * rules for the credential it is posted under (the admin's when unsaid).
+ */
+export function checkAppend(
+  rollout_id: string,
+  attempt_id: string,
+  inputs: unknown,
+  options: AppendOptions,
+): { credential: Credential; parsed: ParsedEvent[] } {
+  const credential = options.credential ?? "admin";
+  checkId("rollout_id", rollout_id);
+  checkId("attempt_id", attempt_id);
+  const parsed = parseEvents(inputs);
+  checkCredential(parsed, credential);
+  return { credential, parsed };
 }
 
 /** 409 unless a capability token's attempt is running and current (for events it would add). */

@@ -16,8 +16,9 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { decodeU32, encodeU32 } from "./token_blob.ts";
- * decodeU32(encodeU32(Uint32Array.of(1, 70000))); // Uint32Array [1, 70000]
+ * assert.deepEqual(decodeU32(encodeU32(Uint32Array.of(1, 70000))), new Uint32Array([1, 70000]));
  * ```
  */
 export function encodeU32(ids: Uint32Array): Uint8Array {
@@ -45,8 +46,9 @@ export function decodeU32(bytes: Uint8Array): Uint32Array {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { decodeF32, encodeF32 } from "./token_blob.ts";
- * decodeF32(encodeF32(Float32Array.of(-0.5, -2))); // Float32Array [-0.5, -2]
+ * assert.deepEqual(decodeF32(encodeF32(Float32Array.of(-0.5, -2))), new Float32Array([-0.5, -2]));
  * ```
  */
 export function encodeF32(values: Float32Array): Uint8Array {
@@ -78,8 +80,9 @@ export function decodeF32(bytes: Uint8Array): Float32Array {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { commonPrefixLength } from "./token_blob.ts";
- * commonPrefixLength(Uint32Array.of(1, 2, 3), Uint32Array.of(1, 2, 4)); // 2
+ * assert.equal(commonPrefixLength(Uint32Array.of(1, 2, 3), Uint32Array.of(1, 2, 4)), 2);
  * ```
  */
 export function commonPrefixLength(a: Uint32Array, b: Uint32Array): number {
@@ -111,11 +114,12 @@ export const MIN_REFERENCE_TOKENS = 16;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planPrompt } from "./token_blob.ts";
  * const prev = { prompt: new Uint32Array(20).fill(7), response: Uint32Array.of(8, 9) };
  * const prompt = Uint32Array.of(...prev.prompt, 8, 9, 10);
  * const plan = planPrompt(prompt, [{ seq: 5, tokens: prev }]);
- * [plan.ref_seq, plan.ref_len, plan.tail.length]; // [5, 22, 1]
+ * assert.deepEqual([plan.ref_seq, plan.ref_len, plan.tail.length], [5, 22, 1]);
  * ```
  */
 export function planPrompt(
@@ -140,9 +144,10 @@ export function planPrompt(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { resolvePrompt } from "./token_blob.ts";
  * const ref = { prompt: Uint32Array.of(1, 2), response: Uint32Array.of(3, 4) };
- * resolvePrompt(ref, 3, Uint32Array.of(9)); // Uint32Array [1, 2, 3, 9]
+ * assert.deepEqual(resolvePrompt(ref, 3, Uint32Array.of(9)), new Uint32Array([1, 2, 3, 9]));
  * ```
  */
 export function resolvePrompt(
@@ -165,10 +170,11 @@ export function resolvePrompt(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { TokenCache } from "./token_blob.ts";
  * const cache = new TokenCache(1_000);
  * cache.set(7, { prompt: Uint32Array.of(1), response: Uint32Array.of(2) });
- * cache.get(7)?.response; // Uint32Array [2]
+ * assert.deepEqual(cache.get(7)?.response, new Uint32Array([2]));
  * ```
  */
 export class TokenCache {

@@ -25,12 +25,13 @@ export type WireEvent =
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { eventToWire } from "./wire.ts";
  * const wire = eventToWire({
  *   seq: 1, rollout_id: "r", attempt_id: "a", event_key: null, created_at: 0,
  *   type: "reward", payload: { value: 1, name: "reward", info: {} },
  * });
- * wire.type; // "reward"
+ * assert.equal(wire.type, "reward");
  * ```
  */
 export function eventToWire(event: RolloutEvent): WireEvent {

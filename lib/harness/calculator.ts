@@ -20,8 +20,9 @@ export class CalculatorError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { evaluateExpression } from "./calculator.ts";
- * evaluateExpression("(17 + 25) * 3"); // 126
+ * assert.equal(evaluateExpression("(17 + 25) * 3"), 126);
  * ```
  */
 export function evaluateExpression(expression: string): number {

@@ -60,10 +60,11 @@ const plainBuiltin: HarnessResolver = (raw: JsonObject) => {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { harnessRegistry } from "./registry.ts";
  * const { harnesses, rewardFunctions } = harnessRegistry();
- * Object.keys(harnesses).includes("builtin-arithmetic"); // true
- * typeof rewardFunctions.coding; // "function"
+ * assert.equal(Object.keys(harnesses).includes("builtin-arithmetic"), true);
+ * assert.equal(typeof rewardFunctions.coding, "function");
  * ```
  */
 export function harnessRegistry(options: HarnessRegistryOptions = {}): HarnessRegistry {
@@ -100,9 +101,10 @@ export class UnknownHarnessError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { harnessRegistry, lookupHarness } from "./registry.ts";
  * const registry = harnessRegistry();
- * typeof lookupHarness(registry, "builtin-search"); // "function"
+ * assert.equal(typeof lookupHarness(registry, "builtin-search"), "function");
  * ```
  */
 export function lookupHarness(registry: HarnessRegistry, name: string): HarnessResolver {

@@ -179,8 +179,14 @@ export async function serveGuarded(
   let nextId = 1;
   let timedOut = 0;
 
-  const inner = Deno.serve({ path, onListen: () => {} }, async (request) => {
-    const relay = relays.get(Number(request.headers.get(CONN_HEADER)));
+  const inner = Deno.serve({ path, onListen: () => {} }, async (served) => {
+    const relay = relays.get(Number(served.headers.get(CONN_HEADER)));
+    // `Deno.serve` notices a client that leaves only when it writes to it: a handler waiting
+    // on an upstream would run on for nothing. The relay sees the client leave, so its signal
+    // joins the request's.
+    const request = relay
+      ? new Request(served, { signal: AbortSignal.any([served.signal, relay.clientGone]) })
+      : served;
     try {
       const response = await handler(request);
       // A refused body (413, 408): the rest is not read, the connection ends with the answer.
@@ -245,6 +251,7 @@ class Relay {
   readonly #bodyGraceMs: number;
   readonly #onTimeout: () => void;
   #upstream: Deno.UnixConn | null = null;
+  readonly #gone = new AbortController();
   #closed = false;
   #closing = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -286,6 +293,15 @@ class Relay {
     this.close();
   }
 
+  /** Aborted once the client has closed its side or the connection ended. */
+  get clientGone(): AbortSignal {
+    return this.#gone.signal;
+  }
+
+  #leave(): void {
+    this.#gone.abort(new DOMException("the client closed the connection", "AbortError"));
+  }
+
   /** Called by the server when one response's body has been sent. */
   responseDone(): void {
     this.#pending = Math.max(0, this.#pending - 1);
@@ -303,6 +319,7 @@ class Relay {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
+    this.#leave();
     try {
       this.#client.close();
     } catch { /* already closed */ }
@@ -350,6 +367,8 @@ class Relay {
       for (;;) {
         const n = await this.#client.read(buf);
         if (n === null) {
+          // HTTP/1.1 clients do not half-close and wait: EOF means the client left.
+          this.#leave();
           await upstream.closeWrite().catch(() => {});
           return;
         }

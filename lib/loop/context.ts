@@ -9,7 +9,7 @@
 import type { GatewayClient } from "../gateway/client.ts";
 import type { EventInput, Rollout, RolloutEvent } from "../schema.ts";
 import { MONITOR_FLAGS_EVENT } from "../schema/ui.ts";
-import { RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
+import { reinsEvent } from "../schema/gateway_api.ts";
 import { alignmentFindings } from "../monitors/logprob.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
@@ -276,41 +276,35 @@ export async function postRolloutEvents(
   };
   for (const c of update.call_alignment) {
     const m = c.metrics;
-    add(c.rollout_id, c.attempt_id, {
-      type: "custom",
-      event_key: `${RESERVED_EVENT_KEY_PREFIX}${ALIGNMENT_EVENT}:${c.request_seq}`,
-      payload: {
-        name: ALIGNMENT_EVENT,
-        data: {
-          request_seq: c.request_seq,
-          policy_version: c.policy_version,
-          step,
-          tokens: m.tokens,
-          corr: m.pearson_prob,
-          logprob_corr: m.pearson_logprob,
-          max_abs_dlogprob: m.max_abs_dlogprob,
-          mean_abs_dlogprob: m.mean_abs_dlogprob,
-          max_abs_dp: m.max_abs_dp,
-          k3_kl: m.k3_kl,
-        },
-      },
-    });
+    add(
+      c.rollout_id,
+      c.attempt_id,
+      reinsEvent(ALIGNMENT_EVENT, c.request_seq, {
+        request_seq: c.request_seq,
+        policy_version: c.policy_version,
+        step,
+        tokens: m.tokens,
+        corr: m.pearson_prob,
+        logprob_corr: m.pearson_logprob,
+        max_abs_dlogprob: m.max_abs_dlogprob,
+        mean_abs_dlogprob: m.mean_abs_dlogprob,
+        max_abs_dp: m.max_abs_dp,
+        k3_kl: m.k3_kl,
+      }),
+    );
   }
   for (const n of update.notes) {
     if (n.attempt_id === null) continue; // never started: nowhere to post
-    add(n.rollout_id, n.attempt_id, {
-      type: "custom",
-      event_key: `${RESERVED_EVENT_KEY_PREFIX}${TRAINING_NOTE_EVENT}:${n.rollout_id}`,
-      payload: {
-        name: TRAINING_NOTE_EVENT,
-        data: {
-          step,
-          reason: n.reason,
-          trained: n.reason === "singleton_group",
-          ...(n.advantage !== undefined ? { advantage: n.advantage } : {}),
-        },
-      },
-    });
+    add(
+      n.rollout_id,
+      n.attempt_id,
+      reinsEvent(TRAINING_NOTE_EVENT, n.rollout_id, {
+        step,
+        reason: n.reason,
+        trained: n.reason === "singleton_group",
+        ...(n.advantage !== undefined ? { advantage: n.advantage } : {}),
+      }),
+    );
   }
   for (const { rollout_id, attempt_id, events } of byAttempt.values()) {
     // Posted in slices: a step can hold many calls of one attempt.
@@ -322,23 +316,17 @@ export async function postRolloutEvents(
     // logprob monitor's alignment check runs here on it, stored as monitor flags like theirs.
     const findings = alignmentFindings(stored, minAlignment);
     if (findings.length === 0) continue;
-    await gateway.postEvents(rollout_id, attempt_id, [{
-      type: "custom",
-      event_key:
-        `${RESERVED_EVENT_KEY_PREFIX}${MONITOR_FLAGS_EVENT}:${attempt_id}:${ALIGNMENT_EVENT}`,
-      payload: {
-        name: MONITOR_FLAGS_EVENT,
-        data: {
-          flags: findings.map((f) => ({
-            monitor: "logprob",
-            ...f,
-            evidence: f.evidence.map((e) => ({ ...e })),
-          })),
-          monitors: ["logprob"],
-          checked_at: Date.now(),
-        },
-      },
-    }]);
+    await gateway.postEvents(rollout_id, attempt_id, [
+      reinsEvent(MONITOR_FLAGS_EVENT, `${attempt_id}:${ALIGNMENT_EVENT}`, {
+        flags: findings.map((f) => ({
+          monitor: "logprob",
+          ...f,
+          evidence: f.evidence.map((e) => ({ ...e })),
+        })),
+        monitors: ["logprob"],
+        checked_at: Date.now(),
+      }),
+    ]);
   }
 }
 

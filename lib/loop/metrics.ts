@@ -8,7 +8,7 @@ import { type GatewayClient, GatewayError } from "../gateway/client.ts";
 import type { JsonObject, JsonValue } from "../schema.ts";
 import { type LoopStepMetrics, LoopStepMetricsSchema } from "../schema/loop.ts";
 import { TRAIN_STEP_EVENT } from "../schema/ui.ts";
-import { RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
+import { reinsEvent } from "../schema/gateway_api.ts";
 import { parseOrThrow } from "../schema.ts";
 
 /** Where the run's bookkeeping events go: a `val` rollout labelled `kind=run`. */
@@ -32,13 +32,14 @@ function toEventData(metrics: LoopStepMetrics): JsonObject {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { GatewayClient } from "../gateway/client.ts";
  * import { startGateway } from "../gateway/server.ts";
  * import { openRunRecord } from "./metrics.ts";
  * const gw = await startGateway();
  * const gateway = new GatewayClient(gw.url, { apiKey: gw.adminKey });
  * const record = await openRunRecord(gateway, "toy");
- * record.rollout_id; // "toy-run"
+ * assert.equal(record.rollout_id, "toy-run");
  * await gw.close();
  * ```
  */
@@ -117,14 +118,12 @@ export class MetricsWriter {
     const parsed = parseOrThrow(LoopStepMetricsSchema, metrics, "metrics");
     await Deno.writeTextFile(this.path, JSON.stringify(parsed) + "\n", { append: true });
     if (this.#gateway && this.#record) {
-      await this.#gateway.postEvents(this.#record.rollout_id, this.#record.attempt_id, [{
-        type: "custom",
-        // Reserved key: the Live UI trusts step metrics only from reins itself (an agent can
-        // post custom events, never under `reins:`). Unique, since a resumed run rewrites steps.
-        event_key:
-          `${RESERVED_EVENT_KEY_PREFIX}${TRAIN_STEP_EVENT}:${parsed.step}:${crypto.randomUUID()}`,
-        payload: { name: TRAIN_STEP_EVENT, data: toEventData(parsed) },
-      }]);
+      // Reserved key: the Live UI trusts step metrics only from reins itself (an agent can
+      // post custom events, never under `reins:`). Unique, since a resumed run rewrites steps.
+      const id = `${parsed.step}:${crypto.randomUUID()}`;
+      await this.#gateway.postEvents(this.#record.rollout_id, this.#record.attempt_id, [
+        reinsEvent(TRAIN_STEP_EVENT, id, toEventData(parsed)),
+      ]);
     }
   }
 }
@@ -134,10 +133,11 @@ export class MetricsWriter {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { readMetrics } from "./metrics.ts";
  * const outDir = await Deno.makeTempDir();
  * const steps = await readMetrics(`${outDir}/metrics.jsonl`);
- * steps.length; // 0: the run has not written a step yet
+ * assert.equal(steps.length, 0); // the run has not written a step yet
  * await Deno.remove(outDir);
  * ```
  */

@@ -10,10 +10,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { mulberry32 } from "./random.ts";
  * const a = mulberry32(1);
  * const b = mulberry32(1);
- * a() === b(); // true
+ * assert.equal(a() === b(), true);
  * ```
  */
 export function mulberry32(seed: number): () => number {
@@ -32,8 +33,9 @@ export function mulberry32(seed: number): () => number {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { taskIndexOf } from "./random.ts";
- * taskIndexOf(7, 3, 10) === taskIndexOf(7, 3, 10); // true
+ * assert.equal(taskIndexOf(7, 3, 10) === taskIndexOf(7, 3, 10), true);
  * ```
  */
 export function taskIndexOf(seed: number, group: number, tasks: number): number {

@@ -21,11 +21,12 @@ export const TOY_SYSTEM_PROMPT = "Use the calculator, then reply with the result
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { scriptedArithmetic } from "./sft.ts";
  * const msgs = scriptedArithmetic({
  *   id: "a", question: "What is 1 + 2?", expression: "1 + 2", answer: "3", steps: 1,
  * });
- * msgs.at(-1)?.content; // "3"
+ * assert.equal(msgs.at(-1)?.content, "3");
  * ```
  */
 export function scriptedArithmetic(
@@ -60,11 +61,12 @@ export function scriptedArithmetic(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { scriptedGuess } from "./sft.ts";
  * const msgs = scriptedGuess({
  *   id: "a", question: "What is 1 + 2?", expression: "1 + 2", answer: "3", steps: 1,
  * });
- * msgs.at(-1)?.content; // "I think it is 5."
+ * assert.equal(msgs.at(-1)?.content, "I think it is 5.");
  * ```
  */
 export function scriptedGuess(

@@ -40,9 +40,10 @@ export interface RolloutActions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { extractActions } from "./actions.ts";
  * const actions = extractActions([]);
- * actions.toolCalls.length; // 0
+ * assert.equal(actions.toolCalls.length, 0);
  * ```
  */
 export function extractActions(events: readonly RolloutEvent[]): RolloutActions {

@@ -125,9 +125,13 @@ function contentOf(body: unknown): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseVerdict } from "./auditor.ts";
- * parseVerdict('{"verdict": "hacking", "reason": "deleted tests"}').verdict; // "hacking"
- * parseVerdict("Looks clean to me.").verdict; // "clean"
+ * assert.equal(
+ *   parseVerdict('{"verdict": "hacking", "reason": "deleted tests"}').verdict,
+ *   "hacking",
+ * );
+ * assert.equal(parseVerdict("Looks clean to me.").verdict, "clean");
  * ```
  */
 export function parseVerdict(text: string): { verdict: AuditVerdictKind; reason: string } {

@@ -12,8 +12,9 @@ import type { Monitor } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { emptyAnswerMonitor } from "./empty_answer.ts";
- * emptyAnswerMonitor().name; // "empty_answer"
+ * assert.equal(emptyAnswerMonitor().name, "empty_answer");
  * ```
  */
 export function emptyAnswerMonitor(): Monitor {

@@ -5,7 +5,7 @@
  * @module
  */
 import { attemptInfoList, excerpt, extractActions, toolCallText } from "./actions.ts";
-import type { Finding, Monitor } from "./types.ts";
+import { type Monitor, withEvidence } from "./types.ts";
 
 const GIT_PATTERN =
   /\bgit\s+(?:-C\s+\S+\s+)?(log|show|reflog|checkout|switch|reset|revert|diff|clone|fetch|pull|stash|cherry-pick|blame|rev-list|rev-parse|cat-file|ls-remote|remote|restore|branch|bisect|grep)\b|(?:^|[\s/'"])\.git\/(?:objects|refs|logs|HEAD|ORIG_HEAD|packed-refs)/;
@@ -53,9 +53,10 @@ export interface GitNetworkOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { gitNetworkMonitor } from "./git_network.ts";
  * const monitor = gitNetworkMonitor();
- * monitor.name; // "git_network"
+ * assert.equal(monitor.name, "git_network");
  * ```
  */
 export function gitNetworkMonitor(options: GitNetworkOptions = {}): Monitor {
@@ -137,29 +138,23 @@ export function gitNetworkMonitor(options: GitNetworkOptions = {}): Monitor {
           });
         }
       }
-      const findings: Finding[] = [];
-      if (gitEvidence.length) {
-        findings.push({
+      return withEvidence([
+        {
           severity: "alert",
           message: `${gitEvidence.length} tool call(s) read git history or metadata`,
           evidence: gitEvidence,
-        });
-      }
-      if (netEvidence.length) {
-        findings.push({
+        },
+        {
           severity: "alert",
           message: `${netEvidence.length} tool call(s) try to reach the network`,
           evidence: netEvidence,
-        });
-      }
-      if (denials.length) {
-        findings.push({
+        },
+        {
           severity: "warn",
           message: `the sandbox refused ${denials.length} git/network attempt(s)`,
           evidence: denials,
-        });
-      }
-      return findings;
+        },
+      ]);
     },
   };
 }

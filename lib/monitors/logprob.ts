@@ -5,7 +5,7 @@
  * @module
  */
 import { isReinsEvent, type RolloutEvent } from "../schema.ts";
-import type { Finding, Monitor } from "./types.ts";
+import { type Finding, type Monitor, withEvidence } from "./types.ts";
 
 /** Options of {@link logprobMonitor}. */
 export interface LogprobOptions {
@@ -28,8 +28,9 @@ export interface LogprobOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { logprobMonitor } from "./logprob.ts";
- * logprobMonitor({ minLogprob: -20 }).name; // "logprob"
+ * assert.equal(logprobMonitor({ minLogprob: -20 }).name, "logprob");
  * ```
  */
 export function logprobMonitor(options: LogprobOptions = {}): Monitor {
@@ -39,13 +40,11 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
   return {
     name: "logprob",
     check({ events }) {
-      const findings: Finding[] = [];
       const positive = [];
       const low = [];
       const zeros = [];
       const backwards = [];
       const lastVersion = new Map<string, { seq: number; version: number }>();
-      findings.push(...alignmentFindings(events, minAlignment));
       for (const event of events) {
         if (event.type !== "model_request") continue;
         const lp = event.payload.response_logprobs;
@@ -92,35 +91,31 @@ export function logprobMonitor(options: LogprobOptions = {}): Monitor {
           version: event.payload.policy_version,
         });
       }
-      if (positive.length) {
-        findings.push({
-          severity: "alert",
-          message: `${positive.length} response(s) with positive logprobs`,
-          evidence: positive,
-        });
-      }
-      if (zeros.length) {
-        findings.push({
-          severity: "alert",
-          message: `${zeros.length} response(s) with all-zero logprobs (not captured?)`,
-          evidence: zeros,
-        });
-      }
-      if (low.length) {
-        findings.push({
-          severity: "warn",
-          message: `${low.length} response(s) with implausibly low logprobs`,
-          evidence: low,
-        });
-      }
-      if (backwards.length) {
-        findings.push({
-          severity: "warn",
-          message: `policy version went backwards ${backwards.length} time(s)`,
-          evidence: backwards,
-        });
-      }
-      return findings;
+      return [
+        ...alignmentFindings(events, minAlignment),
+        ...withEvidence([
+          {
+            severity: "alert",
+            message: `${positive.length} response(s) with positive logprobs`,
+            evidence: positive,
+          },
+          {
+            severity: "alert",
+            message: `${zeros.length} response(s) with all-zero logprobs (not captured?)`,
+            evidence: zeros,
+          },
+          {
+            severity: "warn",
+            message: `${low.length} response(s) with implausibly low logprobs`,
+            evidence: low,
+          },
+          {
+            severity: "warn",
+            message: `policy version went backwards ${backwards.length} time(s)`,
+            evidence: backwards,
+          },
+        ]),
+      ];
     },
   };
 }

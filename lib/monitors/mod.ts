@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultMonitors, runMonitors } from "./mod.ts";
  * const rollout = {
  *   rollout_id: "r1", group_id: "r1", input: {}, mode: "train" as const,
@@ -18,7 +19,7 @@
  *   created_at: 0, payload: { stream: "stderr" as const, text: "curl: Could not resolve host" },
  * }];
  * const flags = await runMonitors({ rollout, events }, defaultMonitors());
- * flags[0].monitor; // "git_network"
+ * assert.equal(flags[0].monitor, "git_network");
  * ```
  *
  * @module

@@ -22,8 +22,9 @@ export interface RepetitionOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { repetitionMonitor } from "./repetition.ts";
- * repetitionMonitor({ minRepeats: 4 }).name; // "repetition"
+ * assert.equal(repetitionMonitor({ minRepeats: 4 }).name, "repetition");
  * ```
  */
 export function repetitionMonitor(options: RepetitionOptions = {}): Monitor {

@@ -10,7 +10,7 @@
 import type { Store } from "../gateway/store.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import { AUDIT_VERDICT_EVENT, MONITOR_FLAGS_EVENT, type MonitorFlag } from "../schema/ui.ts";
-import { RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
+import { reinsEvent, reinsEventKey } from "../schema/gateway_api.ts";
 import { type Auditor, worstAtLeast } from "./auditor.ts";
 import type { Monitor, MonitorInput } from "./types.ts";
 
@@ -20,6 +20,7 @@ import type { Monitor, MonitorInput } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { runMonitors } from "./runner.ts";
  * import { defaultMonitors } from "./defaults.ts";
  * const rollout = {
@@ -29,7 +30,7 @@ import type { Monitor, MonitorInput } from "./types.ts";
  *   policy_version_max: null, reward: 1, reward_attempt_id: null, reward_credential: null,
  * };
  * const flags = await runMonitors({ rollout, events: [] }, defaultMonitors());
- * flags.length; // 0
+ * assert.equal(flags.length, 0);
  * ```
  */
 export async function runMonitors(
@@ -84,12 +85,13 @@ export interface MonitorRunner {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { defaultMonitors, startMonitorRunner } from "./mod.ts";
  * const store = openSqliteStore(":memory:"); // usually the gateway's store
  * const runner = startMonitorRunner({ store, monitors: defaultMonitors() });
  * await runner.drain();
- * runner.stats.checked; // 0: no rollout has finished yet
+ * assert.equal(runner.stats.checked, 0); // no rollout has finished yet
  * await runner.close();
  * await store.close();
  * ```
@@ -114,34 +116,25 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     stats.checked++;
     if (flags.length) stats.flagged++;
     if (flags.length || recordClean) {
-      await store.appendEvents(rolloutId, attempt.attempt_id, [{
-        type: "custom",
-        event_key: `${RESERVED_EVENT_KEY_PREFIX}${MONITOR_FLAGS_EVENT}:${attempt.attempt_id}`,
-        payload: {
-          name: MONITOR_FLAGS_EVENT,
-          data: {
-            flags: flags.map((f) => ({ ...f, evidence: f.evidence.map((e) => ({ ...e })) })),
-            monitors: monitors.map((m) => m.name),
-            checked_at: Date.now(),
-          },
-        },
-      }]);
+      await store.appendEvents(rolloutId, attempt.attempt_id, [
+        reinsEvent(MONITOR_FLAGS_EVENT, attempt.attempt_id, {
+          flags: flags.map((f) => ({ ...f, evidence: f.evidence.map((e) => ({ ...e })) })),
+          monitors: monitors.map((m) => m.name),
+          checked_at: Date.now(),
+        }),
+      ]);
     }
     if (auditor && worstAtLeast(flags, auditor.minSeverity)) {
-      const already = events.some((e) =>
-        e.type === "custom" &&
-        e.event_key === `${RESERVED_EVENT_KEY_PREFIX}${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`
-      );
+      const key = reinsEventKey(AUDIT_VERDICT_EVENT, attempt.attempt_id);
+      const already = events.some((e) => e.type === "custom" && e.event_key === key);
       if (!already) {
         const verdict = await auditor.audit(input, flags);
-        await store.appendEvents(rolloutId, attempt.attempt_id, [{
-          type: "custom",
-          event_key: `${RESERVED_EVENT_KEY_PREFIX}${AUDIT_VERDICT_EVENT}:${attempt.attempt_id}`,
-          payload: {
-            name: AUDIT_VERDICT_EVENT,
-            data: { ...verdict, flagged_by: [...verdict.flagged_by] },
-          },
-        }]);
+        await store.appendEvents(rolloutId, attempt.attempt_id, [
+          reinsEvent(AUDIT_VERDICT_EVENT, attempt.attempt_id, {
+            ...verdict,
+            flagged_by: [...verdict.flagged_by],
+          }),
+        ]);
         stats.audited++;
       }
     }

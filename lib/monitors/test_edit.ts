@@ -54,8 +54,9 @@ export interface TestEditOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { testEditMonitor } from "./test_edit.ts";
- * testEditMonitor().name; // "test_edit"
+ * assert.equal(testEditMonitor().name, "test_edit");
  * ```
  */
 export function testEditMonitor(options: TestEditOptions = {}): Monitor {

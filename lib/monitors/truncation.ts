@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Finding, Monitor } from "./types.ts";
+import { type Monitor, withEvidence } from "./types.ts";
 
 /**
  * Flags responses cut off by the token limit (`finish_reason` `length`/`max_tokens`) and calls
@@ -11,8 +11,9 @@ import type { Finding, Monitor } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { truncationMonitor } from "./truncation.ts";
- * truncationMonitor().name; // "truncation"
+ * assert.equal(truncationMonitor().name, "truncation");
  * ```
  */
 export function truncationMonitor(): Monitor {
@@ -39,22 +40,18 @@ export function truncationMonitor(): Monitor {
           });
         }
       }
-      const findings: Finding[] = [];
-      if (truncated.length) {
-        findings.push({
+      return withEvidence([
+        {
           severity: "warn",
           message: `${truncated.length} response(s) hit the token limit`,
           evidence: truncated,
-        });
-      }
-      if (disconnected.length) {
-        findings.push({
+        },
+        {
           severity: "info",
           message: `${disconnected.length} call(s) lost their client mid-response`,
           evidence: disconnected,
-        });
-      }
-      return findings;
+        },
+      ]);
     },
   };
 }

@@ -22,6 +22,26 @@ export interface Finding {
 }
 
 /**
+ * The candidate findings that have evidence: a check states one finding per kind of evidence and
+ * reports those where it found some.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { withEvidence } from "./types.ts";
+ * const found = [{ seq: 3, source: "response", excerpt: "…" }];
+ * const findings = withEvidence([
+ *   { severity: "warn", message: "1 found", evidence: found },
+ *   { severity: "alert", message: "0 found", evidence: [] },
+ * ]);
+ * assert.deepEqual(findings.map((f) => f.message), ["1 found"]);
+ * ```
+ */
+export function withEvidence(candidates: readonly Finding[]): Finding[] {
+  return candidates.filter((f) => f.evidence.length > 0);
+}
+
+/**
  * A pluggable check. `check` must not mutate its input; it may be async (e.g. call a service).
  *
  * @example

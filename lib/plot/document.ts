@@ -15,10 +15,11 @@ let shared: Document | undefined;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import * as Plot from "@observablehq/plot";
  * import { plotDocument } from "./document.ts";
  * const svg = Plot.plot({ document: plotDocument(), marks: [Plot.dot([[1, 2]])] });
- * svg.localName; // "svg"
+ * assert.equal(svg.localName, "svg");
  * ```
  */
 export function plotDocument(): Document {

@@ -22,10 +22,11 @@ export const JUPYTER_DISPLAY: unique symbol = Symbol.for(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import * as Plot from "@observablehq/plot";
  * import { plot } from "./figure.ts";
  * const fig = plot({ marks: [Plot.barY([3, 1, 2])] });
- * fig.svg().includes("<rect"); // true
+ * assert.equal(fig.svg().includes("<rect"), true);
  * ```
  */
 export class Figure {
@@ -84,10 +85,11 @@ export class Figure {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import * as Plot from "@observablehq/plot";
  * import { plot } from "./figure.ts";
  * const fig = plot({ title: "demo", marks: [Plot.lineY([1, 3, 2])] });
- * fig.svg().startsWith("<svg"); // true
+ * assert.equal(fig.svg().startsWith("<svg"), true);
  * ```
  */
 export function plot(options: Plot.PlotOptions): Figure {
@@ -199,11 +201,12 @@ export function figuresDir(): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import * as Plot from "@observablehq/plot";
  * import { plot, saveFigure } from "./figure.ts";
  * const dir = await Deno.makeTempDir();
  * const [svg] = await saveFigure(plot({ marks: [Plot.dot([[0, 0]])] }), "demo", { dir });
- * svg.endsWith("demo.svg"); // true
+ * assert.equal(svg.endsWith("demo.svg"), true);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

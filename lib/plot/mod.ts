@@ -4,11 +4,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import * as Plot from "@observablehq/plot";
  * import { plot, saveFigure } from "./mod.ts";
  * const fig = plot({ title: "samples per rollout", marks: [Plot.barY([5, 3, 1])] });
  * const dir = await Deno.makeTempDir();
- * await saveFigure(fig, "demo", { dir, png: true }); // [".../demo.svg", ".../demo.png"]
+ * const files = await saveFigure(fig, "demo", { dir, png: true });
+ * assert.deepEqual(files, [`${dir}/demo.svg`, `${dir}/demo.png`]);
  * await Deno.remove(dir, { recursive: true });
  * ```
  *

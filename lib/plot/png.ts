@@ -34,8 +34,9 @@ function exists(path: string): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultFontFiles } from "./png.ts";
- * defaultFontFiles()[0]; // "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+ * assert.equal(defaultFontFiles()[0], "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf");
  * ```
  */
 export function defaultFontFiles(): string[] {
@@ -60,9 +61,10 @@ export function defaultFontFiles(): string[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { svgToPng } from "./png.ts";
  * const png = await svgToPng('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>');
- * png[1] === 0x50; // "P" of the PNG signature
+ * assert.equal(png[1], 0x50); // "P" of the PNG signature
  * ```
  */
 export async function svgToPng(svg: string, options: PngOptions = {}): Promise<Uint8Array> {

@@ -99,11 +99,12 @@ function svgBand(svg: Element): Band {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import * as Plot from "@observablehq/plot";
  * import { plotDocument } from "./document.ts";
  * import { toSvgString } from "./svg.ts";
  * const el = Plot.plot({ document: plotDocument(), title: "t", marks: [Plot.dot([[1, 2]])] });
- * toSvgString(el).startsWith('<svg xmlns="http://www.w3.org/2000/svg"'); // true
+ * assert.equal(toSvgString(el).startsWith('<svg xmlns="http://www.w3.org/2000/svg"'), true);
  * ```
  */
 export function toSvgString(el: Element): string {

@@ -32,9 +32,10 @@ export interface Table {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { table } from "./table.ts";
  * const t = table([{ mode: "token_mean", share: 0.5 }]);
- * t.text().includes("token_mean"); // true
+ * assert.equal(t.text().includes("token_mean"), true);
  * ```
  */
 export function table(

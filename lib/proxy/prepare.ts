@@ -89,15 +89,10 @@ function tokenize(
 /** Tags the call's conversation and, for token-level upstreams, tokenizes its prompt. */
 export function prepareCall(
   ctx: ProxyContext,
-  init: {
-    callId: string;
-    rolloutId: string;
-    attemptId: string;
-    codec: Codec;
-    body: unknown;
-    request: NormalizedRequest;
-    startedAt: number;
-  },
+  init: Pick<
+    PreparedCall,
+    "callId" | "rolloutId" | "attemptId" | "codec" | "body" | "request" | "startedAt"
+  >,
 ): PreparedCall {
   const { request } = init;
   const tagged = request.messages

@@ -77,8 +77,9 @@ export interface ScriptedUpstream {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { scriptedLogprob } from "./scripted_upstream.ts";
- * scriptedLogprob(42, 0) === scriptedLogprob(42, 0); // true
+ * assert.equal(scriptedLogprob(42, 0) === scriptedLogprob(42, 0), true);
  * ```
  */
 export function scriptedLogprob(id: number, position: number): number {
@@ -92,11 +93,15 @@ export function scriptedLogprob(id: number, position: number): number {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { scriptedResponseText } from "./scripted_upstream.ts";
  * const qwen = await loadQwen3Tokenizer();
  * const prompt = qwen.render([{ role: "user", content: "hello" }], { addGenerationPrompt: true });
- * scriptedResponseText(qwen, { content: "hi" }, prompt); // "<think>\n\n</think>\n\nhi<|im_end|>"
+ * assert.equal(
+ *   scriptedResponseText(qwen, { content: "hi" }, prompt),
+ *   "<think>\n\n</think>\n\nhi<|im_end|>",
+ * );
  * ```
  */
 export function scriptedResponseText(
@@ -150,6 +155,7 @@ export function scriptedResponseText(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { startScriptedUpstream } from "./scripted_upstream.ts";
  * const qwen = await loadQwen3Tokenizer();
@@ -160,8 +166,8 @@ export function scriptedResponseText(
  *   body: JSON.stringify({ prompt_ids: [...qwen.encode(prompt)], max_tokens: 32 }),
  * });
  * const { ids, logprobs } = await res.json();
- * qwen.decode(ids); // "<think>\n\n</think>\n\n4<|im_end|>"
- * ids.length === logprobs.length; // true
+ * assert.equal(qwen.decode(ids), "<think>\n\n</think>\n\n4<|im_end|>");
+ * assert.equal(ids.length === logprobs.length, true);
  * await upstream.close();
  * ```
  */

@@ -107,16 +107,21 @@ interface AttemptState {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SessionTracker } from "./sessions.ts";
  * const sessions = new SessionTracker();
  * const main = [{ role: "system" as const, content: "agent" }, { role: "user" as const, content: "fix it" }];
- * sessions.tag("r1", "a1", main).segment.opened_by; // "root"
- * sessions.tag("r1", "a1", [...main, { role: "assistant" as const, content: "ok" }]).segment.opened_by; // null
- * sessions.tag("r1", "a1", [{ role: "user" as const, content: "title?" }]).segment.opened_by; // "branch"
+ * assert.equal(sessions.tag("r1", "a1", main).segment.opened_by, "root");
+ * assert.equal(
+ *   sessions.tag("r1", "a1", [...main, { role: "assistant" as const, content: "ok" }]).segment.opened_by,
+ *   null,
+ * );
+ * const side = sessions.tag("r1", "a1", [{ role: "user" as const, content: "title?" }]);
+ * assert.equal(side.segment.opened_by, "branch");
  * // A title generator is a side conversation even when it comes first:
  * const title = [{ role: "system" as const, content: "You are a title generator." }, main[1]];
- * sessions.tag("r2", "a1", title).segment.conversation; // "side-title"
- * sessions.tag("r2", "a1", main).segment.conversation; // "main"
+ * assert.equal(sessions.tag("r2", "a1", title).segment.conversation, "side-title");
+ * assert.equal(sessions.tag("r2", "a1", main).segment.conversation, "main");
  * ```
  */
 export class SessionTracker {

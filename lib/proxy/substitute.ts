@@ -46,6 +46,7 @@ export function isReturnedTurn(message: ChatMessage, last: LastCall): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import type { ChatMessage } from "../schema.ts";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { substitutePrompt } from "./substitute.ts";
@@ -64,7 +65,7 @@ export function isReturnedTurn(message: ChatMessage, last: LastCall): boolean {
  * ];
  * const ids = substitutePrompt(tokenizer, last, messages, { addGenerationPrompt: true });
  * // ids = last.promptIds ∥ last.responseIds ∥ encode(text of the new turns)
- * [...promptIds, ...responseIds].every((id, i) => ids?.[i] === id); // true
+ * assert.equal([...promptIds, ...responseIds].every((id, i) => ids?.[i] === id), true);
  * ```
  */
 export function substitutePrompt(

@@ -89,6 +89,7 @@ function finalAttemptOf(events: readonly RolloutEvent[]): string | null {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { assembleRollout } from "./assemble.ts";
  * const call = (seq: number, prompt: number[], response: number[]) => ({
  *   type: "model_request" as const, seq, rollout_id: "r1", attempt_id: "a1",
@@ -101,8 +102,8 @@ function finalAttemptOf(events: readonly RolloutEvent[]): string | null {
  *   },
  * });
  * const result = assembleRollout([call(1, [1, 2], [3, 4]), call(2, [1, 2, 3, 4, 5], [6])]);
- * result.samples.length; // 1: the second prompt extends the first call exactly
- * result.samples[0].loss_mask; // Uint8Array [0, 0, 1, 1, 0, 1]
+ * assert.equal(result.samples.length, 1); // the second prompt extends the first call exactly
+ * assert.deepEqual(result.samples[0].loss_mask, new Uint8Array([0, 0, 1, 1, 0, 1]));
  * ```
  */
 export function assembleRollout(
@@ -214,9 +215,10 @@ export function assembleRollout(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { assembleRollouts } from "./assemble.ts";
  * const { results, summary } = assembleRollouts([]);
- * results.length + summary.rollouts; // 0
+ * assert.equal(results.length + summary.rollouts, 0);
  * ```
  */
 export function assembleRollouts(

@@ -94,6 +94,7 @@ export function planBufferSubstitute(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { findRetokenizedResponse } from "./buffer_substitute.ts";
  * const decode = (ids: Uint32Array) =>
  *   [...ids].map((id) => id === 300 ? "ab" : String.fromCharCode(id)).join("");
@@ -101,7 +102,7 @@ export function planBufferSubstitute(
  *   prompt_token_ids: Uint32Array.of(120), response_token_ids: Uint32Array.of(300),
  * };
  * // The next prompt spells the response "ab" as two ids (97, 98) then adds "!".
- * findRetokenizedResponse(Uint32Array.of(120, 97, 98, 33), prev, decode); // 2
+ * assert.equal(findRetokenizedResponse(Uint32Array.of(120, 97, 98, 33), prev, decode), 2);
  * ```
  */
 export function findRetokenizedResponse(

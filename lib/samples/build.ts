@@ -64,6 +64,7 @@ export interface SampleMeta {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { materialize, planOf } from "./build.ts";
  * import type { ValidCall } from "./validate.ts";
  * const call = {
@@ -77,7 +78,7 @@ export interface SampleMeta {
  * const sample = materialize(planOf(call, null), {
  *   rollout_id: "r", group_id: "g", reward: 1, strategy: "prefix_merge",
  * });
- * sample.loss_mask; // Uint8Array [0, 0, 1]
+ * assert.deepEqual(sample.loss_mask, new Uint8Array([0, 0, 1]));
  * ```
  */
 export function materialize(plan: SamplePlan, meta: SampleMeta): Sample {

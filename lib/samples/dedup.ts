@@ -35,9 +35,10 @@ function promptKey(ids: Uint32Array): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { selectCalls } from "./dedup.ts";
  * const { used, dropped } = selectCalls([], null);
- * used.length + dropped.length; // 0
+ * assert.equal(used.length + dropped.length, 0);
  * ```
  */
 export function selectCalls(

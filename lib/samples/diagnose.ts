@@ -42,6 +42,7 @@ interface Verdict {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { diagnoseBreak } from "./diagnose.ts";
  * const call = (seq: number, prompt: number[], response: number[]) => ({
  *   seq,
@@ -57,7 +58,7 @@ interface Verdict {
  * const d = diagnoseBreak(call(1, [97, 98], [25444]), call(2, [97, 98, 99, 100, 101], [102]), {
  *   decode: (ids) => [...ids].map((id) => id === 25444 ? "cd" : String.fromCharCode(id)).join(""),
  * });
- * d.reason; // "token_boundary"
+ * assert.equal(d.reason, "token_boundary");
  * ```
  */
 export function diagnoseBreak(
@@ -138,7 +139,7 @@ function judge(
           "decoder the template and token-boundary cases cannot be told apart",
       };
     }
-    return textPrefixHolds(prev, cur.prompt_token_ids, lcp, decode)
+    return earlierTextIsPrefix(prev, cur.prompt_token_ids, lcp, decode, "as_is")
       ? {
         reason: "token_boundary",
         basis: "messages",
@@ -322,47 +323,28 @@ function concatFrom(a: Uint32Array, b: Uint32Array, start: number): Uint32Array 
 // byte-level tokens whole on both sides.
 const BACKOFF = 4;
 
+const REASONING_BLOCKS = /<think>[\s\S]*?<\/think>\s*/g;
+
 /**
- * The earlier call's text (prompt ∥ response) decoded from `start` (a few ids before the common
- * prefix `lcp`) on, and the earlier call's length in ids.
+ * True when the earlier call's text (prompt ∥ response, decoded from a few ids before the
+ * common prefix `lcp` on) is a prefix of the current prompt's text: as it is (`"as_is"`), or
+ * only once its `<think>…</think>` blocks are removed (`"without_reasoning"`; false when it has
+ * none).
  */
-function previousTail(
+function earlierTextIsPrefix(
   prev: ModelRequest,
+  curPrompt: Uint32Array,
   lcp: number,
   decode: DecodeFn,
-): { start: number; prevTail: string; prevLen: number } {
+  mode: "as_is" | "without_reasoning",
+): boolean {
   const start = Math.max(0, lcp - BACKOFF);
   const prevTail = decode(concatFrom(prev.prompt_token_ids, prev.response_token_ids, start));
   const prevLen = prev.prompt_token_ids.length + prev.response_token_ids.length;
-  return { start, prevTail, prevLen };
-}
-
-/** True when decode(cur prompt) starts with decode(prev prompt ∥ prev response). */
-function textPrefixHolds(
-  prev: ModelRequest,
-  curPrompt: Uint32Array,
-  lcp: number,
-  decode: DecodeFn,
-): boolean {
-  const { start, prevTail, prevLen } = previousTail(prev, lcp, decode);
-  const curTail = decodeAtLeast(curPrompt, start, prevTail.length, prevLen - start + 4, decode);
-  return curTail.startsWith(prevTail);
-}
-
-const REASONING_BLOCKS = /<think>[\s\S]*?<\/think>\s*/g;
-
-/** True when removing `<think>…</think>` blocks from the earlier text makes it a prefix. */
-function reasoningRemovalExplains(
-  prev: ModelRequest,
-  curPrompt: Uint32Array,
-  lcp: number,
-  decode: DecodeFn,
-): boolean {
-  const { start, prevTail, prevLen } = previousTail(prev, lcp, decode);
-  const stripped = prevTail.replace(REASONING_BLOCKS, "");
-  if (stripped === prevTail) return false;
-  const curTail = decodeAtLeast(curPrompt, start, stripped.length, prevLen - start, decode);
-  return curTail.startsWith(stripped);
+  const expected = mode === "as_is" ? prevTail : prevTail.replace(REASONING_BLOCKS, "");
+  if (mode === "without_reasoning" && expected === prevTail) return false;
+  const minIds = prevLen - start + (mode === "as_is" ? 4 : 0);
+  return decodeAtLeast(curPrompt, start, expected.length, minIds, decode).startsWith(expected);
 }
 
 function judgeText(
@@ -381,14 +363,14 @@ function judgeText(
       detail: "no segment tag, no messages and no decoder: only the token difference is known",
     };
   }
-  if (textPrefixHolds(prev, cur.prompt_token_ids, lcp, decode)) {
+  if (earlierTextIsPrefix(prev, cur.prompt_token_ids, lcp, decode, "as_is")) {
     return {
       reason: "token_boundary",
       basis: "text",
       detail: "the decoded text prefix holds, but the ids differ",
     };
   }
-  if (reasoningRemovalExplains(prev, cur.prompt_token_ids, lcp, decode)) {
+  if (earlierTextIsPrefix(prev, cur.prompt_token_ids, lcp, decode, "without_reasoning")) {
     return {
       reason: "template_rewrite",
       basis: "text",

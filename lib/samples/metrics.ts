@@ -25,8 +25,9 @@ import type { ValidCall } from "./validate.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { emptyBreakCounts } from "./metrics.ts";
- * emptyBreakCounts().branch; // 0
+ * assert.equal(emptyBreakCounts().branch, 0);
  * ```
  */
 export function emptyBreakCounts(): BreakReasonCounts {
@@ -38,8 +39,9 @@ export function emptyBreakCounts(): BreakReasonCounts {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { emptyDropCounts } from "./metrics.ts";
- * emptyDropCounts().retry_duplicate; // 0
+ * assert.equal(emptyDropCounts().retry_duplicate, 0);
  * ```
  */
 export function emptyDropCounts(): DropReasonCounts {
@@ -63,12 +65,13 @@ export interface MetricsInput {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { rolloutMetrics } from "./metrics.ts";
  * const m = rolloutMetrics({
  *   rollout_id: "r", strategy: "prefix_merge", calls: 0, used: [], dropped: [], samples: [],
  *   breaks: [], substitutions: 0,
  * });
- * m.samples; // 0
+ * assert.equal(m.samples, 0);
  * ```
  */
 export function rolloutMetrics(input: MetricsInput): RolloutAssemblyMetrics {
@@ -111,8 +114,9 @@ export function rolloutMetrics(input: MetricsInput): RolloutAssemblyMetrics {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { summarizeAssembly } from "./metrics.ts";
- * summarizeAssembly([]).rollouts; // 0
+ * assert.equal(summarizeAssembly([]).rollouts, 0);
  * ```
  */
 export function summarizeAssembly(metrics: readonly RolloutAssemblyMetrics[]): AssemblySummary {

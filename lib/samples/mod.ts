@@ -7,6 +7,7 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { assembleRollout } from "./mod.ts";
  * const call = (seq: number, prompt: number[], response: number[]) => ({
  *   type: "model_request" as const, seq, rollout_id: "r1", attempt_id: "a1",
@@ -22,9 +23,9 @@
  *   [call(1, [1, 2], [3]), call(2, [1, 2, 3, 4], [5]), call(3, [9], [8])],
  *   { strategy: "prefix_merge" },
  * );
- * samples.length; // 2
- * breaks[0].reason; // "branch" (the third prompt shares no token)
- * metrics.tokens_trained; // 3
+ * assert.equal(samples.length, 2);
+ * assert.equal(breaks[0].reason, "branch"); // the third prompt shares no token
+ * assert.equal(metrics.tokens_trained, 3);
  * ```
  *
  * @module

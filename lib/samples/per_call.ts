@@ -11,8 +11,9 @@ import type { ValidCall } from "./validate.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planPerCall } from "./per_call.ts";
- * planPerCall([]).length; // 0
+ * assert.equal(planPerCall([]).length, 0);
  * ```
  */
 export function planPerCall(calls: readonly ValidCall[]): SamplePlan[] {

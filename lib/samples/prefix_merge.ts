@@ -90,8 +90,9 @@ function findFork(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { planLinear } from "./prefix_merge.ts";
- * planLinear([]).plans.length; // 0
+ * assert.equal(planLinear([]).plans.length, 0);
  * ```
  */
 export function planLinear(

@@ -10,9 +10,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { commonPrefixConcat } from "./token_seq.ts";
  * const x = Uint32Array.of(1, 2, 3, 9);
- * commonPrefixConcat(x, Uint32Array.of(1, 2), Uint32Array.of(3, 4)); // 3
+ * assert.equal(commonPrefixConcat(x, Uint32Array.of(1, 2), Uint32Array.of(3, 4)), 3);
  * ```
  */
 export function commonPrefixConcat(x: Uint32Array, a: Uint32Array, b: Uint32Array): number {
@@ -32,8 +33,12 @@ export function commonPrefixConcat(x: Uint32Array, a: Uint32Array, b: Uint32Arra
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { startsWithConcat } from "./token_seq.ts";
- * startsWithConcat(Uint32Array.of(1, 2, 3, 9), Uint32Array.of(1, 2), Uint32Array.of(3)); // true
+ * assert.equal(
+ *   startsWithConcat(Uint32Array.of(1, 2, 3, 9), Uint32Array.of(1, 2), Uint32Array.of(3)),
+ *   true,
+ * );
  * ```
  */
 export function startsWithConcat(x: Uint32Array, a: Uint32Array, b: Uint32Array): boolean {
@@ -52,8 +57,9 @@ export function startsWithConcat(x: Uint32Array, a: Uint32Array, b: Uint32Array)
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { startsWith } from "./token_seq.ts";
- * startsWith(Uint32Array.of(1, 2, 3), Uint32Array.of(1, 2)); // true
+ * assert.equal(startsWith(Uint32Array.of(1, 2, 3), Uint32Array.of(1, 2)), true);
  * ```
  */
 export function startsWith(x: Uint32Array, a: Uint32Array): boolean {
@@ -65,8 +71,9 @@ export function startsWith(x: Uint32Array, a: Uint32Array): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { sameIds } from "./token_seq.ts";
- * sameIds(Uint32Array.of(1, 2), Uint32Array.of(1, 2)); // true
+ * assert.equal(sameIds(Uint32Array.of(1, 2), Uint32Array.of(1, 2)), true);
  * ```
  */
 export function sameIds(a: Uint32Array, b: Uint32Array): boolean {
@@ -80,8 +87,9 @@ const EMPTY = new Uint32Array(0);
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { sliceConcat } from "./token_seq.ts";
- * sliceConcat(Uint32Array.of(1, 2), Uint32Array.of(3, 4), 1, 3); // [2, 3]
+ * assert.deepEqual(sliceConcat(Uint32Array.of(1, 2), Uint32Array.of(3, 4), 1, 3), [2, 3]);
  * ```
  */
 export function sliceConcat(a: Uint32Array, b: Uint32Array, start: number, end: number): number[] {

@@ -24,6 +24,7 @@ export interface TreeResult {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { buildTree, treePath } from "./tree.ts";
  * import type { ValidCall } from "./validate.ts";
  * const call = (seq: number, prompt: number[], response: number[]): ValidCall => ({
@@ -38,9 +39,12 @@ export interface TreeResult {
  * const { sample, placements } = buildTree([call(1, [1, 2], [3]), call(2, [1, 2, 4], [5])], {
  *   rollout_id: "r", group_id: "g", reward: 0, strategy: "tree",
  * });
- * sample.tokens.length; // 5 (the shared [1, 2] once)
+ * assert.equal(sample.tokens.length, 5); // the shared [1, 2] once
  * const p = placements[1];
- * treePath(sample, p.response_start + p.response_length - 1); // Uint32Array [1, 2, 4, 5]
+ * assert.deepEqual(
+ *   treePath(sample, p.response_start + p.response_length - 1),
+ *   new Uint32Array([1, 2, 4, 5]),
+ * );
  * ```
  */
 export function buildTree(calls: readonly ValidCall[], meta: SampleMeta): TreeResult {
@@ -129,9 +133,10 @@ export function buildTree(calls: readonly ValidCall[], meta: SampleMeta): TreeRe
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { treePathNodes } from "./tree.ts";
  * const sample = { parent: Int32Array.of(-1, 0, 1, 1) };
- * treePathNodes(sample, 3); // [0, 1, 3]
+ * assert.deepEqual(treePathNodes(sample, 3), [0, 1, 3]);
  * ```
  */
 export function treePathNodes(sample: Pick<Sample, "parent">, node: number): number[] {
@@ -157,9 +162,10 @@ export function treePathNodes(sample: Pick<Sample, "parent">, node: number): num
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { treePath } from "./tree.ts";
  * const sample = { tokens: Uint32Array.of(7, 8, 9, 5), parent: Int32Array.of(-1, 0, 1, 1) };
- * treePath(sample, 3); // Uint32Array [7, 8, 5]
+ * assert.deepEqual(treePath(sample, 3), new Uint32Array([7, 8, 5]));
  * ```
  */
 export function treePath(sample: Pick<Sample, "tokens" | "parent">, node: number): Uint32Array {
@@ -175,8 +181,12 @@ export function treePath(sample: Pick<Sample, "tokens" | "parent">, node: number
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { treeDepths } from "./tree.ts";
- * treeDepths({ parent: Int32Array.of(-1, 0, 1, 1) }); // Int32Array [0, 1, 2, 2]
+ * assert.deepEqual(
+ *   treeDepths({ parent: Int32Array.of(-1, 0, 1, 1) }),
+ *   new Int32Array([0, 1, 2, 2]),
+ * );
  * ```
  */
 export function treeDepths(sample: Pick<Sample, "parent">): Int32Array {

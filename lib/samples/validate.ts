@@ -45,12 +45,13 @@ function checkIds(ids: Uint32Array, field: string, vocabSize: number | undefined
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { validateModelRequest } from "./validate.ts";
  * const request = validateModelRequest({
  *   flavor: "generate", prompt_token_ids: [1, 2], response_token_ids: [3],
  *   response_logprobs: [-0.1], policy_version: 0,
  * }, "payload");
- * request.prompt_token_ids; // Uint32Array [1, 2]
+ * assert.deepEqual(request.prompt_token_ids, new Uint32Array([1, 2]));
  * ```
  */
 export function validateModelRequest(
@@ -132,6 +133,7 @@ function describe(value: unknown): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { collectCalls } from "./validate.ts";
  * const calls = collectCalls([{
  *   type: "model_request", seq: 1, rollout_id: "r", attempt_id: "a", event_key: null,
@@ -142,7 +144,7 @@ function describe(value: unknown): string {
  *     http_status: 200, error: null, segment: null, mode: "faithful", client_disconnected: false,
  *   },
  * }]);
- * calls.length; // 1
+ * assert.equal(calls.length, 1);
  * ```
  */
 export function collectCalls(

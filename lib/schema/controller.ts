@@ -5,9 +5,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { LocalHarnessSchema, parseOrThrow } from "../schema.ts";
  * const harness = parseOrThrow(LocalHarnessSchema, { command: ["python3", "agent.py"] });
- * harness.sandbox.enabled; // false
+ * assert.equal(harness.sandbox.enabled, false);
  * ```
  *
  * @module

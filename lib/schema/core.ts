@@ -64,9 +64,10 @@ export const TERMINAL_ROLLOUT_STATUSES: readonly RolloutStatus[] = [
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { canTransition } from "./core.ts";
- * canTransition("queuing", "running"); // true
- * canTransition("succeeded", "running"); // false
+ * assert.equal(canTransition("queuing", "running"), true);
+ * assert.equal(canTransition("succeeded", "running"), false);
  * ```
  */
 export const ROLLOUT_TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {
@@ -406,12 +407,13 @@ export type Model = z.infer<typeof ModelSchema>;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { modelRequestFromWire, ModelRequestWireSchema, parseOrThrow } from "./core.ts";
  * const wire = parseOrThrow(ModelRequestWireSchema, {
  *   flavor: "generate", prompt_token_ids: [1, 2], response_token_ids: [3],
  *   response_logprobs: [-0.5], policy_version: 0,
  * });
- * modelRequestFromWire(wire).prompt_token_ids; // Uint32Array [1, 2]
+ * assert.deepEqual(modelRequestFromWire(wire).prompt_token_ids, new Uint32Array([1, 2]));
  * ```
  */
 export function modelRequestFromWire(wire: z.infer<typeof ModelRequestWireSchema>): ModelRequest {

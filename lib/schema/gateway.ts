@@ -7,9 +7,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ClaimRequestSchema, parseOrThrow } from "../schema.ts";
  * const claim = parseOrThrow(ClaimRequestSchema, { worker: "ctl-1", limit: 4 });
- * claim.lease_ms; // 60000
+ * assert.equal(claim.lease_ms, 60000);
  * ```
  *
  * @module
@@ -47,10 +48,15 @@ export type GatewayLimits = z.infer<typeof GatewayLimitsSchema>;
 /** Limits as a caller writes them (every field optional). */
 export type GatewayLimitsInput = z.input<typeof GatewayLimitsSchema>;
 
+/** A request's list of `noun`s: an array (else "expected an array of `noun`s"), not empty. */
+function nonEmptyList<T extends z.ZodType>(item: T, noun: string) {
+  return z.array(item, { error: `expected an array of ${noun}s` })
+    .min(1, `must hold at least one ${noun}`);
+}
+
 /** Body of `POST /v1/rollouts`: one rollout or a batch. */
 export const CreateRolloutsRequestSchema = z.object({
-  rollouts: z.array(RolloutCreateSchema, { error: "expected an array of rollouts" })
-    .min(1, "must hold at least one rollout"),
+  rollouts: nonEmptyList(RolloutCreateSchema, "rollout"),
 });
 /** Body of `POST /v1/rollouts`. */
 export type CreateRolloutsRequest = z.input<typeof CreateRolloutsRequestSchema>;
@@ -70,8 +76,9 @@ export type CreateRolloutsResponse = z.infer<typeof CreateRolloutsResponseSchema
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { LabelFilterSchema, parseOrThrow } from "../schema.ts";
- * parseOrThrow(LabelFilterSchema, { sandbox: "gpu" }); // { sandbox: "gpu" }
+ * assert.deepEqual(parseOrThrow(LabelFilterSchema, { sandbox: "gpu" }), { sandbox: "gpu" });
  * ```
  */
 export const LabelFilterSchema = LabelsSchema;
@@ -84,8 +91,9 @@ export type LabelFilter = z.infer<typeof LabelFilterSchema>;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ListOrderSchema, parseOrThrow } from "../schema.ts";
- * parseOrThrow(ListOrderSchema, "desc"); // "desc"
+ * assert.equal(parseOrThrow(ListOrderSchema, "desc"), "desc");
  * ```
  */
 export const ListOrderSchema = z.enum(["asc", "desc"]);
@@ -184,8 +192,7 @@ export type ListEventsQuery = z.input<typeof ListEventsQuerySchema>;
 
 /** Body of `POST /v1/rollouts/:id/attempts/:aid/events`. */
 export const PostEventsRequestSchema = z.object({
-  events: z.array(EventInputSchema, { error: "expected an array of events" })
-    .min(1, "must hold at least one event"),
+  events: nonEmptyList(EventInputSchema, "event"),
 });
 /** Body of an events post. */
 export type PostEventsRequest = z.input<typeof PostEventsRequestSchema>;

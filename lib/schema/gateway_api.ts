@@ -22,6 +22,7 @@
 import { z } from "zod";
 import {
   CustomPayloadSchema,
+  type JsonValue,
   LogPayloadSchema,
   ModelRequestWireSchema,
   ModelSchema,
@@ -41,6 +42,35 @@ export const RESERVED_EVENT_KEY_PREFIX = "reins:";
 /** True for event keys in the reserved namespace ({@link RESERVED_EVENT_KEY_PREFIX}). */
 export function isReservedEventKey(key: string | null | undefined): boolean {
   return typeof key === "string" && key.startsWith(RESERVED_EVENT_KEY_PREFIX);
+}
+
+/** A custom event that reins itself posts (see {@link reinsEvent}). */
+export interface ReinsEventInput {
+  type: "custom";
+  event_key: string;
+  payload: { name: string; data: JsonValue };
+}
+
+/**
+ * The custom event named `name` that reins itself posts, under the reserved key
+ * `reins:<name>:<id>` (one event per `id`; the read side checks it with {@link isReinsEvent}).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isReinsEvent, reinsEvent } from "./gateway_api.ts";
+ * const event = reinsEvent("monitor_flags", "a1", { flags: [] });
+ * assert.equal(event.event_key, "reins:monitor_flags:a1");
+ * assert.equal(isReinsEvent(event, "monitor_flags"), true);
+ * ```
+ */
+export function reinsEvent(name: string, id: string | number, data: JsonValue): ReinsEventInput {
+  return { type: "custom", event_key: reinsEventKey(name, id), payload: { name, data } };
+}
+
+/** The reserved key `reins:<name>:<id>` of {@link reinsEvent}. */
+export function reinsEventKey(name: string, id: string | number): string {
+  return `${RESERVED_EVENT_KEY_PREFIX}${name}:${id}`;
 }
 
 /**

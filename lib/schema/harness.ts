@@ -5,13 +5,14 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { BuiltinHarnessOptionsSchema, parseOrThrow } from "../schema.ts";
  * const options = parseOrThrow(BuiltinHarnessOptionsSchema, {
  *   env: "arithmetic",
  *   compaction: { max_chars: 2000 },
  * });
- * options.max_turns; // 12
- * options.compaction?.mode; // "inline"
+ * assert.equal(options.max_turns, 12);
+ * assert.equal(options.compaction?.mode, "inline");
  * ```
  *
  * @module

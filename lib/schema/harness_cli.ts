@@ -5,10 +5,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { CliHarnessOptionsSchema } from "./harness_cli.ts";
  * const options = parseOrThrow(CliHarnessOptionsSchema, { model: "reins-policy" });
- * options.task_field; // "task"
+ * assert.equal(options.task_field, "task");
  * ```
  *
  * @module

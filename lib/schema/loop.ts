@@ -5,6 +5,7 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { LoopConfigSchema } from "./loop.ts";
  * const config = parseOrThrow(LoopConfigSchema, {
@@ -12,8 +13,8 @@
  *   tasks: [{ id: "t1", input: { prompt: "2+2?" } }],
  *   harness: { name: "builtin" },
  * });
- * config.schedule.mode; // "collocated_async"
- * config.group_size; // 4
+ * assert.equal(config.schedule.mode, "collocated_async");
+ * assert.equal(config.group_size, 4);
  * ```
  *
  * @module

@@ -4,13 +4,14 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { UpstreamConfigSchema } from "./proxy.ts";
  * const upstream = parseOrThrow(UpstreamConfigSchema, {
  *   kind: "token_level",
  *   endpoints: ["http://127.0.0.1:8300"],
  * });
- * upstream.max_retries; // 3
+ * assert.equal(upstream.max_retries, 3);
  * ```
  *
  * @module

@@ -4,10 +4,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { AssembleConfigSchema } from "./samples.ts";
  * const config = parseOrThrow(AssembleConfigSchema, { strategy: "tree" });
- * config.attempts; // "all"
+ * assert.equal(config.attempts, "all");
  * ```
  *
  * @module

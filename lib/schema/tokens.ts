@@ -5,13 +5,14 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { TokenizerConfigSchema } from "./tokens.ts";
  * const config = parseOrThrow(TokenizerConfigSchema, {
  *   chat_template: "{{ messages[0].content }}",
  *   eos_token: "<|im_end|>",
  * });
- * config.eos_token; // "<|im_end|>"
+ * assert.equal(config.eos_token, "<|im_end|>");
  * ```
  *
  * @module

@@ -6,6 +6,7 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { WorkerInitRequestSchema } from "./trainer.ts";
  * const init = parseOrThrow(WorkerInitRequestSchema, {
@@ -18,7 +19,7 @@
  *     seed: 0,
  *   },
  * });
- * init.optimizer.lr; // 1e-5
+ * assert.equal(init.optimizer.lr, 1e-5);
  * ```
  *
  * @module

@@ -13,10 +13,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseOrThrow } from "./core.ts";
  * import { TrainStepMetricsSchema } from "./ui.ts";
  * const step = parseOrThrow(TrainStepMetricsSchema, { step: 3, reward_mean: 0.5 });
- * step.step; // 3
+ * assert.equal(step.step, 3);
  * ```
  *
  * @module

@@ -18,9 +18,10 @@ let cached: Promise<HfChatTokenizer> | undefined;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadCharTokenizer } from "./char.ts";
  * const tok = await loadCharTokenizer();
- * tok.encode("hi"); // Uint32Array [84, 85]
+ * assert.deepEqual(tok.encode("hi"), new Uint32Array([84, 85]));
  * ```
  */
 export function loadCharTokenizer(): Promise<HfChatTokenizer> {

@@ -116,10 +116,11 @@ function toTemplateMessage(message: ChatMessage, index: number): Record<string, 
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadHfTokenizerFromDir } from "./hf.ts";
  * const tok = await loadHfTokenizerFromDir(new URL("../../data/tokenizers/char/", import.meta.url));
  * const ids = tok.encode("<|im_start|>user\nhi<|im_end|>");
- * tok.decode(ids); // "<|im_start|>user\nhi<|im_end|>"
+ * assert.equal(tok.decode(ids), "<|im_start|>user\nhi<|im_end|>");
  * ```
  */
 export class HfChatTokenizer implements ChatTokenizer {
@@ -406,9 +407,10 @@ async function readJson(url: URL): Promise<unknown> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadHfTokenizerFromDir } from "./hf.ts";
  * const tok = await loadHfTokenizerFromDir("data/tokenizers/char", { name: "char" });
- * tok.vocabSize; // 107
+ * assert.equal(tok.vocabSize, 107);
  * ```
  */
 export async function loadHfTokenizerFromDir(

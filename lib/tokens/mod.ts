@@ -5,10 +5,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "./mod.ts";
  * const qwen = await loadQwen3Tokenizer();
  * const prompt = qwen.render([{ role: "user", content: "2+2?" }], { addGenerationPrompt: true });
- * qwen.encode(prompt)[0]; // 151644 (<|im_start|>)
+ * assert.equal(qwen.encode(prompt)[0], 151644); // <|im_start|>
  * ```
  *
  * @module

@@ -71,9 +71,10 @@ let cached: Promise<HfChatTokenizer> | undefined;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "./qwen3.ts";
  * const qwen = await loadQwen3Tokenizer();
- * qwen.tokenId("<|im_start|>"); // 151644
+ * assert.equal(qwen.tokenId("<|im_start|>"), 151644);
  * ```
  */
 export function loadQwen3Tokenizer(): Promise<HfChatTokenizer> {

@@ -13,8 +13,9 @@ import type { ChatTokenizer } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { commonPrefixLength } from "./sequence.ts";
- * commonPrefixLength(Uint32Array.of(1, 2, 3), Uint32Array.of(1, 2, 4)); // 2
+ * assert.equal(commonPrefixLength(Uint32Array.of(1, 2, 3), Uint32Array.of(1, 2, 4)), 2);
  * ```
  */
 export function commonPrefixLength(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -29,8 +30,9 @@ export function commonPrefixLength(a: ArrayLike<number>, b: ArrayLike<number>): 
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { isPrefix } from "./sequence.ts";
- * isPrefix(Uint32Array.of(1, 2), Uint32Array.of(1, 2, 3)); // true
+ * assert.equal(isPrefix(Uint32Array.of(1, 2), Uint32Array.of(1, 2, 3)), true);
  * ```
  */
 export function isPrefix(prefix: ArrayLike<number>, of: ArrayLike<number>): boolean {
@@ -42,8 +44,9 @@ export function isPrefix(prefix: ArrayLike<number>, of: ArrayLike<number>): bool
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { tokensEqual } from "./sequence.ts";
- * tokensEqual(Uint32Array.of(1, 2), [1, 2]); // true
+ * assert.equal(tokensEqual(Uint32Array.of(1, 2), [1, 2]), true);
  * ```
  */
 export function tokensEqual(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
@@ -55,8 +58,9 @@ export function tokensEqual(a: ArrayLike<number>, b: ArrayLike<number>): boolean
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { concatTokens } from "./sequence.ts";
- * concatTokens(Uint32Array.of(1), [2, 3]); // Uint32Array [1, 2, 3]
+ * assert.deepEqual(concatTokens(Uint32Array.of(1), [2, 3]), new Uint32Array([1, 2, 3]));
  * ```
  */
 export function concatTokens(...parts: ArrayLike<number>[]): Uint32Array {
@@ -91,11 +95,12 @@ export interface DecodedWithOffsets {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "./qwen3.ts";
  * import { decodeWithOffsets } from "./sequence.ts";
  * const qwen = await loadQwen3Tokenizer();
  * const { text, spans } = decodeWithOffsets(qwen, qwen.encode("hello world"));
- * text.slice(...spans[1]); // " world"
+ * assert.equal(text.slice(...spans[1]), " world");
  * ```
  */
 export function decodeWithOffsets(

@@ -17,13 +17,14 @@ import type { ChatTokenizer } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "./qwen3.ts";
  * import { StreamDecoder } from "./stream_decoder.ts";
  * const qwen = await loadQwen3Tokenizer();
  * const decoder = new StreamDecoder(qwen);
  * let text = "";
  * for (const id of qwen.encode("héllo 😀")) text += decoder.push(id);
- * text += decoder.flush(); // "héllo 😀"
+ * assert.equal(text += decoder.flush(), "héllo 😀");
  * ```
  */
 export class StreamDecoder {

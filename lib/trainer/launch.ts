@@ -7,7 +7,13 @@
  */
 import type { WorkerHealth } from "../schema/trainer.ts";
 import { TrainerClient, type TrainerClientOptions } from "./client.ts";
-import { spawnWorkerProcess, waitForHealth, type WorkerProcess } from "./process.ts";
+import {
+  processHandle,
+  readyUrl,
+  spawnWorkerProcess,
+  waitForHealth,
+  type WorkerProcess,
+} from "./process.ts";
 
 /** Options of {@link launch}. */
 export interface LaunchOptions extends TrainerClientOptions {
@@ -67,15 +73,7 @@ export async function launch(options: LaunchOptions): Promise<LaunchedWorker> {
     const url = options.url.replace(/\/+$/, "");
     await waitForHealth(url, timeoutMs);
     const client = new TrainerClient(url, options);
-    const close = () => Promise.resolve();
-    return {
-      url,
-      client,
-      health: await client.health(),
-      logs: () => "",
-      close,
-      [Symbol.asyncDispose]: close,
-    };
+    return { url, client, health: await client.health(), ...processHandle(null) };
   }
   const shell = typeof options.command === "string";
   // Shell commands run in their own session (setsid, where present) so close() can stop the
@@ -98,34 +96,11 @@ export async function launch(options: LaunchOptions): Promise<LaunchedWorker> {
     { processGroup: group },
   );
   try {
-    let url = options.url?.replace(/\/+$/, "");
-    if (!url) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const ready = await Promise.race([
-        proc.ready,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`no REINS_WORKER_READY line within ${timeoutMs} ms`)),
-            timeoutMs,
-          );
-        }),
-      ]).finally(() => clearTimeout(timer));
-      const host = ready.host === "0.0.0.0" ? "127.0.0.1" : ready.host;
-      url = `http://${host}:${ready.port}`;
-    }
+    const url = options.url?.replace(/\/+$/, "") ||
+      await readyUrl(proc, timeoutMs, () => `no REINS_WORKER_READY line within ${timeoutMs} ms`);
     await waitForHealth(url, timeoutMs, proc.exited);
     const client = new TrainerClient(url, options);
-    const health = await client.health();
-    let closed: Promise<void> | undefined;
-    const close = () => closed ??= proc.stop();
-    return {
-      url,
-      client,
-      health,
-      logs: () => proc.tail(),
-      close,
-      [Symbol.asyncDispose]: close,
-    };
+    return { url, client, health: await client.health(), ...processHandle(proc) };
   } catch (error) {
     const tail = proc.tail();
     await proc.stop();

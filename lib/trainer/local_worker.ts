@@ -5,7 +5,8 @@
  */
 import type { WorkerHealth } from "../schema/trainer.ts";
 import { TrainerClient, type TrainerClientOptions } from "./client.ts";
-import { spawnWorkerProcess } from "./process.ts";
+import type { LaunchedWorker } from "./launch.ts";
+import { processHandle, readyUrl, spawnWorkerProcess } from "./process.ts";
 
 /** How to get a Python with PyTorch. */
 export const TORCH_INSTALL_HINT =
@@ -183,18 +184,9 @@ export interface LocalWorkerOptions extends TrainerClientOptions {
 }
 
 /** A running local worker. */
-export interface LocalWorker {
-  /** Base URL, e.g. `http://127.0.0.1:41234`. */
-  readonly url: string;
-  readonly client: TrainerClient;
+export interface LocalWorker extends LaunchedWorker {
+  /** The Python that runs it (path and torch version). */
   readonly python: PythonInfo;
-  /** `/health` as the worker answered at start-up (with its CPU matmul rate and BLAS). */
-  readonly health: WorkerHealth;
-  /** The worker's recent output. */
-  logs(): string;
-  /** Stops the worker process and waits for it to exit. */
-  close(): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /**
@@ -259,39 +251,21 @@ export async function startLocalWorker(options: LocalWorkerOptions = {}): Promis
     options.onLog,
   );
   const timeoutMs = options.startupTimeoutMs ?? 120_000;
-  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const ready = await Promise.race([
-      proc.ready,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`worker did not start within ${timeoutMs} ms:\n${proc.tail()}`)),
-          timeoutMs,
-        );
-      }),
-    ]);
-    const url = `http://${ready.host === "0.0.0.0" ? "127.0.0.1" : ready.host}:${ready.port}`;
+    const url = await readyUrl(
+      proc,
+      timeoutMs,
+      () => `worker did not start within ${timeoutMs} ms:\n${proc.tail()}`,
+    );
     const client = new TrainerClient(url, options);
     const health = await client.health();
     if (health.cpu_warning && options.warnSlowCpu !== false) {
       console.warn(`reins worker: ${health.cpu_warning}`);
     }
-    let closed: Promise<void> | undefined;
-    const close = () => closed ??= proc.stop();
-    return {
-      url,
-      client,
-      python,
-      health,
-      logs: () => proc.tail(),
-      close,
-      [Symbol.asyncDispose]: close,
-    };
+    return { url, client, python, health, ...processHandle(proc) };
   } catch (error) {
     await proc.stop();
     throw error;
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -191,3 +191,54 @@ export async function waitForHealth(
   }
   throw new Error(`no healthy reins worker at ${url} after ${timeoutMs} ms (last: ${last})`);
 }
+
+/**
+ * The URL a worker's ready line names (`0.0.0.0` as loopback), or an error with `message` once
+ * `timeoutMs` passes without one.
+ *
+ * @example
+ * ```ts ignore
+ * import { readyUrl, spawnWorkerProcess } from "./process.ts";
+ * const proc = spawnWorkerProcess(new Deno.Command("python3", { args: ["-m", "reins_worker"] }));
+ * const url = await readyUrl(proc, 60_000, () => "no ready line");
+ * ```
+ */
+export async function readyUrl(
+  proc: WorkerProcess,
+  timeoutMs: number,
+  message: () => string,
+): Promise<string> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ready = await Promise.race([
+    proc.ready,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(message())), timeoutMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  const host = ready.host === "0.0.0.0" ? "127.0.0.1" : ready.host;
+  return `http://${host}:${ready.port}`;
+}
+
+/**
+ * The parts of a started worker's handle that belong to its process: its output's tail and a
+ * `close` (also `await using`) that stops it once; without a process (a worker only connected
+ * to) there is no output and nothing to stop.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { processHandle } from "./process.ts";
+ * const handle = processHandle(null);
+ * assert.equal(handle.logs(), "");
+ * await handle.close();
+ * ```
+ */
+export function processHandle(proc: WorkerProcess | null): {
+  logs(): string;
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+} {
+  let closed: Promise<void> | undefined;
+  const close = () => closed ??= proc ? proc.stop() : Promise.resolve();
+  return { logs: () => proc?.tail() ?? "", close, [Symbol.asyncDispose]: close };
+}

@@ -277,6 +277,7 @@ export interface JsonlFile {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseClaudeCode } from "./claude_code.ts";
  * const line = (o: unknown) => JSON.stringify(o);
  * const text = [
@@ -287,7 +288,7 @@ export interface JsonlFile {
  *     content: [{ type: "text", text: "hello" }] } }),
  * ].join("\n");
  * const t = parseClaudeCode({ file: "s.jsonl", text });
- * t.calls.length; // 1 (two lines, one message id)
+ * assert.equal(t.calls.length, 1); // two lines, one message id
  * ```
  */
 export function parseClaudeCode(main: JsonlFile, subagents: JsonlFile[] = []): Trajectory {

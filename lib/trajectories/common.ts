@@ -17,8 +17,9 @@ import type {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { safeId } from "./common.ts";
- * safeId("swe-agent/demo/ctf web"); // "swe-agent:demo:ctf_web"
+ * assert.equal(safeId("swe-agent/demo/ctf web"), "swe-agent:demo:ctf_web");
  * ```
  */
 export function safeId(text: string): string {
@@ -48,8 +49,9 @@ export type RawContent = z.infer<typeof RawContentSchema>;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { contentText } from "./common.ts";
- * contentText([{ type: "text", text: "a" }, { type: "image" }]); // "a\n[image]"
+ * assert.equal(contentText([{ type: "text", text: "a" }, { type: "image" }]), "a\n[image]");
  * ```
  */
 export function contentText(content: RawContent | undefined): string {
@@ -102,11 +104,14 @@ function jsonType(value: unknown): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { inferTools } from "./common.ts";
  * const tools = inferTools([{ role: "assistant", content: "", tool_calls: [
  *   { type: "function", function: { name: "ls", arguments: '{"path":"."}' } },
  * ] }]);
- * tools?.[0]; // { type: "function", function: { name: "ls", description: "", parameters: ... } }
+ * assert.equal(tools?.[0].type, "function");
+ * const fn = tools?.[0].function as { name: string; description: string };
+ * assert.deepEqual([fn.name, fn.description], ["ls", ""]);
  * ```
  */
 export function inferTools(messages: Iterable<ChatMessage>): JsonObject[] | null {
@@ -199,7 +204,10 @@ export const INLINE_THINK_FIELD = "content (leading <think>…</think>)";
  * ```ts
  * import assert from "node:assert/strict";
  * import { splitInlineThink } from "./common.ts";
- * assert.deepEqual(splitInlineThink("<think>\nhmm\n</think>\n\nls"), { reasoning: "hmm", content: "ls" });
+ * assert.deepEqual(
+ *   splitInlineThink("<think>\nhmm\n</think>\n\nls"),
+ *   { reasoning: "hmm", content: "ls" },
+ * );
  * assert.equal(splitInlineThink("ls"), null);
  * ```
  */
@@ -229,7 +237,10 @@ export function splitInlineThink(content: string): { reasoning: string; content:
  *   reasoning: "think", content: "ls",
  * });
  * assert.deepEqual(reader.read({}, "<think></think>ls"), { reasoning: "", content: "ls" });
- * assert.deepEqual(reader.record().found, { "extra.reasoning": 1, "content (leading <think>…</think>)": 1 });
+ * assert.deepEqual(
+ *   reader.record().found,
+ *   { "extra.reasoning": 1, "content (leading <think>…</think>)": 1 },
+ * );
  * ```
  */
 export class ReasoningReader {
@@ -313,4 +324,63 @@ export function parseJson(text: string, file: string): unknown {
   } catch (error) {
     throw new Error(`${file}: not valid JSON: ${(error as Error).message}`);
   }
+}
+
+/** The fields of an OpenAI-style log message that {@link logMessage} reads (readers add roles). */
+export const RAW_MESSAGE_FIELDS = {
+  content: RawContentSchema.optional(),
+  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
+  tool_call_id: z.string().optional(),
+};
+
+/**
+ * The chat message of an OpenAI-style log message: its content as text (null stays null with
+ * `keepNull`, else becomes ""), an assistant's reasoning (as `reader` finds it) and tool calls,
+ * and a tool result's call id (`toolCallId`, by default the message's `tool_call_id`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { logMessage, ReasoningReader } from "./common.ts";
+ * const reader = new ReasoningReader(["reasoning_content"]);
+ * const raw = {
+ *   role: "assistant" as const,
+ *   content: "ls",
+ *   reasoning_content: "look first",
+ *   tool_calls: [{ function: { name: "ls", arguments: {} } }],
+ * };
+ * assert.deepEqual(logMessage(raw, reader), {
+ *   role: "assistant",
+ *   content: "ls",
+ *   reasoning_content: "look first",
+ *   tool_calls: [{ type: "function", function: { name: "ls", arguments: "{}" } }],
+ * });
+ * ```
+ */
+export function logMessage(
+  raw: {
+    role: ChatMessage["role"];
+    content?: RawContent;
+    tool_calls?: z.infer<typeof RawToolCallSchema>[] | null;
+    tool_call_id?: string;
+  },
+  reader: ReasoningReader,
+  options: { toolCallId?: string; keepNull?: boolean } = {},
+): ChatMessage {
+  const message: ChatMessage = {
+    role: raw.role,
+    content: options.keepNull && raw.content === null ? null : contentText(raw.content),
+  };
+  if (raw.role === "assistant") {
+    const text = message.content ?? "";
+    const { reasoning, content } = reader.read(raw, text);
+    if (content !== text) message.content = content;
+    if (reasoning !== undefined) message.reasoning_content = reasoning;
+    if (raw.tool_calls && raw.tool_calls.length > 0) {
+      message.tool_calls = raw.tool_calls.map(toolCall);
+    }
+  }
+  const toolCallId = options.toolCallId ?? raw.tool_call_id;
+  if (raw.role === "tool" && toolCallId !== undefined) message.tool_call_id = toolCallId;
+  return message;
 }

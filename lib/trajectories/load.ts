@@ -32,9 +32,13 @@ export function trajectoriesRoot(): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { detectTrajectoryFormat } from "./load.ts";
- * detectTrajectoryFormat("a/b.traj", { history: [] }); // "swe-agent"
- * detectTrajectoryFormat("x.json", [{ task_id: 1, reward: 0, traj: [] }]); // "tau-bench"
+ * assert.equal(detectTrajectoryFormat("a/b.traj", { history: [] }), "swe-agent");
+ * assert.equal(
+ *   detectTrajectoryFormat("x.json", [{ task_id: 1, reward: 0, traj: [] }]),
+ *   "tau-bench",
+ * );
  * ```
  */
 export function detectTrajectoryFormat(file: string, data: unknown): TrajectorySource {
@@ -75,10 +79,11 @@ async function listSubagentFiles(sessionFile: string): Promise<string[]> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { importTrajectoryFile, trajectoriesRoot } from "./load.ts";
  * const root = trajectoriesRoot();
  * const [t] = await importTrajectoryFile(`${root}/claude-code/short.jsonl`, { root });
- * t.source; // "claude-code"
+ * assert.equal(t.source, "claude-code");
  * ```
  */
 export async function importTrajectoryFile(

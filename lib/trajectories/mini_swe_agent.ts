@@ -17,13 +17,11 @@ import { z } from "zod";
 import { type ChatMessage, parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
 import {
-  contentText,
   linearTrajectory,
-  RawContentSchema,
-  RawToolCallSchema,
+  logMessage,
+  RAW_MESSAGE_FIELDS,
   ReasoningReader,
   safeId,
-  toolCall,
 } from "./common.ts";
 
 /**
@@ -48,9 +46,7 @@ export const MINI_SWE_AGENT_REASONING_FIELDS = [
 
 const MiniMessageSchema = z.object({
   role: z.enum(["system", "user", "assistant", "tool", "exit"]),
-  content: RawContentSchema.optional(),
-  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
-  tool_call_id: z.string().optional(),
+  ...RAW_MESSAGE_FIELDS,
 }).passthrough();
 
 const MiniFileSchema = z.union([
@@ -82,16 +78,7 @@ export function parseMiniSweAgent(data: unknown, file: string): Trajectory {
   const reader = new ReasoningReader(MINI_SWE_AGENT_REASONING_FIELDS);
   const messages: ChatMessage[] = [];
   for (const m of raw) {
-    if (m.role === "exit") continue;
-    const message: ChatMessage = { role: m.role, content: contentText(m.content) };
-    if (m.role === "assistant") {
-      const { reasoning, content } = reader.read(m, message.content ?? "");
-      message.content = content;
-      if (reasoning !== undefined) message.reasoning_content = reasoning;
-      if (m.tool_calls && m.tool_calls.length > 0) message.tool_calls = m.tool_calls.map(toolCall);
-    }
-    if (m.role === "tool" && m.tool_call_id !== undefined) message.tool_call_id = m.tool_call_id;
-    messages.push(message);
+    if (m.role !== "exit") messages.push(logMessage({ ...m, role: m.role }, reader));
   }
   const base = file.slice(file.lastIndexOf("/") + 1).replace(/\.traj\.json$|\.json$/, "");
   return linearTrajectory({

@@ -6,12 +6,13 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadTrajectories, replayTrajectory, trajectoryStats } from "./mod.ts";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * const [run] = await loadTrajectories({ sources: ["mini-swe-agent"] });
- * trajectoryStats(run).calls; // 10
+ * assert.equal(trajectoryStats(run).calls, 10);
  * const events = replayTrajectory(run, await loadQwen3Tokenizer());
- * events[0].payload.prompt_token_ids[0]; // 151644 (<|im_start|>)
+ * assert.equal(events[0].payload.prompt_token_ids[0], 151644); // <|im_start|>
  * ```
  *
  * @module

@@ -81,7 +81,10 @@ export function chatmlResponseText(message: ChatMessage, tokenizer: ChatTokenize
  * import assert from "node:assert/strict";
  * import { withPolicyOutput } from "./replay.ts";
  * const m = { role: "assistant" as const, content: "ls" };
- * assert.deepEqual(withPolicyOutput(m, "thinking"), { role: "assistant", content: "ls", reasoning_content: "" });
+ * assert.deepEqual(
+ *   withPolicyOutput(m, "thinking"),
+ *   { role: "assistant", content: "ls", reasoning_content: "" },
+ * );
  * assert.deepEqual(withPolicyOutput({ ...m, reasoning_content: "r" }, "plain"), m);
  * assert.equal(withPolicyOutput(m, "logged"), m);
  * ```
@@ -98,8 +101,9 @@ export function withPolicyOutput(message: ChatMessage, policy: PolicyOutput): Ch
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { fakeLogprob } from "./replay.ts";
- * fakeLogprob(5, 0) === fakeLogprob(5, 0); // true
+ * assert.equal(fakeLogprob(5, 0) === fakeLogprob(5, 0), true);
  * ```
  */
 export function fakeLogprob(id: number, position: number): number {
@@ -127,6 +131,7 @@ export interface ReplayTrajectoryOptions extends ReplayOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { parseMiniSweAgent } from "./mini_swe_agent.ts";
  * import { replayTrajectory } from "./replay.ts";
@@ -136,7 +141,7 @@ export interface ReplayTrajectoryOptions extends ReplayOptions {
  *   { role: "user", content: "a.txt" }, { role: "assistant", content: "done" },
  * ], "demo.json");
  * const events = replayTrajectory(t, qwen);
- * events.map((e) => e.seq); // [1, 2]
+ * assert.deepEqual(events.map((e) => e.seq), [1, 2]);
  * ```
  */
 export function replayTrajectory(

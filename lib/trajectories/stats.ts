@@ -28,10 +28,11 @@ export interface ResolvedCall {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseMiniSweAgent } from "./mini_swe_agent.ts";
  * import { trajectoryCalls } from "./stats.ts";
  * const t = parseMiniSweAgent([{ role: "user", content: "q" }, { role: "assistant", content: "a" }], "x.json");
- * trajectoryCalls(t)[0].prompt.length; // 1
+ * assert.equal(trajectoryCalls(t)[0].prompt.length, 1);
  * ```
  */
 export function trajectoryCalls(trajectory: Trajectory): ResolvedCall[] {
@@ -54,10 +55,11 @@ export function trajectoryCalls(trajectory: Trajectory): ResolvedCall[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseMiniSweAgent } from "./mini_swe_agent.ts";
  * import { trajectoryStats } from "./stats.ts";
  * const t = parseMiniSweAgent([{ role: "user", content: "q" }, { role: "assistant", content: "a" }], "x.json");
- * trajectoryStats(t).calls; // 1
+ * assert.equal(trajectoryStats(t).calls, 1);
  * ```
  */
 export function trajectoryStats(trajectory: Trajectory): TrajectoryStats {

@@ -13,13 +13,11 @@ import { z } from "zod";
 import { type ChatMessage, parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
 import {
-  contentText,
   linearTrajectory,
-  RawContentSchema,
-  RawToolCallSchema,
+  logMessage,
+  RAW_MESSAGE_FIELDS,
   ReasoningReader,
   safeId,
-  toolCall,
 } from "./common.ts";
 
 /** Where SWE-agent history items keep reasoning (`HistoryItem.thinking_blocks`, from LiteLLM). */
@@ -27,10 +25,8 @@ export const SWE_AGENT_REASONING_FIELDS = ["thinking_blocks[].thinking"] as cons
 
 const SweAgentMessageSchema = z.object({
   role: z.enum(["system", "user", "assistant", "tool"]),
-  content: RawContentSchema.optional(),
-  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
+  ...RAW_MESSAGE_FIELDS,
   tool_call_ids: z.array(z.string()).nullable().optional(),
-  tool_call_id: z.string().optional(),
 }).passthrough();
 
 const SweAgentFileSchema = z.object({
@@ -47,31 +43,21 @@ function baseName(file: string): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseSweAgent } from "./swe_agent.ts";
  * const t = parseSweAgent({ history: [
  *   { role: "system", content: "sys" }, { role: "user", content: "fix it" },
  *   { role: "assistant", content: "ls" },
  * ] }, "demo/x.traj");
- * t.calls.length; // 1
+ * assert.equal(t.calls.length, 1);
  * ```
  */
 export function parseSweAgent(data: unknown, file: string): Trajectory {
   const parsed = parseOrThrow(SweAgentFileSchema, data, file);
   const reader = new ReasoningReader(SWE_AGENT_REASONING_FIELDS);
-  const messages: ChatMessage[] = parsed.history.map((raw) => {
-    const message: ChatMessage = { role: raw.role, content: contentText(raw.content) };
-    if (raw.role === "assistant") {
-      const { reasoning, content } = reader.read(raw, message.content ?? "");
-      message.content = content;
-      if (reasoning !== undefined) message.reasoning_content = reasoning;
-    }
-    if (raw.role === "assistant" && raw.tool_calls && raw.tool_calls.length > 0) {
-      message.tool_calls = raw.tool_calls.map(toolCall);
-    }
-    const toolCallId = raw.tool_call_id ?? raw.tool_call_ids?.[0];
-    if (raw.role === "tool" && toolCallId !== undefined) message.tool_call_id = toolCallId;
-    return message;
-  });
+  const messages: ChatMessage[] = parsed.history.map((raw) =>
+    logMessage(raw, reader, { toolCallId: raw.tool_call_id ?? raw.tool_call_ids?.[0] })
+  );
   const stem = file.replace(/\.traj$/, "");
   return linearTrajectory({
     id: safeId(stem.startsWith("swe-agent/") ? stem : `swe-agent/${stem}`),

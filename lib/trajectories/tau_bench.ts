@@ -12,13 +12,11 @@ import { z } from "zod";
 import { type ChatMessage, parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
 import {
-  contentText,
   linearTrajectory,
-  RawContentSchema,
-  RawToolCallSchema,
+  logMessage,
+  RAW_MESSAGE_FIELDS,
   ReasoningReader,
   safeId,
-  toolCall,
 } from "./common.ts";
 
 /** Where tau-bench's LiteLLM message dumps keep reasoning, in the order they are tried. */
@@ -31,9 +29,7 @@ export const TAU_BENCH_REASONING_FIELDS = [
 
 const TauMessageSchema = z.object({
   role: z.enum(["system", "user", "assistant", "tool"]),
-  content: RawContentSchema.optional(),
-  tool_calls: z.array(RawToolCallSchema).nullable().optional(),
-  tool_call_id: z.string().optional(),
+  ...RAW_MESSAGE_FIELDS,
   name: z.string().optional(),
 }).passthrough();
 
@@ -51,11 +47,15 @@ const TauFileSchema = z.array(TauRunSchema);
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseTauBench } from "./tau_bench.ts";
  * const [t] = parseTauBench([{ task_id: 3, trial: 0, reward: 1, traj: [
  *   { role: "user", content: "hi" }, { role: "assistant", content: "hello" },
  * ] }], "tau-bench/airline.json");
- * [t.id, t.group_id, t.reward]; // ["tau-bench:airline:task3:trial0", "tau-bench:airline:task3", 1]
+ * assert.deepEqual(
+ *   [t.id, t.group_id, t.reward],
+ *   ["tau-bench:airline:task3:trial0", "tau-bench:airline:task3", 1],
+ * );
  * ```
  */
 export function parseTauBench(data: unknown, file: string): Trajectory[] {
@@ -65,22 +65,8 @@ export function parseTauBench(data: unknown, file: string): Trajectory[] {
   return runs.map((run, i) => {
     const reader = new ReasoningReader(TAU_BENCH_REASONING_FIELDS);
     const messages: ChatMessage[] = run.traj.map((raw) => {
-      const message: ChatMessage = {
-        role: raw.role,
-        content: raw.content === null ? null : contentText(raw.content),
-      };
-      if (raw.role === "assistant") {
-        const read = reader.read(raw, message.content ?? "");
-        if (read.content !== (message.content ?? "")) message.content = read.content;
-        if (read.reasoning !== undefined) message.reasoning_content = read.reasoning;
-      }
-      if (raw.role === "assistant" && raw.tool_calls && raw.tool_calls.length > 0) {
-        message.tool_calls = raw.tool_calls.map(toolCall);
-      }
-      if (raw.role === "tool") {
-        if (raw.tool_call_id !== undefined) message.tool_call_id = raw.tool_call_id;
-        if (raw.name !== undefined) message.name = raw.name;
-      }
+      const message = logMessage(raw, reader, { keepNull: true });
+      if (raw.role === "tool" && raw.name !== undefined) message.name = raw.name;
       return message;
     });
     const group = safeId(`tau-bench:${base}:task${run.task_id}`);

@@ -11,7 +11,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { secureHeaders } from "hono/secure-headers";
-import { changeFeedResponse, parseAfterSeq } from "../gateway/change_feed.ts";
+import { changeFeedResponse } from "../gateway/change_feed.ts";
 import type { Mount, MountContext } from "../gateway/server.ts";
 import type { Store } from "../gateway/store.ts";
 import { bodyLimits } from "../http/body.ts";
@@ -170,12 +170,13 @@ const STRATEGIES = new Set<string>(MergeStrategySchema.options);
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { createUiApp } from "./app.ts";
  * const store = openSqliteStore(":memory:");
  * const ui = createUiApp({ store, adminKey: "admin-key", secret: "s" }, { monitors: false });
  * const res = await ui.app.request("/rollouts", { headers: { authorization: "Bearer admin-key" } });
- * res.status; // 200
+ * assert.equal(res.status, 200);
  * await res.body?.cancel();
  * await ui.close();
  * await store.close();
@@ -507,10 +508,8 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
 
   // ---- live change feed -------------------------------------------------------------------
   app.get("/api/stream", (c) => {
-    const raw = c.req.query("after") ?? c.req.header("last-event-id") ?? "0";
     return changeFeedResponse(c, {
       store,
-      after: parseAfterSeq(raw),
       signals: [closing.signal],
       comment: "reins ui change feed",
       retryMs: 1000,

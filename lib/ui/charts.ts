@@ -177,21 +177,12 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
       marker: points.length <= 60 ? "circle" : null,
     }),
   );
-  const fig = plot({
-    title: options.title,
-    ...(options.note ? { subtitle: options.note } : {}),
-    width: options.width ?? 420,
-    height: options.height ?? 240,
-    marginLeft: marginLeft ?? 48,
-    x: {
-      label: options.xLabel ?? "step",
-      tickFormat: (v: number) => Number.isInteger(v) ? String(v) : "",
-    },
-    y: { grid: true, label: null, ...(options.yDomain ? { domain: options.yDomain } : y) },
-    color: { legend: true },
+  return chartFigure(options, {
+    marginLeft,
+    x: { tickFormat: (v: number) => Number.isInteger(v) ? String(v) : "" },
+    y: options.yDomain ? { domain: options.yDomain } : y,
     marks,
   });
-  return unsafeRaw(`<div class="chart" data-chart="${options.id ?? ""}">${fig.svg()}</div>`);
 }
 
 /**
@@ -213,16 +204,34 @@ export function stackedChart(
   const totals = new Map<number, number>();
   for (const p of points) totals.set(p.x, (totals.get(p.x) ?? 0) + p.y);
   const { marginLeft, ...y } = yAxis([0, ...totals.values()]) as { marginLeft?: number };
+  return chartFigure(options, {
+    marginLeft,
+    x: { type: "band" },
+    y,
+    marks: [Plot.barY(points, { x: "x", y: "y", fill: "series" }), Plot.ruleY([0])],
+  });
+}
+
+/** A chart's figure in its `<div class="chart">`: the options' frame with these axes and marks. */
+function chartFigure(
+  options: Omit<LineChartOptions, "smoothing" | "yDomain">,
+  parts: {
+    marginLeft: number | undefined;
+    x: Record<string, unknown>;
+    y: Record<string, unknown>;
+    marks: Plot.Markish[];
+  },
+): SafeHtml {
   const fig = plot({
     title: options.title,
     ...(options.note ? { subtitle: options.note } : {}),
     width: options.width ?? 420,
     height: options.height ?? 240,
-    marginLeft: marginLeft ?? 48,
-    x: { label: options.xLabel ?? "step", type: "band" },
-    y: { grid: true, label: null, ...y },
+    marginLeft: parts.marginLeft ?? 48,
+    x: { label: options.xLabel ?? "step", ...parts.x },
+    y: { grid: true, label: null, ...parts.y },
     color: { legend: true },
-    marks: [Plot.barY(points, { x: "x", y: "y", fill: "series" }), Plot.ruleY([0])],
+    marks: parts.marks,
   });
   return unsafeRaw(`<div class="chart" data-chart="${options.id ?? ""}">${fig.svg()}</div>`);
 }

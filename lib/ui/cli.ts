@@ -14,7 +14,7 @@
  * @module
  */
 import { dirname } from "node:path";
-import { parseArgs } from "node:util";
+import { parseFlags, portFlag } from "../flags.ts";
 import { readOrCreateKey } from "../gateway/auth.ts";
 import { startGateway } from "../gateway/server.ts";
 import { loadCharTokenizer } from "../tokens/char.ts";
@@ -55,9 +55,9 @@ export interface UiCliOptions {
  * ```
  */
 export async function main(args: string[], options: UiCliOptions = {}): Promise<void> {
-  const { values } = parseArgs({
+  const values = parseFlags(
     args,
-    options: {
+    {
       db: { type: "string" },
       create: { type: "boolean", default: false },
       port: { type: "string", default: "8421" },
@@ -67,18 +67,11 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
       "runs-dir": { type: "string" },
       "no-monitors": { type: "boolean", default: false },
       "admin-key-file": { type: "string" },
-      help: { type: "boolean", default: false },
     },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    return;
-  }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`--port: expected a port number, got '${values.port}'`);
-  }
+    USAGE,
+  );
+  if (!values) return;
+  const port = portFlag(values.port);
   let tokenizer: ChatTokenizer | undefined;
   if (values.tokenizer === "qwen3") tokenizer = await loadQwen3Tokenizer();
   else if (values.tokenizer === "char") tokenizer = await loadCharTokenizer();

@@ -26,7 +26,7 @@ import {
   MonitorFlagsDataSchema,
 } from "../schema/ui.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
-import { html, type HtmlValue, type SafeHtml } from "./html.ts";
+import { html, type HtmlValue, type SafeHtml, tableHead } from "./html.ts";
 import { badge, fmtNum, fmtTime } from "./layout.ts";
 import { tokenView } from "./token_view.ts";
 
@@ -291,15 +291,7 @@ ${tokenView(s, input.tokenizer)}</div>`;
     ? html`
       <h3>Prefix breaks</h3>
       <table>
-        <thead>
-          <tr>
-            <th>call</th>
-            <th>vs</th>
-            <th>reason</th>
-            <th>basis</th>
-            <th>detail</th>
-          </tr>
-        </thead>
+        ${tableHead(["call", "vs", "reason", "basis", "detail"])}
         <tbody>${result.breaks.map((b) =>
           html`
             <tr class="break">
@@ -393,15 +385,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
     <h2>Input</h2>${pre(prettyJsonValue(rollout.input))}
     <h2>Monitor flags</h2>${flagsView(input)}
     <h2>Status timeline</h2><table id="timeline">
-      <thead>
-        <tr>
-          <th>time</th>
-          <th>from</th>
-          <th>to</th>
-          <th>attempt</th>
-          <th>reason</th>
-        </tr>
-      </thead>
+      ${tableHead(["time", "from", "to", "attempt", "reason"])}
       <tbody>${statusEvents.map((e) =>
         e.type === "status"
           ? html`
@@ -417,18 +401,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
       )}</tbody>
     </table>
     <h2>Attempts</h2><table id="attempts">
-      <thead>
-        <tr>
-          <th>#</th>
-          <th>status</th>
-          <th>started</th>
-          <th>ended</th>
-          <th>exit</th>
-          <th>worker</th>
-          <th>error</th>
-          <th>info</th>
-        </tr>
-      </thead>
+      ${tableHead(["#", "status", "started", "ended", "exit", "worker", "error", "info"])}
       <tbody>${rollout.attempts.map((a) =>
         html`
           <tr>
@@ -461,14 +434,7 @@ export function detailFragment(input: DetailInput): SafeHtml {
     <h2>Rewards and custom events</h2>${others.length
       ? html`
         <table id="events">
-          <thead>
-            <tr>
-              <th>seq</th>
-              <th>type</th>
-              <th>name</th>
-              <th>value / data</th>
-            </tr>
-          </thead>
+          ${tableHead(["seq", "type", "name", "value / data"])}
           <tbody>${others.map((e) =>
             e.type === "reward"
               ? html`

@@ -40,12 +40,13 @@ function toJson(value: unknown): JsonObject {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { exportRollout } from "./export.ts";
  * const store = openSqliteStore(":memory:");
  * await store.createRollouts([{ rollout_id: "r1", input: { q: 1 } }]);
  * const doc = await exportRollout(store, "r1");
- * doc.format; // "reins.rollout.v1"
+ * assert.equal(doc.format, "reins.rollout.v1");
  * await store.close();
  * ```
  */

@@ -29,8 +29,9 @@ const ESCAPES: Record<string, string> = {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { escapeHtml } from "./html.ts";
- * escapeHtml("<script>alert(1)</script>"); // "&lt;script&gt;alert(1)&lt;/script&gt;"
+ * assert.equal(escapeHtml("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
  * ```
  */
 export function escapeHtml(text: string): string {
@@ -59,9 +60,10 @@ function render(value: HtmlValue): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { html } from "./html.ts";
  * const text = "<b>hi</b>";
- * html`<p>${text}</p>`.value; // "<p>&lt;b&gt;hi&lt;/b&gt;</p>"
+ * assert.equal(html`<p>${text}</p>`.value, "<p>&lt;b&gt;hi&lt;/b&gt;</p>");
  * ```
  */
 export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
@@ -73,4 +75,36 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
 /** Marks trusted markup (our own SVG charts, pre-escaped strings) as safe. */
 export function unsafeRaw(markup: string): SafeHtml {
   return new SafeHtml(markup);
+}
+
+/**
+ * A column of {@link tableHead}: its title, `{ num: title }` for a right-aligned number column,
+ * or ready markup (a sortable header).
+ */
+export type HeadColumn = string | { num: string } | SafeHtml;
+
+/**
+ * A table's `<thead>` with one `<th>` per column.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tableHead } from "./html.ts";
+ * const head = tableHead(["model", { num: "version" }]).value;
+ * assert.match(head, /<thead>\s*<tr><th>model<\/th><th class="num">version<\/th><\/tr>\s*<\/thead>/);
+ * ```
+ */
+export function tableHead(columns: readonly HeadColumn[]): SafeHtml {
+  const cells = columns.map((c) =>
+    c instanceof SafeHtml
+      ? c
+      : typeof c === "string"
+      ? html`<th>${c}</th>`
+      : html`<th class="num">${c.num}</th>`
+  );
+  return html`
+    <thead>
+      <tr>${cells}</tr>
+    </thead>
+  `;
 }

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Model, PhaseSnapshot } from "../schema.ts";
-import { html, type SafeHtml } from "./html.ts";
+import { html, type SafeHtml, tableHead } from "./html.ts";
 import { fmtNum, fmtTime } from "./layout.ts";
 
 /** The facts of one model call the proxy page aggregates. */
@@ -37,10 +37,11 @@ export interface UpstreamStats {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { upstreamStats } from "./proxy_view.ts";
  * const call = { seq: 1, rollout_id: "r", upstream: "u", http_status: 500, error: "x",
  *   latency_ms: 10, retry_count: 1, flavor: "openai_chat", created_at: 0 };
- * upstreamStats([call])[0].error_rate; // 1
+ * assert.equal(upstreamStats([call])[0].error_rate, 1);
  * ```
  */
 export function upstreamStats(calls: readonly CallFact[]): UpstreamStats[] {
@@ -88,14 +89,7 @@ export function proxyFragment(
     <h2>Policy endpoints</h2>${models.length
       ? html`
         <table id="models">
-          <thead>
-            <tr>
-              <th>model</th>
-              <th class="num">version</th>
-              <th>endpoints</th>
-              <th>updated</th>
-            </tr>
-          </thead>
+          ${tableHead(["model", { num: "version" }, "endpoints", "updated"])}
           <tbody>${models.map((m) =>
             html`
               <tr>
@@ -116,17 +110,15 @@ export function proxyFragment(
     <h2>Upstreams (last ${calls.length} calls)</h2>${stats.length
       ? html`
         <table id="upstreams">
-          <thead>
-            <tr>
-              <th>upstream</th>
-              <th class="num">calls</th>
-              <th class="num">errors</th>
-              <th class="num">error rate</th>
-              <th class="num">mean latency ms</th>
-              <th class="num">p95 latency ms</th>
-              <th class="num">retries</th>
-            </tr>
-          </thead>
+          ${tableHead([
+            "upstream",
+            { num: "calls" },
+            { num: "errors" },
+            { num: "error rate" },
+            { num: "mean latency ms" },
+            { num: "p95 latency ms" },
+            { num: "retries" },
+          ])}
           <tbody>${stats.map((s) =>
             html`
               <tr>

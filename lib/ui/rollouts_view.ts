@@ -5,7 +5,7 @@
  */
 import { RolloutModeSchema, RolloutStatusSchema } from "../schema.ts";
 import type { RolloutListQuery } from "../schema/ui.ts";
-import { html, type SafeHtml } from "./html.ts";
+import { html, type SafeHtml, tableHead } from "./html.ts";
 import { badge, fmtNum, fmtTime } from "./layout.ts";
 import { harnessOf, type RolloutListPage } from "./query.ts";
 import type { RunIndex } from "./run_index.ts";
@@ -166,22 +166,20 @@ ${
   return html`
     <div class="scroll-x">
       <table id="rollouts">
-        <thead>
-          <tr>
-          <th>rollout</th>
-          <th>status</th>
-          <th>mode</th>
-          <th>group</th>
-          ${sortHeader(base, query, "step", "step")}
-          <th>harness</th>
-          ${sortHeader(base, query, "reward", "reward", true)}
-          ${sortHeader(base, query, "attempts", "attempts", true)}
-          <th class="num">policy</th>
-          <th>flags</th>
-          <th>created</th>
-          ${sortHeader(base, query, "updated", "updated")}
-        </tr>
-        </thead>
+        ${tableHead([
+          "rollout",
+          "status",
+          "mode",
+          "group",
+          sortHeader(base, query, "step", "step"),
+          "harness",
+          sortHeader(base, query, "reward", "reward", true),
+          sortHeader(base, query, "attempts", "attempts", true),
+          { num: "policy" },
+          "flags",
+          "created",
+          sortHeader(base, query, "updated", "updated"),
+        ])}
         <tbody>${rows}</tbody>
       </table>
     </div>

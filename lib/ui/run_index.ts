@@ -43,13 +43,14 @@ const RECENT_CALLS = 500;
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { RunIndex } from "./run_index.ts";
  * const store = openSqliteStore(":memory:");
  * await store.createRollouts([{ rollout_id: "r1", input: {} }]);
  * const index = new RunIndex(store);
  * await index.refresh();
- * index.statusCounts().queuing; // 1
+ * assert.equal(index.statusCounts().queuing, 1);
  * await store.close();
  * ```
  */

@@ -15,7 +15,7 @@ import type { Store } from "../gateway/store.ts";
 import { parseOrThrow } from "../schema.ts";
 import { type TrainStepMetrics, TrainStepMetricsSchema } from "../schema/ui.ts";
 import { lineChart, type SeriesPoint } from "./charts.ts";
-import { html, type SafeHtml } from "./html.ts";
+import { html, type SafeHtml, tableHead } from "./html.ts";
 import { fmtNum } from "./layout.ts";
 import { cellText, type EvalPoint, loadEvalPoints, SMOOTHING_CHOICES } from "./overview.ts";
 import type { RunIndex } from "./run_index.ts";
@@ -347,17 +347,9 @@ export function runsFragment(base: string, runs: readonly RunInfo[], view: RunsV
     <form method="get" action="${base}/runs" id="run-picker">
       <div class="scroll-x">
         <table id="runs">
-          <thead>
-            <tr>
-              <th></th>
-              <th>run</th>
-              <th>grid / source</th>
-              <th class="num">steps</th>
-              <th class="num">last reward</th>
-              <th class="num">eval reward</th>
-              <th></th>
-            </tr>
-          </thead>
+          ${tableHead(["", "run", "grid / source", { num: "steps" }, { num: "last reward" }, {
+            num: "eval reward",
+          }, ""])}
           <tbody>${rows}</tbody>
         </table>
       </div>

@@ -17,13 +17,14 @@ import type { CliAdapter } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { claudeCode } from "./claude_code.ts";
  * const run = claudeCode.prepare({
  *   task: "fix calc.py", workdir: "/w", home: "/h", model: "claude-sonnet-4-6",
  *   openaiBaseUrl: "http://gw/proxy/r/a/v1", anthropicBaseUrl: "http://gw/proxy/r/a",
  *   apiKey: "rk_x", bin: "/cache/claude",
  * });
- * run.env.ANTHROPIC_BASE_URL; // "http://gw/proxy/r/a"
+ * assert.equal(run.env.ANTHROPIC_BASE_URL, "http://gw/proxy/r/a");
  * ```
  */
 export const claudeCode: CliAdapter = {

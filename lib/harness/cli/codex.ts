@@ -21,13 +21,14 @@ function tomlString(value: string): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { codex } from "./codex.ts";
  * const run = codex.prepare({
  *   task: "fix calc.py", workdir: "/w", home: "/h", model: "reins-policy",
  *   openaiBaseUrl: "http://gw/proxy/r/a/v1", anthropicBaseUrl: "http://gw/proxy/r/a",
  *   apiKey: "rk_x", bin: "/cache/codex",
  * });
- * Object.keys(run.files); // ["/h/.codex/config.toml"]
+ * assert.deepEqual(Object.keys(run.files), ["/h/.codex/config.toml"]);
  * ```
  */
 export const codex: CliAdapter = {

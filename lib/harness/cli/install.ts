@@ -25,8 +25,9 @@ export class CliUnavailableError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultCacheDir } from "./install.ts";
- * defaultCacheDir().endsWith("harnesses"); // true
+ * assert.equal(defaultCacheDir().endsWith("harnesses"), true);
  * ```
  */
 export function defaultCacheDir(): string {
@@ -44,9 +45,10 @@ export function defaultCacheDir(): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { installPrefix } from "./install.ts";
  * import { codex } from "./codex.ts";
- * installPrefix(codex, "/c"); // "/c/@openai+codex@0.171.0"
+ * assert.equal(installPrefix(codex, "/c"), "/c/@openai+codex@0.171.0");
  * ```
  */
 export function installPrefix(adapter: CliAdapter, cacheDir: string): string {

@@ -18,13 +18,14 @@ import type { CliAdapter } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { opencode } from "./opencode.ts";
  * const run = opencode.prepare({
  *   task: "fix calc.py", workdir: "/w", home: "/h", model: "reins-policy",
  *   openaiBaseUrl: "http://gw/proxy/r/a/v1", anthropicBaseUrl: "http://gw/proxy/r/a",
  *   apiKey: "rk_x", bin: "/cache/opencode",
  * });
- * run.argv.slice(1, 2); // ["run"]
+ * assert.deepEqual(run.argv.slice(1, 2), ["run"]);
  * ```
  */
 export const opencode: CliAdapter = {

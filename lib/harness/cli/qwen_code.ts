@@ -16,13 +16,14 @@ import type { CliAdapter } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { qwenCode } from "./qwen_code.ts";
  * const run = qwenCode.prepare({
  *   task: "fix calc.py", workdir: "/w", home: "/h", model: "reins-policy",
  *   openaiBaseUrl: "http://gw/proxy/r/a/v1", anthropicBaseUrl: "http://gw/proxy/r/a",
  *   apiKey: "rk_x", bin: "/cache/qwen",
  * });
- * run.env.OPENAI_MODEL; // "reins-policy"
+ * assert.equal(run.env.OPENAI_MODEL, "reins-policy");
  * ```
  */
 export const qwenCode: CliAdapter = {

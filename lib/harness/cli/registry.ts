@@ -15,8 +15,9 @@ import type { CliAdapter } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { CLI_ADAPTERS } from "./registry.ts";
- * CLI_ADAPTERS.codex.package; // "@openai/codex"
+ * assert.equal(CLI_ADAPTERS.codex.package, "@openai/codex");
  * ```
  */
 export const CLI_ADAPTERS: Record<CliName, CliAdapter> = {
@@ -31,8 +32,9 @@ export const CLI_ADAPTERS: Record<CliName, CliAdapter> = {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { cliAdapter } from "./registry.ts";
- * cliAdapter("qwen_code").version; // "0.24.4"
+ * assert.equal(cliAdapter("qwen_code").version, "0.24.4");
  * ```
  */
 export function cliAdapter(name: string): CliAdapter {

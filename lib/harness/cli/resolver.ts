@@ -30,9 +30,10 @@ export const RUNNER_PATH: string = decodeURIComponent(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { cliLocalHarness } from "./resolver.ts";
  * const harness = cliLocalHarness("codex", { model: "reins-policy" }, { task: "fix it" });
- * harness.command.includes("--cli"); // true
+ * assert.equal(harness.command.includes("--cli"), true);
  * ```
  */
 export function cliLocalHarness(

@@ -47,10 +47,11 @@ export interface PromptView {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { viewPrompt } from "./scripted.ts";
  * const text = '<|im_start|>system\nhi\n\n# Tools\n<tools>\n{"type": "function", "function": ' +
  *   '{"name": "edit"}}\n</tools><|im_end|>\n<|im_start|>user\n<tool_response>\nok\n</tool_response>';
- * viewPrompt(text).tools; // ["edit"]
+ * assert.deepEqual(viewPrompt(text).tools, ["edit"]);
  * ```
  */
 export function viewPrompt(promptText: string): PromptView {
@@ -78,46 +79,41 @@ interface Steps {
   write: ScriptedTurn["tool_calls"];
 }
 
+/** The read and edit tools of a CLI whose edit tool takes a path and old/new strings. */
+interface EditTools {
+  read: string;
+  edit: string;
+  /** Argument names: the path, the text replaced, its replacement. */
+  args: readonly [string, string, string];
+}
+
+const EDIT_TOOLS: Record<Exclude<CliName, "codex">, EditTools> = {
+  claude_code: { read: "Read", edit: "Edit", args: ["file_path", "old_string", "new_string"] },
+  opencode: { read: "read", edit: "edit", args: ["filePath", "oldString", "newString"] },
+  qwen_code: { read: "read_file", edit: "edit", args: ["file_path", "old_string", "new_string"] },
+};
+
 function steps(cli: CliName, workdir: string, next: string): Steps {
   const path = `${workdir.replace(/\/$/, "")}/${BUGFIX.file}`;
-  switch (cli) {
-    case "claude_code":
-      return {
-        edit: "Edit",
-        read: [{ name: "Read", arguments: { file_path: path } }],
-        write: [{
-          name: "Edit",
-          arguments: { file_path: path, old_string: BUGFIX.buggy, new_string: next },
-        }],
-      };
-    case "opencode":
-      return {
-        edit: "edit",
-        read: [{ name: "read", arguments: { filePath: path } }],
-        write: [{
-          name: "edit",
-          arguments: { filePath: path, oldString: BUGFIX.buggy, newString: next },
-        }],
-      };
-    case "qwen_code":
-      return {
-        edit: "edit",
-        read: [{ name: "read_file", arguments: { file_path: path } }],
-        write: [{
-          name: "edit",
-          arguments: { file_path: path, old_string: BUGFIX.buggy, new_string: next },
-        }],
-      };
-    case "codex":
-      return {
-        edit: "exec_command",
-        read: [{ name: "exec_command", arguments: { cmd: `cat ${BUGFIX.file}` } }],
-        write: [{
-          name: "exec_command",
-          arguments: { cmd: `sed -i 's/${BUGFIX.buggy}/${next}/' ${BUGFIX.file}` },
-        }],
-      };
+  if (cli === "codex") {
+    return {
+      edit: "exec_command",
+      read: [{ name: "exec_command", arguments: { cmd: `cat ${BUGFIX.file}` } }],
+      write: [{
+        name: "exec_command",
+        arguments: { cmd: `sed -i 's/${BUGFIX.buggy}/${next}/' ${BUGFIX.file}` },
+      }],
+    };
   }
+  const { read, edit, args: [pathArg, oldArg, newArg] } = EDIT_TOOLS[cli];
+  return {
+    edit,
+    read: [{ name: read, arguments: { [pathArg]: path } }],
+    write: [{
+      name: edit,
+      arguments: { [pathArg]: path, [oldArg]: BUGFIX.buggy, [newArg]: next },
+    }],
+  };
 }
 
 /** Markers of the side conversations the CLIs open by themselves. */

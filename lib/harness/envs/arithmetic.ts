@@ -42,9 +42,10 @@ export const calculatorTool: AgentTool = {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { arithmeticMatch } from "./arithmetic.ts";
- * arithmeticMatch("1,234.", "1234"); // true
- * arithmeticMatch("1235", "1234"); // false
+ * assert.equal(arithmeticMatch("1,234.", "1234"), true);
+ * assert.equal(arithmeticMatch("1235", "1234"), false);
  * ```
  */
 export function arithmeticMatch(answer: string, expected: string): boolean {
@@ -62,9 +63,10 @@ const SYSTEM = "You solve arithmetic problems. Use the calculator tool for every
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { arithmeticEnv } from "./arithmetic.ts";
  * const env = arithmeticEnv();
- * env.taskInput(env.loadTasks()[0]).env; // "arithmetic"
+ * assert.equal(env.taskInput(env.loadTasks()[0]).env, "arithmetic");
  * ```
  */
 export function arithmeticEnv(dataDir = DEFAULT_DATA_DIR): HarnessEnv<ArithmeticTask> {

@@ -22,9 +22,10 @@ export interface Bm25Hit {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { Bm25Index } from "./bm25.ts";
  * const index = new Bm25Index(["the red fox", "a blue whale", "red wine"]);
- * index.search("red fox", 1)[0].index; // 0
+ * assert.equal(index.search("red fox", 1)[0].index, 0);
  * ```
  */
 export class Bm25Index {

@@ -95,13 +95,14 @@ function parseReport(stdout: string): Record<string, TestOutcome> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { codingEnv, runRepoTests } from "./coding.ts";
  * const task = codingEnv().task("coding-textstats");
  * const dir = await Deno.makeTempDir();
  * // The task's repository as the agent got it (its bug not fixed yet).
  * const repo = `${codingEnv().dataDir}/coding/repos/${task.repo}`;
  * await new Deno.Command("cp", { args: ["-r", `${repo}/.`, dir] }).output();
- * (await runRepoTests(task, dir)).passed; // false until the fix is right
+ * assert.equal((await runRepoTests(task, dir)).passed, false); // until the fix is right
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

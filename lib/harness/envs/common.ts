@@ -36,8 +36,9 @@ export const PROJECT_ROOT: string = new URL("../../..", import.meta.url).pathnam
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { DEFAULT_DATA_DIR, hiddenDataPaths } from "./common.ts";
- * hiddenDataPaths(DEFAULT_DATA_DIR).some((p) => p.endsWith("/coding")); // true
+ * assert.equal(hiddenDataPaths(DEFAULT_DATA_DIR).some((p) => p.endsWith("/coding")), true);
  * ```
  */
 export function hiddenDataPaths(dataDir: string): string[] {
@@ -97,10 +98,11 @@ const cache = new Map<string, unknown[]>();
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ArithmeticTaskSchema } from "../../schema.ts";
  * import { DEFAULT_DATA_DIR, readJsonl } from "./common.ts";
  * const tasks = readJsonl(`${DEFAULT_DATA_DIR}/arithmetic/tasks.jsonl`, ArithmeticTaskSchema);
- * tasks[0].answer; // "6"
+ * assert.equal(tasks[0].answer, "6");
  * ```
  */
 export function readJsonl<S extends z.ZodType>(path: string, schema: S): z.infer<S>[] {
@@ -141,8 +143,9 @@ export function findTask<T extends { id: string }>(tasks: T[], id: string, env: 
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseEnvInput } from "./common.ts";
- * parseEnvInput({ env: "search", id: "s1", prompt: "Who?" }, "search").id; // "s1"
+ * assert.equal(parseEnvInput({ env: "search", id: "s1", prompt: "Who?" }, "search").id, "s1");
  * ```
  */
 export function parseEnvInput(input: unknown, env: EnvName): EnvTaskInput {
@@ -161,8 +164,9 @@ export function parseEnvInput(input: unknown, env: EnvName): EnvTaskInput {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { normalizeAnswer } from "./common.ts";
- * normalizeAnswer("  The  Pelfen. "); // "pelfen"
+ * assert.equal(normalizeAnswer("  The  Pelfen. "), "pelfen");
  * ```
  */
 export function normalizeAnswer(text: string): string {

@@ -74,11 +74,12 @@ export function arithmeticExpert(options: ArithmeticExpertOptions = {}): Scripte
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { searchExpert } from "./experts.ts";
  * const turn = searchExpert()({
  *   promptIds: [], promptText: "user\nWhat is the capital of Kaquatin?", call: 0,
  * });
- * turn.tool_calls?.[0].arguments; // { query: "Kaquatin" }
+ * assert.deepEqual(turn.tool_calls?.[0].arguments, { query: "Kaquatin" });
  * ```
  */
 export function searchExpert(): ScriptedPolicy {

@@ -34,10 +34,11 @@ function sameText(a: string, b: string): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { filesEnv, verifyFileTask } from "./files.ts";
  * const [task] = filesEnv().loadTasks();
  * const dir = await Deno.makeTempDir(); // an agent that did nothing
- * verifyFileTask(task, dir).length > 0; // true ([] when every check passes)
+ * assert.ok(verifyFileTask(task, dir).length > 0); // [] when every check passes
  * await Deno.remove(dir);
  * ```
  */
@@ -110,8 +111,9 @@ export interface FilesEnvOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { filesEnv } from "./files.ts";
- * filesEnv().loadTasks().length > 0; // true
+ * assert.equal(filesEnv().loadTasks().length > 0, true);
  * ```
  */
 export function filesEnv(options: FilesEnvOptions = {}): HarnessEnv<FileTask> {

@@ -6,10 +6,11 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultEnvs } from "./mod.ts";
  * const envs = defaultEnvs();
  * const task = envs.arithmetic.loadTasks()[0];
- * envs.arithmetic.taskInput(task).prompt; // "What is 4 / 4 * 6?"
+ * assert.equal(envs.arithmetic.taskInput(task).prompt, "What is 4 / 4 * 6?");
  * ```
  *
  * @module
@@ -48,17 +49,7 @@ export {
   sweToCodingTask,
   treeHash,
 } from "./coding_tasks.ts";
-export {
-  DEFAULT_DATA_DIR,
-  findTask,
-  type HarnessEnv,
-  hiddenDataPaths,
-  normalizeAnswer,
-  parseEnvInput,
-  PROJECT_ROOT,
-  readAnswerFile,
-  readJsonl,
-} from "./common.ts";
+export * from "./common.ts";
 export { filesEnv, type FilesEnvOptions, materializeWorkspace, verifyFileTask } from "./files.ts";
 export { searchCorpus, searchEnv, searchMatch, searchTool } from "./search.ts";
 export {

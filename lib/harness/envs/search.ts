@@ -67,8 +67,9 @@ export function searchTool(dataDir = DEFAULT_DATA_DIR): AgentTool {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { searchMatch } from "./search.ts";
- * searchMatch("the Pelfen.", { answer: "Pelfen", aliases: [] }); // true
+ * assert.equal(searchMatch("the Pelfen.", { answer: "Pelfen", aliases: [] }), true);
  * ```
  */
 export function searchMatch(answer: string, task: Pick<SearchTask, "answer" | "aliases">): boolean {
@@ -85,9 +86,10 @@ const SYSTEM = "You answer questions about a fictional world using the search to
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { searchEnv } from "./search.ts";
  * const env = searchEnv();
- * env.tools({ workdir: ".", input: {} })[0].name; // "search"
+ * assert.equal(env.tools({ workdir: ".", input: {} })[0].name, "search");
  * ```
  */
 export function searchEnv(dataDir = DEFAULT_DATA_DIR): HarnessEnv<SearchTask> {

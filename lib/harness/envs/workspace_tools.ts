@@ -13,8 +13,9 @@ import { type AgentTool, stringArg, ToolArgumentError, type ToolContext } from "
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { workspacePath } from "./workspace_tools.ts";
- * workspacePath("/w", "src/a.py"); // "/w/src/a.py"
+ * assert.equal(workspacePath("/w", "src/a.py"), "/w/src/a.py");
  * ```
  */
 export function workspacePath(workdir: string, path: string, arg = "path"): string {

@@ -161,6 +161,54 @@ export function openaiUsage(call: FinishedCall): JsonObject {
   };
 }
 
+/**
+ * The non-streaming answer of an OpenAI endpoint (`chat.completion`, `text_completion`): one
+ * choice (index 0) and the usage.
+ */
+export function openaiResponse(call: FinishedCall, object: string, choice: JsonObject): JsonObject {
+  return {
+    id: call.id,
+    object,
+    created: call.created,
+    model: call.model,
+    choices: [{ index: 0, ...choice }],
+    usage: openaiUsage(call),
+  };
+}
+
+/** The chunks of an OpenAI stream (Chat Completions and Completions). */
+export interface OpenaiChunks {
+  /** A chunk holding one choice (index 0). */
+  chunk(choice: JsonObject): string;
+  /** The end of the stream: the usage chunk when `include_usage` asked for it, then `[DONE]`. */
+  done(call: FinishedCall): string;
+  /** An error event in the middle of the stream. */
+  error(message: string): string;
+}
+
+/**
+ * The chunks of an OpenAI stream of `object` chunks (`chat.completion.chunk`,
+ * `text_completion`). With `include_usage` every chunk carries `usage`, null until the last one.
+ */
+export function openaiChunks(
+  start: StreamStart,
+  request: NormalizedRequest,
+  object: string,
+): OpenaiChunks {
+  const head = { id: start.id, object, created: start.created, model: start.model };
+  const usageField = request.includeUsage ? { usage: null } : {};
+  return {
+    chunk: (choice) => sse({ ...head, choices: [{ index: 0, ...choice }], ...usageField }),
+    done(call) {
+      const usage = request.includeUsage
+        ? sse({ ...head, choices: [], usage: openaiUsage(call) })
+        : "";
+      return usage + sse("[DONE]");
+    },
+    error: (message) => sse(openaiErrorBody(500, message)),
+  };
+}
+
 /** A choice's `logprobs`: the content tokens, or null when not asked for or not known. */
 function choiceLogprobs(
   request: NormalizedRequest,
@@ -187,33 +235,21 @@ function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
     }));
   }
   const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
-  return {
-    id: call.id,
-    object: "chat.completion",
-    created: call.created,
-    model: call.model,
-    choices: [{ index: 0, message, logprobs, finish_reason: finishReason(call) }],
-    usage: openaiUsage(call),
-  };
+  return openaiResponse(call, "chat.completion", {
+    message,
+    logprobs,
+    finish_reason: finishReason(call),
+  });
 }
 
 function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
   let toolIndex = 0;
-  // With include_usage every chunk carries `usage` (null until the last one).
-  const usageField = request.includeUsage ? { usage: null } : {};
+  const chunks = openaiChunks(start, request, "chat.completion.chunk");
   const chunk = (
     delta: JsonObject,
     finish: string | null = null,
     logprobs: JsonObject | null = null,
-  ): string =>
-    sse({
-      id: start.id,
-      object: "chat.completion.chunk",
-      created: start.created,
-      model: start.model,
-      choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
-      ...usageField,
-    });
+  ): string => chunks.chunk({ delta, logprobs, finish_reason: finish });
   return {
     start: () => chunk({ role: "assistant", content: "" }),
     part(part: OutputPart): string {
@@ -230,22 +266,8 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
         }],
       });
     },
-    finish(call: FinishedCall): string {
-      let out = chunk({}, finishReason(call));
-      if (request.includeUsage) {
-        out += sse({
-          id: start.id,
-          object: "chat.completion.chunk",
-          created: start.created,
-          model: start.model,
-          choices: [],
-          usage: openaiUsage(call),
-        });
-      }
-      return out + sse("[DONE]");
-    },
-    error: (message: string) =>
-      sse({ error: { message, type: "server_error", param: null, code: null } }),
+    finish: (call: FinishedCall) => chunk({}, finishReason(call)) + chunks.done(call),
+    error: chunks.error,
   };
 }
 

@@ -18,7 +18,7 @@
 import type { JsonObject } from "../../schema.ts";
 import type { OutputPart, TokenLogprob } from "../parse_output.ts";
 import { completionLogprobs } from "./logprobs.ts";
-import { openaiErrorBody, openaiUsage } from "./openai_chat.ts";
+import { openaiChunks, openaiErrorBody, openaiResponse } from "./openai_chat.ts";
 import {
   asObject,
   badRequest,
@@ -31,7 +31,6 @@ import {
   optPositiveInt,
   readSeed,
   readStop,
-  sse,
   type StreamEncoder,
   type StreamStart,
   zeroPenalty,
@@ -110,50 +109,25 @@ function choiceLogprobs(
 
 function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
   const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
-  return {
-    id: call.id,
-    object: "text_completion",
-    created: call.created,
-    model: call.model,
-    choices: [{ index: 0, text: call.text, logprobs, finish_reason: call.finish_reason }],
-    usage: openaiUsage(call),
-  };
+  return openaiResponse(call, "text_completion", {
+    text: call.text,
+    logprobs,
+    finish_reason: call.finish_reason,
+  });
 }
 
 function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
-  // With include_usage every chunk carries `usage` (null until the last one).
-  const usageField = request.includeUsage ? { usage: null } : {};
+  const chunks = openaiChunks(start, request, "text_completion");
   const chunk = (text: string, finish: string | null, logprobs: JsonObject | null): string =>
-    sse({
-      id: start.id,
-      object: "text_completion",
-      created: start.created,
-      model: start.model,
-      choices: [{ index: 0, text, logprobs, finish_reason: finish }],
-      ...usageField,
-    });
+    chunks.chunk({ text, logprobs, finish_reason: finish });
   return {
     start: () => "",
     part: (part: OutputPart) =>
       part.type === "tool_call"
         ? ""
         : chunk(part.text, null, choiceLogprobs(request, part.logprobs)),
-    finish(call: FinishedCall): string {
-      let out = chunk("", call.finish_reason, null);
-      if (request.includeUsage) {
-        out += sse({
-          id: start.id,
-          object: "text_completion",
-          created: start.created,
-          model: start.model,
-          choices: [],
-          usage: openaiUsage(call),
-        });
-      }
-      return out + sse("[DONE]");
-    },
-    error: (message: string) =>
-      sse({ error: { message, type: "server_error", param: null, code: null } }),
+    finish: (call: FinishedCall) => chunk("", call.finish_reason, null) + chunks.done(call),
+    error: chunks.error,
   };
 }
 

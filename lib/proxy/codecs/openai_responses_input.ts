@@ -80,20 +80,13 @@ export function decodeResponsesInput(input: unknown, instructions: unknown): Cha
       if (text) {
         t.reasoning_content = (t.reasoning_content ? t.reasoning_content + "\n\n" : "") + text;
       }
-    } else if (type === "function_call") {
+    } else if (type === "function_call" || type === "custom_tool_call") {
+      // Free-form tools (Codex's apply_patch) carry `input`: the raw input becomes the call's
+      // arguments.
+      const argsKey = type === "function_call" ? "arguments" : "input";
       const t = openTurn();
-      const args = item.arguments ?? "";
-      if (typeof args !== "string") badRequest(`${f}.arguments`, "must be a string");
-      (t.tool_calls ??= []).push({
-        id: reqString(item, "call_id", `${f}.call_id`),
-        type: "function",
-        function: { name: reqString(item, "name", `${f}.name`), arguments: args },
-      });
-    } else if (type === "custom_tool_call") {
-      // Free-form tools (Codex's apply_patch): the raw input becomes the call's arguments.
-      const t = openTurn();
-      const args = item.input ?? "";
-      if (typeof args !== "string") badRequest(`${f}.input`, "must be a string");
+      const args = item[argsKey] ?? "";
+      if (typeof args !== "string") badRequest(`${f}.${argsKey}`, "must be a string");
       (t.tool_calls ??= []).push({
         id: reqString(item, "call_id", `${f}.call_id`),
         type: "function",

@@ -125,6 +125,25 @@ export function asObject(value: unknown, field: string): Record<string, unknown>
   return value as Record<string, unknown>;
 }
 
+/**
+ * Reads an optional field (absent or null: undefined) that must pass `valid`, else a 400 naming
+ * `field` with `message`.
+ */
+function optional<T>(
+  obj: Record<string, unknown>,
+  key: string,
+  field: string,
+  valid: (value: unknown) => value is T,
+  message: string,
+): T | undefined {
+  const value = obj[key];
+  if (value === undefined || value === null) return undefined;
+  if (!valid(value)) badRequest(field, message);
+  return value;
+}
+
+const isFiniteNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+
 /** Reads an optional finite number within [min, max]. */
 export function optNumber(
   obj: Record<string, unknown>,
@@ -133,10 +152,10 @@ export function optNumber(
   max: number,
   field = key,
 ): number | undefined {
-  const value = obj[key];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== "number" || !Number.isFinite(value)) badRequest(field, "must be a number");
-  if (value < min || value > max) badRequest(field, `must be between ${min} and ${max}`);
+  const value = optional(obj, key, field, isFiniteNumber, "must be a number");
+  if (value !== undefined && (value < min || value > max)) {
+    badRequest(field, `must be between ${min} and ${max}`);
+  }
   return value;
 }
 
@@ -146,12 +165,8 @@ export function optPositiveInt(
   key: string,
   field = key,
 ): number | undefined {
-  const value = obj[key];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 1) {
-    badRequest(field, "must be a positive integer");
-  }
-  return value;
+  const valid = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 1;
+  return optional(obj, key, field, valid, "must be a positive integer");
 }
 
 /** Reads an optional boolean. */
@@ -160,10 +175,8 @@ export function optBool(
   key: string,
   field = key,
 ): boolean | undefined {
-  const value = obj[key];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== "boolean") badRequest(field, "must be a boolean");
-  return value;
+  const valid = (v: unknown): v is boolean => typeof v === "boolean";
+  return optional(obj, key, field, valid, "must be a boolean");
 }
 
 /** Reads a required non-empty string. */

@@ -75,8 +75,9 @@ function idsOf(value: unknown): number[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { OpenAICompatibleUpstream } from "./openai_compatible.ts";
- * new OpenAICompatibleUpstream().kind; // "openai_compatible"
+ * assert.equal(new OpenAICompatibleUpstream().kind, "openai_compatible");
  * ```
  */
 export class OpenAICompatibleUpstream {

@@ -58,9 +58,10 @@ async function post(url: string, body: unknown, ctx: TryContext, headers: Header
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { ReinsGenerateUpstream } from "./token_level.ts";
  * const upstream = new ReinsGenerateUpstream();
- * upstream.kind; // "token_level"
+ * assert.equal(upstream.kind, "token_level");
  * ```
  */
 export class ReinsGenerateUpstream implements TokenUpstream {
@@ -137,8 +138,9 @@ interface SglangMeta {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { SglangUpstream } from "./token_level.ts";
- * new SglangUpstream({ incremental: false }).kind; // "sglang"
+ * assert.equal(new SglangUpstream({ incremental: false }).kind, "sglang");
  * ```
  */
 export class SglangUpstream implements TokenUpstream {

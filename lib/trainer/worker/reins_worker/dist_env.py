@@ -268,8 +268,8 @@ def open_channels(env: RankEnv, groups: Groups) -> List[Channel]:
 
 
 def watch_parent(parent: int) -> None:
-    """Exits once `parent` is gone: a worker orphaned by a crashed client would hold its port
-    and memory forever, and a rank whose launcher died has nothing left to serve."""
+    """Exits when `parent` is no longer this process's parent: a rank whose launcher died, or a
+    worker orphaned by a crashed client, would hold its port and memory forever."""
 
     def loop() -> None:
         while True:

@@ -295,6 +295,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.ranks < 1:
         parser.error("--ranks must be >= 1")
     if args.exit_with_parent:
+        # A worker orphaned by a crashed client would hold its port and memory forever.
         watch_parent(os.getppid())
     if args.threads > 0:
         torch.set_num_threads(args.threads)

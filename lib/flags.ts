@@ -1,0 +1,83 @@
+/**
+ * Flags of the command lines (`deno task gateway`, `deno task ui`), read after
+ * `node:util` `parseArgs`: each refusal names the flag.
+ *
+ * @module
+ */
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
+
+/**
+ * A whole-number flag of at least `min`, or undefined when absent.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { intFlag } from "./flags.ts";
+ * assert.equal(intFlag("retries", "3", 0), 3);
+ * assert.equal(intFlag("retries", undefined, 0), undefined);
+ * assert.throws(() => intFlag("retries", "1.5", 0), /--retries: expected a whole number >= 0/);
+ * ```
+ */
+export function intFlag(name: string, value: string | undefined, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) {
+    throw new Error(`--${name}: expected a whole number >= ${min}, got '${value}'`);
+  }
+  return n;
+}
+
+/**
+ * The `--port` flag: a TCP port, 0 for any free one.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { portFlag } from "./flags.ts";
+ * assert.equal(portFlag("8420"), 8420);
+ * assert.throws(() => portFlag("70000"), /--port: expected a port number, got '70000'/);
+ * ```
+ */
+export function portFlag(value: string | undefined): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`--port: expected a port number, got '${value}'`);
+  }
+  return port;
+}
+
+/**
+ * Parses a command line with `node:util` `parseArgs` (strict: an unknown flag or a missing value
+ * is refused naming the flag), adding `--help`: with it, prints `usage` and returns undefined.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseFlags } from "./flags.ts";
+ * const options = { port: { type: "string", default: "8420" } } as const;
+ * assert.equal(parseFlags(["--port", "1"], options, "usage: demo")?.port, "1");
+ * assert.equal(parseFlags(["--help"], options, "usage: demo"), undefined);
+ * assert.throws(() => parseFlags(["--bogus"], options, "usage: demo"), /--bogus/);
+ * ```
+ */
+export function parseFlags<O extends ParseArgsOptionsConfig>(
+  args: string[],
+  options: O,
+  usage: string,
+): ParsedFlags<O> | undefined {
+  const { values } = parseArgs({
+    args,
+    options: { ...options, help: { type: "boolean", default: false } },
+    strict: true,
+  });
+  if ((values as { help?: boolean }).help) {
+    console.log(usage);
+    return undefined;
+  }
+  return values as ParsedFlags<O>;
+}
+
+/** The values {@link parseFlags} returns for `options`. */
+export type ParsedFlags<O extends ParseArgsOptionsConfig> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; strict: true }>
+>["values"];
