@@ -21,6 +21,9 @@ while [ $i -lt $BEATS ]; do
   sleep 0.1
   i=$((i + 1))
 done
+# Held until the test releases it (when RELEASE names a file): a process that finished while no
+# controller ran is reconciled, not adopted, and a loaded machine may start a controller slowly.
+if [ -n "$RELEASE" ]; then while [ ! -e "$RELEASE" ]; do sleep 0.05; done; fi
 echo finished
 `;
 
@@ -97,7 +100,7 @@ async function intervals(
   }));
 }
 
-async function setup(beats: number, maxAttempts: number, retryBeats = beats) {
+async function setup(beats: number, maxAttempts: number, retryBeats = beats, release = "") {
   const dir = await Deno.makeTempDir();
   const state = `${dir}/state`;
   await Deno.mkdir(state);
@@ -113,7 +116,12 @@ async function setup(beats: number, maxAttempts: number, retryBeats = beats) {
         name: "command",
         options: {
           command: ["sh", "-c", HARNESS],
-          env: { STATE: state, BEATS: String(beats), RETRY_BEATS: String(retryBeats) },
+          env: {
+            STATE: state,
+            BEATS: String(beats),
+            RETRY_BEATS: String(retryBeats),
+            RELEASE: release ? `${dir}/${release}` : "",
+          },
         },
       },
     },
@@ -135,7 +143,7 @@ async function allRunningWithBeat(client: GatewayClient, state: string) {
 }
 
 Deno.test("restart: a controller SIGKILLed mid-run is restarted and re-adopts its live attempts", async () => {
-  const { dir, state, gw, client } = await setup(15, 2);
+  const { dir, state, gw, client } = await setup(15, 2, 15, "release");
   const first = new ControllerProcess(gw.url, gw.adminKey, `${dir}/ctl`, 10_000);
   await first.ready();
   await waitFor(() => allRunningWithBeat(client, state), 15_000, "six running attempts");
@@ -153,6 +161,7 @@ Deno.test("restart: a controller SIGKILLed mid-run is restarted and re-adopts it
   await first.kill("SIGKILL");
   const second = new ControllerProcess(gw.url, gw.adminKey, `${dir}/ctl`, 10_000);
   await second.ready();
+  await Deno.writeTextFile(`${dir}/release`, "");
   const done = await waitFor(
     async () => {
       const all = await rollouts(client);
