@@ -13,32 +13,12 @@ import { Reconciler } from "../lib/controller/reconciler.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startGateway } from "../lib/gateway/server.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
-import type { Attempt, JsonObject, Rollout, RolloutConfig } from "../lib/schema.ts";
-import { runningAttempt, runningRollout } from "./support/records.ts";
+import type { JsonObject, Rollout } from "../lib/schema.ts";
+import { backendRollout, backendSpec } from "./support/records.ts";
 import { waitFor } from "./support/wait.ts";
 
-function rollout(id: string, config: Partial<RolloutConfig>, input: unknown = { q: 1 }): Rollout {
-  return runningRollout({
-    rollout_id: id,
-    input: input as Rollout["input"],
-    config: { timeout_s: 30, max_attempts: 1, ...config },
-    version: 2,
-  });
-}
-
-function attempt(rolloutId: string, id: string): Attempt {
-  return runningAttempt({ attempt_id: id, rollout_id: rolloutId });
-}
-
-function spec(r: Rollout, logs: LogChunk[] = []) {
-  return {
-    rollout: r,
-    attempt: attempt(r.rollout_id, `${r.rollout_id}-a1`),
-    token: "rk_test",
-    gatewayUrl: "http://127.0.0.1:9",
-    log: (chunk: LogChunk) => logs.push(chunk),
-  };
-}
+const rollout = backendRollout;
+const spec = backendSpec;
 
 /** A `command` harness whose runner is the in-process `name`. */
 function inProcess(name: string, options: JsonObject = {}, extra: JsonObject = {}) {

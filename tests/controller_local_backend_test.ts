@@ -1,33 +1,12 @@
 import assert from "node:assert/strict";
-import type { Attempt, Rollout, RolloutConfig } from "../lib/schema.ts";
 import type { AttemptHandle, AttemptOutcome, LogChunk } from "../lib/controller/backend.ts";
 import { SpecError } from "../lib/controller/backend.ts";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { parseRewardOutput } from "../lib/controller/reward_hooks.ts";
-import { runningAttempt, runningRollout } from "./support/records.ts";
+import { backendRollout, backendSpec } from "./support/records.ts";
 
-function rollout(id: string, config: Partial<RolloutConfig>, input: unknown = { q: 1 }): Rollout {
-  return runningRollout({
-    rollout_id: id,
-    input: input as Rollout["input"],
-    config: { timeout_s: 30, max_attempts: 1, ...config },
-    version: 2,
-  });
-}
-
-function attempt(rolloutId: string, id: string): Attempt {
-  return runningAttempt({ attempt_id: id, rollout_id: rolloutId });
-}
-
-function spec(r: Rollout, logs: LogChunk[] = []) {
-  return {
-    rollout: r,
-    attempt: attempt(r.rollout_id, `${r.rollout_id}-a1`),
-    token: "rk_test",
-    gatewayUrl: "http://127.0.0.1:9",
-    log: (chunk: LogChunk) => logs.push(chunk),
-  };
-}
+const rollout = backendRollout;
+const spec = backendSpec;
 
 /** Processes of a process group that are not zombies (a zombie waits for its parent only). */
 function liveMembers(pgid: number): number {

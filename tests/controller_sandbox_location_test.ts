@@ -24,6 +24,7 @@ const COPIED = [
   "data/tokenizers",
   "tests/fixtures/controller",
   "tests/support",
+  "tests/proxy_helpers.ts",
 ];
 
 async function copyCheckout(): Promise<string> {

@@ -22,6 +22,39 @@ export interface AttemptSpec {
 }
 
 /**
+ * What every harness is told about its attempt, whatever runs it: the proxy as its OpenAI and
+ * Anthropic base URL, its capability token as both API keys, its ids and the gateway. Nothing
+ * here lets it post a reward (the token cannot).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { attemptEnv } from "./backend.ts";
+ * const env = attemptEnv("http://gw:8080", "r1", "a1", "rk_x");
+ * assert.equal(env.OPENAI_BASE_URL, "http://gw:8080/proxy/r1/a1/v1");
+ * assert.equal(env.ANTHROPIC_BASE_URL, "http://gw:8080/proxy/r1/a1");
+ * assert.equal(env.ANTHROPIC_API_KEY, "rk_x");
+ * ```
+ */
+export function attemptEnv(
+  gatewayUrl: string,
+  rolloutId: string,
+  attemptId: string,
+  token: string,
+): Record<string, string> {
+  const proxy = `${gatewayUrl}/proxy/${rolloutId}/${attemptId}`;
+  return {
+    OPENAI_BASE_URL: `${proxy}/v1`,
+    ANTHROPIC_BASE_URL: proxy,
+    OPENAI_API_KEY: token,
+    ANTHROPIC_API_KEY: token,
+    REINS_ROLLOUT_ID: rolloutId,
+    REINS_ATTEMPT_ID: attemptId,
+    REINS_GATEWAY_URL: gatewayUrl,
+  };
+}
+
+/**
  * A piece of harness output. `offset`/`end` (bytes into that stream) make posting idempotent
  * and let a restarted controller resume where the posted log ends.
  */

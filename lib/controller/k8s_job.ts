@@ -8,7 +8,7 @@
 import type { V1Job } from "@kubernetes/client-node";
 import { JobTemplateSchema, parseOrThrow, ValidationError } from "../schema.ts";
 import type { AttemptOutcome, AttemptSpec } from "./backend.ts";
-import { SpecError } from "./backend.ts";
+import { attemptEnv, SpecError } from "./backend.ts";
 
 /** The label and annotation prefix of everything reins creates. */
 export const LABEL = "reins.dev";
@@ -117,15 +117,8 @@ export async function renderJob(
   };
   pod.spec!.restartPolicy = "Never";
   const gateway = spec.gatewayUrl.replace(/\/+$/, "");
-  const proxy = `${gateway}/proxy/${rollout.rollout_id}/${attempt.attempt_id}`;
   const env: Record<string, string> = {
-    OPENAI_BASE_URL: `${proxy}/v1`,
-    ANTHROPIC_BASE_URL: proxy,
-    OPENAI_API_KEY: spec.token,
-    ANTHROPIC_API_KEY: spec.token,
-    REINS_ROLLOUT_ID: rollout.rollout_id,
-    REINS_ATTEMPT_ID: attempt.attempt_id,
-    REINS_GATEWAY_URL: gateway,
+    ...attemptEnv(gateway, rollout.rollout_id, attempt.attempt_id, spec.token),
     REINS_INPUT: JSON.stringify(rollout.input),
   };
   for (const container of pod.spec!.containers) {

@@ -12,7 +12,7 @@
  */
 import type { LocalHarness, Rollout, SandboxStages } from "../schema.ts";
 import type { AttemptHandle, AttemptOutcome, AttemptSpec, ExecutionBackend } from "./backend.ts";
-import { SpecError } from "./backend.ts";
+import { attemptEnv, SpecError } from "./backend.ts";
 import { type InProcessRunner, type LiveRun, liveRun, startInProcess } from "./in_process.ts";
 import { checkRunner, type HarnessResolver, resolveLocalHarness } from "./local_harness.ts";
 import { type LogDecoders, type LogOffsets, streamLogs } from "./local_logs.ts";
@@ -152,16 +152,9 @@ export class LocalBackend implements ExecutionBackend {
     // An in-process runner gets what the harness spec sets, not the controller's environment.
     const base = runnerName ? { ...harness.env } : { ...scrubbedEnv(), ...harness.env };
     const launch = await this.#prepare(harness, dir, base, spec.gatewayUrl.replace(/\/$/, ""));
-    const proxy = `${launch.gatewayUrl}/proxy/${rollout.rollout_id}/${attempt.attempt_id}`;
     const env = launch.env;
     Object.assign(env, {
-      OPENAI_BASE_URL: `${proxy}/v1`,
-      ANTHROPIC_BASE_URL: proxy,
-      OPENAI_API_KEY: spec.token,
-      ANTHROPIC_API_KEY: spec.token,
-      REINS_ROLLOUT_ID: rollout.rollout_id,
-      REINS_ATTEMPT_ID: attempt.attempt_id,
-      REINS_GATEWAY_URL: launch.gatewayUrl,
+      ...attemptEnv(launch.gatewayUrl, rollout.rollout_id, attempt.attempt_id, spec.token),
       REINS_INPUT_FILE: env.REINS_INPUT_FILE ?? inputFile,
       REINS_WORKDIR: work,
     });

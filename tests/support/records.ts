@@ -4,7 +4,8 @@
  *
  * @module
  */
-import type { Attempt, Rollout } from "../../lib/schema.ts";
+import type { LogChunk } from "../../lib/controller/backend.ts";
+import type { Attempt, Rollout, RolloutConfig } from "../../lib/schema.ts";
 
 /**
  * A rollout in `running` with no attempts: `group_id` defaults to `rollout_id`, version 1,
@@ -57,5 +58,33 @@ export function runningAttempt(
     log_location: null,
     info: {},
     ...rest,
+  };
+}
+
+/**
+ * A rollout for a backend test: `running`, version 2, `config` over
+ * `{ timeout_s: 30, max_attempts: 1 }`.
+ */
+export function backendRollout(
+  id: string,
+  config: Partial<RolloutConfig>,
+  input: unknown = { q: 1 },
+): Rollout {
+  return runningRollout({
+    rollout_id: id,
+    input: input as Rollout["input"],
+    config: { timeout_s: 30, max_attempts: 1, ...config },
+    version: 2,
+  });
+}
+
+/** The start request a backend gets for attempt `<id>-a1` of `r`; log chunks go to `logs`. */
+export function backendSpec(r: Rollout, logs: LogChunk[] = []) {
+  return {
+    rollout: r,
+    attempt: runningAttempt({ attempt_id: `${r.rollout_id}-a1`, rollout_id: r.rollout_id }),
+    token: "rk_test",
+    gatewayUrl: "http://127.0.0.1:9",
+    log: (chunk: LogChunk) => logs.push(chunk),
   };
 }
