@@ -12,7 +12,7 @@
  * @module
  */
 import type { GatewayClient } from "../lib/gateway/client.ts";
-import { type JsonObject, TERMINAL_ROLLOUT_STATUSES } from "../lib/schema.ts";
+import { runEvalRollouts } from "../lib/loop/eval.ts";
 import type { LoopConfig, LoopTask } from "../lib/schema/loop.ts";
 
 /** What one evaluation measured, rollout by rollout (index i = prompt i, seed i). */
@@ -65,40 +65,22 @@ export async function crnEvaluate(
   const t0 = performance.now();
   const group = `${config.name}-crn-${label}`;
   const seeds = tasks.map((_, i) => evalSeed(seedBase, i));
-  await gateway.createRollouts(tasks.map((task, i) => ({
-    rollout_id: `${group}-${i}`,
-    group_id: group,
-    input: task.input,
-    mode: "val" as const,
-    config: {
-      timeout_s: config.rollout_timeout_s,
-      max_attempts: config.max_attempts,
-      harness: {
-        ...config.harness,
-        options: { ...(config.harness.options as JsonObject), seed: seeds[i] },
-      },
-    },
-    labels: { run: config.name, eval: label, task: task.id },
-  })));
-  const poll = options.poll_ms ?? config.schedule.poll_ms;
-  while (true) {
-    options.signal?.throwIfAborted();
-    const { items } = await gateway.listRollouts({ group_id: group, limit: 1000 });
-    const done = items.filter((r) => TERMINAL_ROLLOUT_STATUSES.includes(r.status));
-    if (done.length === tasks.length) {
-      const byId = new Map(items.map((r) => [r.rollout_id, r.reward]));
-      const raw = tasks.map((_, i) => byId.get(`${group}-${i}`) ?? null);
-      const rewards = raw.map((r) => r ?? 0);
-      return {
-        label,
-        tasks: tasks.map((t) => t.id),
-        seeds,
-        rewards,
-        unrewarded: raw.filter((r) => r === null).length,
-        reward_mean: rewards.reduce((a, b) => a + b, 0) / Math.max(1, rewards.length),
-        wall_s: (performance.now() - t0) / 1000,
-      };
-    }
-    await new Promise((resolve) => setTimeout(resolve, poll));
-  }
+  const rollouts = await runEvalRollouts(gateway, config, group, tasks, {
+    seedOption: "seed",
+    seeds,
+    labels: { eval: label },
+    pollMs: options.poll_ms ?? config.schedule.poll_ms,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  const raw = rollouts.map((r) => r.reward);
+  const rewards = raw.map((r) => r ?? 0);
+  return {
+    label,
+    tasks: tasks.map((t) => t.id),
+    seeds,
+    rewards,
+    unrewarded: raw.filter((r) => r === null).length,
+    reward_mean: rewards.reduce((a, b) => a + b, 0) / Math.max(1, rewards.length),
+    wall_s: (performance.now() - t0) / 1000,
+  };
 }

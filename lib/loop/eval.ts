@@ -12,7 +12,7 @@
  */
 import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import type { GatewayClient } from "../gateway/client.ts";
-import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
+import { type Rollout, TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopTask } from "../schema/loop.ts";
 import { pause } from "./context.ts";
 import type { ProgressCount } from "./progress.ts";
@@ -145,6 +145,80 @@ export async function evaluatePolicy(
   if (seeds && seeds.length < tasks.length) {
     throw new Error(`seeds: ${seeds.length} seeds for ${tasks.length} evaluation rollouts`);
   }
+  const ordered = await runEvalRollouts(gateway, config, group, tasks, {
+    seedOption,
+    seeds,
+    labels: {
+      role: "eval",
+      eval: label,
+      ...(options.step !== undefined ? { step: String(options.step) } : {}),
+    },
+    pollMs: config.schedule.poll_ms,
+    phase: `eval ${label}`,
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.onStatus ? { onStatus: options.onStatus } : {}),
+  });
+  const rewards = ordered.map((r) => (r.status === "succeeded" ? r.reward ?? 0 : 0));
+  const versions = new Set<number>();
+  for (const r of ordered) {
+    if (r.policy_version_min !== null) versions.add(r.policy_version_min);
+    if (r.policy_version_max !== null) versions.add(r.policy_version_max);
+  }
+  const stats = meanCi(rewards);
+  return {
+    label,
+    rollouts: ordered.length,
+    reward_mean: stats.mean,
+    reward_ci95: stats.ci95,
+    reward_std: stats.std,
+    pass_rate: rewards.filter((r) => r > config.pass_threshold).length /
+      Math.max(1, rewards.length),
+    rewards,
+    tasks: tasks.map((t) => t.id),
+    seeds: seeds ? seeds.slice(0, tasks.length) : tasks.map(() => null),
+    failed: ordered.filter((r) => r.status !== "succeeded").length,
+    versions: [...versions].sort((a, b) => a - b),
+    wall_ms: performance.now() - t0,
+  };
+}
+
+/** Options of {@link runEvalRollouts}. */
+export interface EvalRolloutsOptions {
+  /** The harness option that carries the sampling seed (null: the harness takes none). */
+  seedOption: string | null;
+  /** Sampling seed of each rollout, by task index (null: none). */
+  seeds: readonly number[] | null;
+  /** Labels beside `run` and `task` (the eval's name, role, step). */
+  labels: Record<string, string>;
+  pollMs: number;
+  /** Name of the phase in progress lines. */
+  phase?: string;
+  signal?: AbortSignal;
+  onStatus?: (text: string, count: ProgressCount) => void;
+}
+
+/**
+ * Creates one `val` rollout per task in group `group` (ids `<group>-<i>`, so a retry reuses
+ * finished rollouts), rollout `i` with `seeds[i]` in its harness's `seedOption`, waits until
+ * every one is final and returns them in task order. The evaluations ({@link evaluatePolicy},
+ * the experiments' common-random-numbers evaluation) differ only in how they score them.
+ *
+ * @example
+ * ```ts ignore
+ * const rollouts = await runEvalRollouts(gateway, config, "run-eval-a", tasks, {
+ *   seedOption: "seed", seeds: [1000, 2000], labels: { eval: "a" }, pollMs: 100,
+ * });
+ * rollouts.map((r) => r.reward); // in task order
+ * ```
+ */
+export async function runEvalRollouts(
+  gateway: GatewayClient,
+  config: LoopConfig,
+  group: string,
+  tasks: readonly LoopTask[],
+  options: EvalRolloutsOptions,
+): Promise<Rollout[]> {
+  const { seedOption, seeds } = options;
   await gateway.createRollouts(tasks.map((task, i) => ({
     rollout_id: `${group}-${i}`,
     group_id: group,
@@ -157,16 +231,11 @@ export async function evaluatePolicy(
         ? { ...config.harness, options: { ...config.harness.options, [seedOption]: seeds[i] } }
         : config.harness,
     },
-    labels: {
-      run: config.name,
-      role: "eval",
-      eval: label,
-      task: task.id,
-      ...(options.step !== undefined ? { step: String(options.step) } : {}),
-    },
+    labels: { run: config.name, ...options.labels, task: task.id },
   })));
-  const phase = `eval ${label}`;
+  const phase = options.phase ?? group;
   while (true) {
+    options.signal?.throwIfAborted();
     const { items } = await gateway.listRollouts({ group_id: group, limit: 1000 });
     const done = items.filter((r) => TERMINAL_ROLLOUT_STATUSES.includes(r.status));
     options.onStatus?.(`${phase}: ${done.length}/${tasks.length} rollouts final`, {
@@ -176,31 +245,9 @@ export async function evaluatePolicy(
     });
     if (done.length === tasks.length) {
       const byId = new Map(items.map((r) => [r.rollout_id, r]));
-      const ordered = tasks.map((_, i) => byId.get(`${group}-${i}`)!);
-      const rewards = ordered.map((r) => (r.status === "succeeded" ? r.reward ?? 0 : 0));
-      const versions = new Set<number>();
-      for (const r of ordered) {
-        if (r.policy_version_min !== null) versions.add(r.policy_version_min);
-        if (r.policy_version_max !== null) versions.add(r.policy_version_max);
-      }
-      const stats = meanCi(rewards);
-      return {
-        label,
-        rollouts: ordered.length,
-        reward_mean: stats.mean,
-        reward_ci95: stats.ci95,
-        reward_std: stats.std,
-        pass_rate: rewards.filter((r) => r > config.pass_threshold).length /
-          Math.max(1, rewards.length),
-        rewards,
-        tasks: tasks.map((t) => t.id),
-        seeds: seeds ? seeds.slice(0, tasks.length) : tasks.map(() => null),
-        failed: ordered.filter((r) => r.status !== "succeeded").length,
-        versions: [...versions].sort((a, b) => a - b),
-        wall_ms: performance.now() - t0,
-      };
+      return tasks.map((_, i) => byId.get(`${group}-${i}`)!);
     }
-    await pause(config.schedule.poll_ms, options.signal);
+    await pause(options.pollMs, options.signal);
   }
 }
 
