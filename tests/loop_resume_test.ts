@@ -11,9 +11,9 @@ import { TERMINAL_ROLLOUT_STATUSES } from "../lib/schema.ts";
 
 const CHILD = new URL("./fixtures/loop/run_child.ts", import.meta.url).pathname;
 
-function spawnChild(dir: string, resume: boolean): Deno.ChildProcess {
+function spawnChild(dir: string, flags: string[]): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CHILD, dir, ...(resume ? ["--resume"] : [])],
+    args: ["run", "-A", CHILD, dir, ...flags],
     stdout: "piped",
     stderr: "null",
   }).spawn();
@@ -46,12 +46,13 @@ Deno.test({
 }, async () => {
   const dir = await Deno.makeTempDir({ prefix: "reins_loop_resume_" });
   try {
-    // First life: killed while step 2 (the third) is running its rollouts.
-    const first = spawnChild(dir, false);
+    // First life: killed in the middle of step 2 (the third): its rollouts are in, its update
+    // has not trained (the child holds there until killed).
+    const first = spawnChild(dir, ["--hold", "2"]);
     const reader = first.stdout.pipeThrough(new TextDecoderStream()).getReader();
-    const before = await readUntil(reader, (l) => l.startsWith("STEP 1 "));
+    const before = await readUntil(reader, (l) => l === "HOLD 2");
     assert.ok(before.some((l) => l.startsWith("STEP 1 ")), `first run output: ${before}`);
-    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal(before.at(-1), "HOLD 2", `first run output: ${before}`);
     first.kill("SIGKILL");
     await first.status;
     await reader.cancel().catch(() => undefined);
@@ -60,7 +61,7 @@ Deno.test({
     assert.ok(kept.length >= 2 && kept.length < 4, `${kept.length} steps before the kill`);
 
     // Second life: resumes, finishes, never repeats a finished step.
-    const second = spawnChild(dir, true);
+    const second = spawnChild(dir, ["--resume"]);
     const out = await new Response(second.stdout).text();
     const status = await second.status;
     assert.equal(status.code, 0, out);
