@@ -51,8 +51,9 @@ function rule(text: string, flag: string): EgressRule {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseLabelFlags } from "./cli.ts";
- * parseLabelFlags(["sandbox=gpu", "env=swe"]); // { sandbox: "gpu", env: "swe" }
+ * assert.deepEqual(parseLabelFlags(["sandbox=gpu", "env=swe"]), { sandbox: "gpu", env: "swe" });
  * ```
  */
 export function parseLabelFlags(flags: readonly string[]): Record<string, string> {

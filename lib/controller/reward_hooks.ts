@@ -36,10 +36,11 @@ export interface RewardResult {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseRewardOutput } from "./reward_hooks.ts";
- * parseRewardOutput("running tests\n0.75\n", 0); // 0.75
- * parseRewardOutput('{"value": 1}', 0); // 1
- * parseRewardOutput("3 failed", 1); // 0
+ * assert.equal(parseRewardOutput("running tests\n0.75\n", 0), 0.75);
+ * assert.equal(parseRewardOutput('{"value": 1}', 0), 1);
+ * assert.equal(parseRewardOutput("3 failed", 1), 0);
  * ```
  */
 export function parseRewardOutput(stdout: string, exitCode: number): number {
@@ -93,6 +94,7 @@ function exists(path: string): boolean {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { buildVerifyTree } from "./reward_hooks.ts";
  * const root = await Deno.makeTempDir();
  * // The pristine repository and the agent's copy of it, whose test the agent weakened.
@@ -104,8 +106,11 @@ function exists(path: string): boolean {
  * const { edited } = await buildVerifyTree(`${root}/work`, `${root}/repo`, `${root}/verify`, [
  *   "tests",
  * ]);
- * edited; // ["tests"]
- * await Deno.readTextFile(`${root}/verify/tests/test_calc.py`); // "assert add(1, 2) == 3\n"
+ * assert.deepEqual(edited, ["tests"]);
+ * assert.equal(
+ *   await Deno.readTextFile(`${root}/verify/tests/test_calc.py`),
+ *   "assert add(1, 2) == 3\n",
+ * );
  * await Deno.remove(root, { recursive: true });
  * ```
  */
@@ -148,6 +153,7 @@ export async function buildVerifyTree(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { parseOrThrow, RewardHookSchema } from "../schema.ts";
  * import { runRewardHook } from "./reward_hooks.ts";
@@ -158,7 +164,7 @@ export async function buildVerifyTree(
  * });
  * const dir = await Deno.makeTempDir();
  * const ctx = { rollout, attempt_id: "a1", dir, exit_code: 0, edited: [] };
- * (await runRewardHook(hook, ctx, {})).value; // 0.75 (the last line of stdout)
+ * assert.equal((await runRewardHook(hook, ctx, {})).value, 0.75); // the last line of stdout
  * await Deno.remove(dir);
  * await store.close();
  * ```

@@ -175,10 +175,12 @@ export interface HiddenPaths {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { resolveHidden } from "./sandbox.ts";
  * const hidden = resolveHidden(["data/envs/coding", "/etc/hostname"], "/tmp/a/work");
- * hidden.files; // ["/etc/hostname"]
- * hidden.dirs; // [`${Deno.cwd()}/data/envs/coding`] (relative paths: from the working directory)
+ * assert.deepEqual(hidden.files, ["/etc/hostname"]);
+ * // Relative paths resolve from the working directory.
+ * assert.deepEqual(hidden.dirs, [`${Deno.cwd()}/data/envs/coding`]);
  * ```
  */
 export function resolveHidden(paths: string[], workDir: string): HiddenPaths {
@@ -269,6 +271,7 @@ async function checkVisible(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openRelays, prepareSandbox } from "./sandbox.ts";
  * const root = await Deno.makeTempDir();
  * const box = await prepareSandbox({
@@ -277,7 +280,8 @@ async function checkVisible(
  *   workDir: `${root}/work`, privateDir: `${root}/private`, socketDir: root, hide: [],
  *   gatewayUrl: "http://127.0.0.1:8080", argv: ["bash", "-c", "git log"], env: {},
  * });
- * box.stages.requested.length; // 5 (stages that cannot be applied here are in box.stages.skipped)
+ * // Stages that cannot be applied here are listed in box.stages.skipped.
+ * assert.equal(box.stages.requested.length, 5);
  * const relays = openRelays(box.relays);
  * // spawn box.argv with box.env, wait, then:
  * await relays.close();

@@ -94,7 +94,7 @@ export function attemptRefusal(
  * const live = new LiveAttempts(store, { feedMs: 0 });
  * await store.createRollouts([{ rollout_id: "r1", input: {} }]);
  * const [{ attempt }] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
- * await live.require("r1", attempt.attempt_id); // live: no throw
+ * await assert.doesNotReject(live.require("r1", attempt.attempt_id));
  * await store.transition("r1", { to: "failed" });
  * await assert.rejects(live.require("r1", attempt.attempt_id), { status: 409 });
  * await store.close();

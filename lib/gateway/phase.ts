@@ -42,16 +42,20 @@ interface Waiter {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { PhaseGate } from "./phase.ts";
  * const gate = new PhaseGate();
  * const release = await gate.acquire(); // rollout phase: at once
+ * assert.equal(gate.snapshot().in_flight, 1);
  * gate.setPhase("update");
  * const drained = gate.waitForDrain(); // pending until release()
  * release();
  * await drained;
  * const held = gate.acquire(); // held until the rollout phase
+ * assert.equal(gate.snapshot().held, 1);
  * gate.setPhase("rollout");
  * (await held)();
+ * assert.deepEqual([gate.snapshot().in_flight, gate.snapshot().held], [0, 0]);
  * ```
  */
 export class PhaseGate {
