@@ -127,9 +127,10 @@ export const SUBAGENT_SYSTEM: string =
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { extractAnswer } from "./agent.ts";
- * extractAnswer("so <answer> 42 </answer>"); // "42"
- * extractAnswer("Work...\nFinal answer: Paris"); // "Paris"
+ * assert.equal(extractAnswer("so <answer> 42 </answer>"), "42");
+ * assert.equal(extractAnswer("Work...\nFinal answer: Paris"), "Paris");
  * ```
  */
 export function extractAnswer(text: string): string {
@@ -159,10 +160,13 @@ function sortKeys(value: unknown): unknown {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { reserializeArguments } from "./agent.ts";
- * reserializeArguments('{"path": "a.txt", "content": "hi"}');
- * // { text: '{"content":"hi","path":"a.txt"}', changed: true }
- * reserializeArguments('{"expression": "1 + 2"}').changed; // false
+ * assert.deepEqual(reserializeArguments('{"path": "a.txt", "content": "hi"}'), {
+ *   text: '{"content":"hi","path":"a.txt"}',
+ *   changed: true,
+ * });
+ * assert.equal(reserializeArguments('{"expression": "1 + 2"}').changed, false);
  * ```
  */
 export function reserializeArguments(raw: string): { text: string; changed: boolean } {

@@ -107,9 +107,10 @@ function denoDir(): string | undefined {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { builtinCommand } from "./resolver.ts";
  * const argv = builtinCommand({ env: "arithmetic" });
- * argv.at(-1); // '{"env":"arithmetic"}'
+ * assert.equal(argv.at(-1), '{"env":"arithmetic"}');
  * ```
  */
 export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
@@ -137,6 +138,7 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../../gateway/sqlite_store.ts";
  * import { LocalHarnessSchema, parseOrThrow } from "../../schema.ts";
  * import { arithmeticEnv } from "../envs/arithmetic.ts";
@@ -149,7 +151,9 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
  * const resolve = builtinResolver({ env: "arithmetic" });
  * // What the local backend runs (it validates the resolver's result the same way):
  * const harness = parseOrThrow(LocalHarnessSchema, resolve({ max_turns: 4 }, rollout));
- * harness.command.at(-1); // '{"max_turns":4,…,"env":"arithmetic"}'
+ * const options = JSON.parse(harness.command.at(-1)!);
+ * assert.equal(options.max_turns, 4);
+ * assert.equal(options.env, "arithmetic");
  * await store.close();
  * ```
  */

@@ -24,8 +24,10 @@ function lastUserText(prompt: string): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { promptRole } from "./scripted.ts";
- * promptRole("<|im_start|>system\nYou solve…<|im_end|>\n<|im_start|>user\n2+2?"); // "main"
+ * const prompt = "<|im_start|>system\nYou solve…<|im_end|>\n<|im_start|>user\n2+2?";
+ * assert.equal(promptRole(prompt), "main");
  * ```
  */
 export function promptRole(promptText: string): PromptRole {
@@ -96,12 +98,14 @@ export function builtinScriptedPolicy(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "../../tokens/qwen3.ts";
  * import { nonCanonicalTokenizer } from "./scripted.ts";
  * const qwen = await loadQwen3Tokenizer();
  * const policyTokenizer = nonCanonicalTokenizer(qwen, "Calculating");
- * qwen.encode("Calculating").length; // 2
- * policyTokenizer.encode("Calculating").length; // 4: "C", then the 3 ids of "alculating"
+ * assert.equal(qwen.encode("Calculating").length, 2);
+ * // "C", then the 3 ids of "alculating":
+ * assert.equal(policyTokenizer.encode("Calculating").length, 4);
  * // then: startScriptedUpstream({ tokenizer: policyTokenizer, policy })
  * ```
  */

@@ -53,8 +53,9 @@ export class ToolArgumentError extends Error {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { stringArg } from "./tool.ts";
- * stringArg({ path: "a.txt" }, "path"); // "a.txt"
+ * assert.equal(stringArg({ path: "a.txt" }, "path"), "a.txt");
  * ```
  */
 export function stringArg(args: JsonObject, name: string): string {

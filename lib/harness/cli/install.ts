@@ -75,9 +75,12 @@ async function capture(cmd: string, args: string[], env?: Record<string, string>
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { runtimeProblem } from "./install.ts";
  * import { qwenCode } from "./qwen_code.ts";
- * await runtimeProblem(qwenCode); // null, or e.g. "needs Node.js >= 20, found v18.19.0"
+ * // null where Node.js is new enough, else e.g. "needs Node.js >= 20, found v18.19.0"
+ * const problem = await runtimeProblem(qwenCode);
+ * assert.ok(problem === null || problem.startsWith("needs Node.js >= 20"), problem ?? "");
  * ```
  */
 export async function runtimeProblem(adapter: CliAdapter): Promise<string | null> {
