@@ -54,9 +54,10 @@ export async function saveCheckpoint(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadState } from "./checkpoint.ts";
  * const outDir = await Deno.makeTempDir();
- * await loadState(outDir); // null on a fresh run
+ * assert.equal(await loadState(outDir), null); // a fresh run
  * await Deno.remove(outDir);
  * ```
  */

@@ -96,13 +96,20 @@ function indexOfId(ids: Uint32Array, id: number, from: number): number {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { scriptedArithmetic, sftRow } from "./sft.ts";
  * import { toyArithmeticTasks, toyTools } from "./toy.ts";
  * const tokenizer = await loadCharTokenizer();
  * const [task] = toyArithmeticTasks();
  * const row = sftRow(tokenizer, scriptedArithmetic(task), toyTools());
- * row.loss_mask.filter((m) => m === 1).length; // tokens of both assistant turns
+ * const trained = row.tokens.filter((_, i) => row.loss_mask[i] === 1);
+ * // Both assistant turns, each up to and including its end-of-turn token:
+ * assert.equal(
+ *   tokenizer.decode(trained),
+ *   '<tool_call>{"name": "calculator", "arguments": {"expression": "1 + 1"}}</tool_call>' +
+ *     "<|im_end|>2<|im_end|>",
+ * );
  * ```
  */
 export function sftRow(

@@ -21,10 +21,11 @@ import { scriptedArithmetic, scriptedGuess, sftRow, TOY_SYSTEM_PROMPT } from "./
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { toyArithmeticTasks } from "./toy.ts";
  * const tasks = toyArithmeticTasks();
- * tasks.length; // 243
- * tasks[0].question; // "What is 1 + 1?"
+ * assert.equal(tasks.length, 243);
+ * assert.equal(tasks[0].question, "What is 1 + 1?");
  * ```
  */
 export function toyArithmeticTasks(): ArithmeticTask[] {
@@ -52,10 +53,11 @@ export function toyArithmeticTasks(): ArithmeticTask[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { toyArithmeticTasks, writeToyDataset } from "./toy.ts";
  * const root = await Deno.makeTempDir(); // e.g. runs/demo/data
  * const dataDir = await writeToyDataset(root, toyArithmeticTasks());
- * (await Deno.stat(`${dataDir}/arithmetic/tasks.jsonl`)).isFile; // true
+ * assert.ok((await Deno.stat(`${dataDir}/arithmetic/tasks.jsonl`)).isFile);
  * await Deno.remove(root, { recursive: true });
  * ```
  */
@@ -140,12 +142,13 @@ export interface ToySftOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { toyArithmeticTasks, toySftRows } from "./toy.ts";
  * const tokenizer = await loadCharTokenizer();
  * const tasks = toyArithmeticTasks().slice(0, 3);
  * const rows = toySftRows(tokenizer, tasks, { guesses: 1 });
- * rows.length; // 6: 2 rows per task
+ * assert.equal(rows.length, 6); // 2 rows per task
  * ```
  */
 export function toySftRows(
@@ -175,10 +178,14 @@ export interface ToyModelSize {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadCharTokenizer } from "../tokens/char.ts";
  * import { toyModel } from "./toy.ts";
  * const tokenizer = await loadCharTokenizer();
- * const model = toyModel(tokenizer); // { kind: "builtin", config: { d_model: 64, ... } }
+ * const model = toyModel(tokenizer);
+ * assert.equal(model.kind, "builtin");
+ * assert.equal(model.config.d_model, 64);
+ * assert.equal(model.config.vocab_size, tokenizer.vocabSize);
  * ```
  */
 export function toyModel(
