@@ -185,8 +185,10 @@ export async function flushOutput(): Promise<void> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { figuresDir } from "./figure.ts";
- * figuresDir().endsWith("experiments/figures"); // true unless REINS_FIGURES_DIR is set
+ * // Unless $REINS_FIGURES_DIR is set:
+ * assert.ok(figuresDir().endsWith("experiments/figures"));
  * ```
  */
 export function figuresDir(): string {

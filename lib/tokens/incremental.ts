@@ -111,6 +111,7 @@ export interface IncrementalEncoderStats {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import type { ChatMessage } from "../schema.ts";
  * import { loadQwen3Tokenizer } from "./qwen3.ts";
  * import { IncrementalChatEncoder } from "./incremental.ts";
@@ -119,7 +120,11 @@ export interface IncrementalEncoderStats {
  * const messages: ChatMessage[] = [{ role: "user", content: "hi" }];
  * session.encodeChat(messages, { addGenerationPrompt: true });
  * messages.push({ role: "assistant", content: "hello" }, { role: "user", content: "more" });
- * session.encodeChat(messages, { addGenerationPrompt: true }); // reuses the first turn's ids
+ * const ids = session.encodeChat(messages, { addGenerationPrompt: true });
+ * assert.deepEqual(ids, qwen.encode(qwen.render(messages, { addGenerationPrompt: true })));
+ * // Of the second call's 21 ids, 13 come from chunks the first call already tokenized:
+ * assert.equal(ids.length, 21);
+ * assert.equal(session.stats.reusedTokens, 13);
  * ```
  */
 export class IncrementalChatEncoder {

@@ -16,8 +16,10 @@ import { parseTauBench } from "./tau_bench.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { trajectoriesRoot } from "./load.ts";
- * trajectoriesRoot().endsWith("data/trajectories"); // true unless overridden
+ * // Unless $REINS_TRAJECTORIES overrides it:
+ * assert.ok(trajectoriesRoot().endsWith("data/trajectories"));
  * ```
  */
 export function trajectoriesRoot(): string {
@@ -136,8 +138,9 @@ async function walk(dir: string, out: string[]): Promise<void> {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { listTrajectoryFiles } from "./load.ts";
- * (await listTrajectoryFiles()).length; // 28 on the project's data
+ * assert.equal((await listTrajectoryFiles()).length, 28); // on the project's data
  * ```
  */
 export async function listTrajectoryFiles(root = trajectoriesRoot()): Promise<string[]> {
@@ -161,9 +164,10 @@ export async function listTrajectoryFiles(root = trajectoriesRoot()): Promise<st
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadTrajectories } from "./load.ts";
  * const runs = await loadTrajectories({ sources: ["mini-swe-agent"] });
- * runs.length; // 2 on the project's data
+ * assert.equal(runs.length, 2); // on the project's data
  * ```
  */
 export async function loadTrajectories(
