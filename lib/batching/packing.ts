@@ -163,11 +163,17 @@ export function checkPacking(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { checkPackableRows } from "./packing.ts";
- * checkPackableRows([{
+ * const row = {
  *   rollout_id: "r", group_id: "g", tokens: [1, 2], loss_mask: [0, 1], advantages: [1, 1],
  *   loss_weights: [0, 1], rollout_logprobs: [0, -1],
- * }]); // passes; a 1-value loss_mask would throw "rows[0].loss_mask: expected 2 values …"
+ * };
+ * assert.doesNotThrow(() => checkPackableRows([row]));
+ * assert.throws(
+ *   () => checkPackableRows([{ ...row, loss_mask: [1] }]),
+ *   /rows\[0\]\.loss_mask: expected 2 values/,
+ * );
  * ```
  */
 export function checkPackableRows(rows: readonly PackableRow[]): void {
