@@ -87,8 +87,11 @@ export interface TimelineOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { paretoDelayS } from "./async_timeline.ts";
- * paretoDelayS("run-g0-r0", 0.3, 1.2, 8) >= 0.3; // true
+ * const delay = paretoDelayS("run-g0-r0", 0.3, 1.2, 8);
+ * assert.equal(delay, paretoDelayS("run-g0-r0", 0.3, 1.2, 8)); // a function of the id
+ * assert.ok(delay >= 0.3 && delay <= 8); // at least the scale, at most the cap
  * ```
  */
 export function paretoDelayS(id: string, scale: number, alpha: number, cap: number): number {

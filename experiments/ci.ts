@@ -20,10 +20,11 @@ export interface MeanCi {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { meanCi } from "./ci.ts";
  * const s = meanCi([1, 2, 3]);
- * s.mean; // 2
- * s.ci95.toFixed(3); // "2.484"
+ * assert.equal(s.mean, 2);
+ * assert.equal(s.ci95.toFixed(3), "2.484"); // t(0.975, 2) = 4.303 × 1 / √3
  * ```
  */
 export function meanCi(xs: number[]): MeanCi {

@@ -29,10 +29,11 @@ export interface GpuTarget {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { gpuTargetFromEnv } from "./gpu_cell.ts";
- * gpuTargetFromEnv({}).target; // null
- * gpuTargetFromEnv({ REINS_GPU_WORKER_URL: "http://gpu:8300" }).target?.checkpoint;
- * // "Qwen/Qwen3-0.6B"
+ * assert.equal(gpuTargetFromEnv({}).target, null);
+ * const { target } = gpuTargetFromEnv({ REINS_GPU_WORKER_URL: "http://gpu:8300" });
+ * assert.equal(target?.checkpoint, "Qwen/Qwen3-0.6B");
  * ```
  */
 export function gpuTargetFromEnv(
@@ -64,13 +65,14 @@ export function gpuTargetFromEnv(
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { gpuCellConfig } from "./gpu_cell.ts";
  * const config = gpuCellConfig({
  *   id: "rollout-rollout_token_mean-prefix_merge-coding-s0", setting: "rollout/rollout_token_mean",
  *   advantage: "rollout", normalization: "rollout_token_mean", merge: "prefix_merge",
  *   env: "coding", seed: 0,
  * }, "Qwen/Qwen3-0.6B");
- * config.model; // { kind: "hf", path: "Qwen/Qwen3-0.6B" }
+ * assert.deepEqual(config.model, { kind: "hf", path: "Qwen/Qwen3-0.6B" });
  * ```
  */
 export function gpuCellConfig(cell: Cell, checkpoint: string): LoopConfigInput {

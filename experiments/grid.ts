@@ -87,11 +87,13 @@ export interface Cell {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { cellId } from "./grid.ts";
- * cellId({
+ * const id = cellId({
  *   advantage: "rollout", normalization: "rollout_token_mean", merge: "prefix_merge",
  *   env: "split-arithmetic", seed: 2,
- * }); // "rollout-rollout_token_mean-prefix_merge-split-arithmetic-s2"
+ * });
+ * assert.equal(id, "rollout-rollout_token_mean-prefix_merge-split-arithmetic-s2");
  * ```
  */
 export function cellId(cell: Omit<Cell, "id" | "setting">): string {
@@ -104,6 +106,7 @@ export function cellId(cell: Omit<Cell, "id" | "setting">): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { expandGrid } from "./grid.ts";
  * const cells = expandGrid({
  *   name: "demo",
@@ -111,8 +114,8 @@ export function cellId(cell: Omit<Cell, "id" | "setting">): string {
  *   normalization: ["token_mean"],
  *   seeds: [0, 1],
  * });
- * cells.length; // 4
- * cells[0].id; // "sample-token_mean-prefix_merge-split-arithmetic-s0"
+ * assert.equal(cells.length, 4);
+ * assert.equal(cells[0].id, "sample-token_mean-prefix_merge-split-arithmetic-s0");
  * ```
  */
 export function expandGrid(input: GridSpecInput): Cell[] {

@@ -153,9 +153,10 @@ export interface CellTasks {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { cellTasks } from "./loop_cell.ts";
  * const t = cellTasks({ train_tasks: 2, val_tasks: 6 });
- * [t.train.length, t.val.length, t.val_kind]; // [2, 6, "train"]
+ * assert.deepEqual([t.train.length, t.val.length, t.val_kind], [2, 6, "train"]);
  * ```
  */
 export function cellTasks(

@@ -48,9 +48,10 @@ function compactedTurn(summary: string): ChatMessage {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { splitHarness } from "./split_env.ts";
  * const spec = splitHarness("/tmp/data");
- * (spec.options as { compaction: { max_chars: number } }).compaction.max_chars; // 33
+ * assert.equal((spec.options as { compaction: { max_chars: number } }).compaction.max_chars, 33);
  * ```
  */
 export function splitHarness(dataDir: string, maxTokens = 80): HarnessSpec {
