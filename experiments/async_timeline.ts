@@ -106,9 +106,12 @@ export function paretoDelayS(id: string, scale: number, alpha: number, cap: numb
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { unionSpans } from "./async_timeline.ts";
- * unionSpans([{ start: 0, end: 2 }, { start: 1, end: 3 }, { start: 5, end: 6 }]);
- * // [{ start: 0, end: 3 }, { start: 5, end: 6 }]
+ * assert.deepEqual(
+ *   unionSpans([{ start: 0, end: 2 }, { start: 1, end: 3 }, { start: 5, end: 6 }]),
+ *   [{ start: 0, end: 3 }, { start: 5, end: 6 }],
+ * );
  * ```
  */
 export function unionSpans(spans: Span[]): Span[] {

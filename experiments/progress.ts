@@ -31,9 +31,12 @@ export interface ProgressState {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { progressLine } from "./progress.ts";
- * progressLine({ total: 12, done: 4, running: ["a"], left: 7, secondsPerCell: 30 });
- * // "[grid] 4/12 done, 1 running, 7 queued, ETA 4m00s"
+ * assert.equal(
+ *   progressLine({ total: 12, done: 4, running: ["a"], left: 7, secondsPerCell: 30 }),
+ *   "[grid] 4/12 done, 1 running, 7 queued, ETA 4m00s",
+ * );
  * ```
  */
 export function progressLine(state: ProgressState): string {

@@ -16,9 +16,16 @@ import type { Monitor } from "./types.ts";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { defaultMonitors } from "./defaults.ts";
- * defaultMonitors().map((m) => m.name);
- * // ["git_network", "test_edit", "repetition", "truncation", "empty_answer", "logprob"]
+ * assert.deepEqual(defaultMonitors().map((m) => m.name), [
+ *   "git_network",
+ *   "test_edit",
+ *   "repetition",
+ *   "truncation",
+ *   "empty_answer",
+ *   "logprob",
+ * ]);
  * ```
  */
 export function defaultMonitors(): Monitor[] {

@@ -44,13 +44,18 @@ const END = "<|im_end|>";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
  * import { chatmlResponseText } from "./replay.ts";
  * const qwen = await loadQwen3Tokenizer();
- * chatmlResponseText({ role: "assistant", content: "4", reasoning_content: "2+2" }, qwen);
- * // "<think>\n2+2\n</think>\n\n4"
- * chatmlResponseText({ role: "assistant", content: "4", reasoning_content: "" }, qwen);
- * // "<think>\n\n</think>\n\n4"
+ * assert.equal(
+ *   chatmlResponseText({ role: "assistant", content: "4", reasoning_content: "2+2" }, qwen),
+ *   "<think>\n2+2\n</think>\n\n4",
+ * );
+ * assert.equal(
+ *   chatmlResponseText({ role: "assistant", content: "4", reasoning_content: "" }, qwen),
+ *   "<think>\n\n</think>\n\n4",
+ * );
  * ```
  */
 export function chatmlResponseText(message: ChatMessage, tokenizer: ChatTokenizer): string {

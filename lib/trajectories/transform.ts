@@ -16,11 +16,12 @@ export const PLACEHOLDER_REASONING = "(reasoning not logged)";
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseMiniSweAgent } from "./mini_swe_agent.ts";
  * import { withPlaceholderReasoning } from "./transform.ts";
  * const t = parseMiniSweAgent([{ role: "user", content: "q" }, { role: "assistant", content: "a" }], "x.json");
- * withPlaceholderReasoning(t).conversations[0].segments[0].messages[1].reasoning_content;
- * // "(reasoning not logged)"
+ * const [segment] = withPlaceholderReasoning(t).conversations[0].segments;
+ * assert.equal(segment.messages[1].reasoning_content, "(reasoning not logged)");
  * ```
  */
 export function withPlaceholderReasoning(

@@ -58,10 +58,11 @@ export interface BuiltinScript {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { builtinScriptedPolicy } from "./scripted.ts";
  * const policy = builtinScriptedPolicy({ main: [{ content: "<answer>4</answer>" }] });
- * policy({ promptIds: [], promptText: "user\nWhat is 2+2?", call: 0 }).content;
- * // "<answer>4</answer>"
+ * const reply = policy({ promptIds: [], promptText: "user\nWhat is 2+2?", call: 0 });
+ * assert.equal(reply.content, "<answer>4</answer>");
  * ```
  */
 export function builtinScriptedPolicy(

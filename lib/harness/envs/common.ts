@@ -60,11 +60,16 @@ export function hiddenDataPaths(dataDir: string): string[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { arithmeticEnv } from "./arithmetic.ts";
  * const env = arithmeticEnv();
  * const [task] = env.loadTasks();
- * env.taskInput(task);
- * // { env: "arithmetic", id: "arith-0000", prompt: "What is 4 / 4 * 6?", extra: {} }
+ * assert.deepEqual(env.taskInput(task), {
+ *   env: "arithmetic",
+ *   id: "arith-0000",
+ *   prompt: "What is 4 / 4 * 6?",
+ *   extra: {},
+ * });
  * ```
  */
 export interface HarnessEnv<Task> {

@@ -35,10 +35,11 @@ export interface ArithmeticExpertOptions {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { arithmeticExpert } from "./experts.ts";
  * const policy = arithmeticExpert();
- * policy({ promptIds: [], promptText: "user\nWhat is 2 + 3?", call: 0 }).tool_calls?.[0].name;
- * // "calculator"
+ * const reply = policy({ promptIds: [], promptText: "user\nWhat is 2 + 3?", call: 0 });
+ * assert.equal(reply.tool_calls?.[0].name, "calculator");
  * ```
  */
 export function arithmeticExpert(options: ArithmeticExpertOptions = {}): ScriptedPolicy {
