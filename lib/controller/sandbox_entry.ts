@@ -9,35 +9,51 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 
 /**
- * Parses `--forward PORT=SOCKET` pairs and the harness argv after `--`.
+ * Parses `--forward PORT=SOCKET` pairs (with `node:util` `parseArgs`) and the harness argv after
+ * `--`. Throws an error naming the flag on an unknown flag, a port outside 1–65535, a port given
+ * twice, a missing socket path, or no harness command.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseEntryArgs } from "./sandbox_entry.ts";
- * parseEntryArgs(["--forward", "8420=/tmp/rs-1/f0.sock", "--", "bash", "run.sh"]);
- * // { forwards: [{ port: 8420, socket: "/tmp/rs-1/f0.sock" }], argv: ["bash", "run.sh"] }
+ * assert.deepEqual(
+ *   parseEntryArgs(["--forward", "8420=/tmp/rs-1/f0.sock", "--", "bash", "run.sh"]),
+ *   { forwards: [{ port: 8420, socket: "/tmp/rs-1/f0.sock" }], argv: ["bash", "run.sh"] },
+ * );
+ * assert.throws(() => parseEntryArgs(["--forward", "http=/s", "--", "true"]), /--forward/);
  * ```
  */
 export function parseEntryArgs(args: string[]): {
   forwards: Array<{ port: number; socket: string }>;
   argv: string[];
 } {
+  // Everything after the first `--` is the harness's own argv, flags included.
+  const cut = args.indexOf("--");
+  const flags = cut === -1 ? args : args.slice(0, cut);
+  const argv = cut === -1 ? [] : args.slice(cut + 1);
+  const { values } = parseArgs({
+    args: flags,
+    options: { forward: { type: "string", multiple: true } },
+    strict: true,
+    allowPositionals: false,
+  });
   const forwards: Array<{ port: number; socket: string }> = [];
-  let i = 0;
-  for (; i < args.length; i++) {
-    if (args[i] === "--") break;
-    if (args[i] === "--forward") {
-      const [port, ...rest] = (args[++i] ?? "").split("=");
-      const socket = rest.join("=");
-      if (!/^\d+$/.test(port) || !socket) throw new Error(`bad --forward ${args[i]}`);
-      forwards.push({ port: Number(port), socket });
-    } else {
-      throw new Error(`unknown argument ${args[i]}`);
+  for (const pair of values.forward ?? []) {
+    const at = pair.indexOf("=");
+    const port = Number(at === -1 ? NaN : pair.slice(0, at));
+    const socket = pair.slice(at + 1);
+    if (at === -1 || !/^\d+$/.test(pair.slice(0, at)) || port < 1 || port > 65_535 || !socket) {
+      throw new Error(`--forward: expected PORT=SOCKET with PORT in 1-65535, got '${pair}'`);
     }
+    if (forwards.some((f) => f.port === port)) {
+      throw new Error(`--forward: port ${port} given twice`);
+    }
+    forwards.push({ port, socket });
   }
-  const argv = args.slice(i + 1);
   if (argv.length === 0) throw new Error("missing harness command after --");
   return { forwards, argv };
 }
@@ -63,7 +79,14 @@ async function relay(listener: Deno.Listener, socket: string): Promise<void> {
 }
 
 if (import.meta.main) {
-  const { forwards, argv } = parseEntryArgs(Deno.args);
+  let parsed: ReturnType<typeof parseEntryArgs>;
+  try {
+    parsed = parseEntryArgs(Deno.args);
+  } catch (error) {
+    console.error(`sandbox_entry: ${(error as Error).message}`);
+    Deno.exit(2);
+  }
+  const { forwards, argv } = parsed;
   const listeners = forwards.map(({ port, socket }) => {
     const listener = Deno.listen({ hostname: "127.0.0.1", port });
     relay(listener, socket).catch(() => {});
