@@ -195,12 +195,21 @@ export async function ensureCli(
 // `deno run -A lib/harness/cli/install.ts [name…]`: warm the cache (all four by default), e.g.
 // before sandboxed runs, where npm is out of reach.
 if (import.meta.main) {
+  const { parseArgs } = await import("node:util");
   const { CLI_ADAPTERS, cliAdapter } = await import("./registry.ts");
-  const names = Deno.args.length ? Deno.args : Object.keys(CLI_ADAPTERS);
+  let adapters: CliAdapter[];
+  try {
+    // No flags: a mistyped flag or name is refused before anything is installed.
+    const { positionals } = parseArgs({ args: Deno.args, allowPositionals: true, strict: true });
+    adapters = (positionals.length ? positionals : Object.keys(CLI_ADAPTERS)).map(cliAdapter);
+  } catch (error) {
+    console.error(`install: ${(error as Error).message}`);
+    Deno.exit(2);
+  }
   let failed = false;
-  await Promise.all(names.map(async (name) => {
+  await Promise.all(adapters.map(async (adapter) => {
+    const name = adapter.name;
     try {
-      const adapter = cliAdapter(name);
       const started = performance.now();
       const cli = await ensureCli(adapter);
       const took = ((performance.now() - started) / 1000).toFixed(1);
