@@ -136,9 +136,9 @@ Deno.test("UI security: keys, cookies, escaping and bad input", async (t) => {
 Deno.test("html escapes interpolations and createUi checks its base path", () => {
   const name = `"><script>x</script>`;
   assert.equal(
-    html`<a title="${name}">${name}</a>`.value,
+    html`<a title="${name}">${name}</a>`.toString(),
     `<a title="&quot;&gt;&lt;script&gt;x&lt;/script&gt;">&quot;&gt;&lt;script&gt;x&lt;/script&gt;</a>`,
   );
-  assert.equal(html`${["<a>", html`<b>`]}`.value, "&lt;a&gt;<b>");
+  assert.equal(html`${["<a>", html`<b>`]}`.toString(), "&lt;a&gt;<b>");
   assert.throws(() => createUi({ base: "ui x" }), /base: expected a path/);
 });

@@ -268,7 +268,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
         <p><a href="${base}/">overview</a></p>
       </main>
     `;
-    return c.html(body.value, status as 400);
+    return c.html(body.toString(), status as 400);
   };
 
   // The stylesheet and script hold nothing secret; the login form needs the stylesheet.
@@ -282,7 +282,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
   );
 
   const cookiePath = base || "/";
-  app.get("/login", (c) => c.html(loginPage(base, null).value));
+  app.get("/login", (c) => c.html(loginPage(base, null).toString()));
   app.post("/login", bodyLimits({ maxBytes: 16 * 1024 }), async (c) => {
     const form = await c.req.parseBody();
     const key = typeof form.key === "string" ? form.key : "";
@@ -290,7 +290,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
       ? checkAccess(new Headers({ authorization: `Bearer ${key}` }), keys, sessions)
       : "missing";
     if (access !== "ok") {
-      return c.html(loginPage(base, "key: not the gateway's admin key").value, 401);
+      return c.html(loginPage(base, "key: not the gateway's admin key").toString(), 401);
     }
     setCookie(c, SESSION_COOKIE, sessions.create(), {
       path: cookiePath,
@@ -339,10 +339,10 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     const body = html`<h1>Run overview</h1>${
       liveRegion("overview", `${base}/fragments/overview${viewQuery(view)}`, {}, content)
     }`;
-    return c.html(page(ctx, "Overview", "overview", body).value);
+    return c.html(page(ctx, "Overview", "overview", body).toString());
   };
   app.get("/", overviewPage);
-  app.get("/fragments/overview", async (c) => c.html((await overview(c)).body.value));
+  app.get("/fragments/overview", async (c) => c.html((await overview(c)).body.toString()));
 
   // ---- rollouts ---------------------------------------------------------------------------
   const listQuery = (c: Context) => {
@@ -365,11 +365,11 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
         rolloutTable(base, query, list, index),
       )
     }`;
-    return c.html(page(ctx, "Rollouts", "rollouts", body).value);
+    return c.html(page(ctx, "Rollouts", "rollouts", body).toString());
   });
   app.get("/fragments/rollouts", async (c) => {
     const { query, page: list } = await rolloutList(c);
-    return c.html(rolloutTable(base, query, list, index).value);
+    return c.html(rolloutTable(base, query, list, index).toString());
   });
   app.get("/api/rollouts", async (c) => {
     const { page: list } = await rolloutList(c);
@@ -416,9 +416,9 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
       { rollout: id },
       await detail(c),
     );
-    return c.html(page(ctx, `Rollout ${id}`, "rollouts", body).value);
+    return c.html(page(ctx, `Rollout ${id}`, "rollouts", body).toString());
   });
-  app.get("/fragments/rollouts/:id", async (c) => c.html((await detail(c)).value));
+  app.get("/fragments/rollouts/:id", async (c) => c.html((await detail(c)).toString()));
   const exportDoc = (c: Context) =>
     exportRollout(store, c.req.param("id") ?? "", {
       strategy: strategyOf(c),
@@ -453,7 +453,7 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     const body = html`<h1>Runs</h1>${
       runsFragment(base, runs, runsView(new URL(c.req.url).searchParams))
     }`;
-    return c.html(page(ctx, "Runs", "runs", body).value);
+    return c.html(page(ctx, "Runs", "runs", body).toString());
   });
 
   // ---- proxy ------------------------------------------------------------------------------
@@ -501,9 +501,9 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
         await proxy(),
       )
     }`;
-    return c.html(page(ctx, "Proxy", "proxy", body).value);
+    return c.html(page(ctx, "Proxy", "proxy", body).toString());
   });
-  app.get("/fragments/proxy", async (c) => c.html((await proxy()).value));
+  app.get("/fragments/proxy", async (c) => c.html((await proxy()).toString()));
   app.get("/api/phase", (c) => c.json(phaseSnapshot()));
 
   // ---- live change feed -------------------------------------------------------------------

@@ -121,7 +121,7 @@ export interface LineChartOptions {
  * import { lineChart } from "./charts.ts";
  * const svg = lineChart([{ x: 0, series: "a", y: 0.999991 }, { x: 1, series: "a", y: 0.999998 }], {
  *   title: "alignment",
- * }).value;
+ * }).toString();
  * assert.match(svg, /0\.99999/);
  * ```
  */
@@ -193,7 +193,7 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
  * import assert from "node:assert/strict";
  * import { stackedChart } from "./charts.ts";
  * const svg = stackedChart([{ x: 0, series: "a", y: 2 }, { x: 0, series: "b", y: 3 }], { title: "t" });
- * assert.match(svg.value, /<svg/);
+ * assert.match(svg.toString(), /<svg/);
  * ```
  */
 export function stackedChart(

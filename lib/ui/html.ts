@@ -1,28 +1,35 @@
 /**
- * A tiny HTML template helper: every interpolated value is escaped unless it is already
- * {@link SafeHtml}, so model output can never become markup by accident.
+ * The UI's HTML templates: Hono's `html` tagged template and `raw`, typed for synchronous,
+ * server-rendered pages. Every interpolated string is escaped (Hono's escaper: `& < > " '`)
+ * unless it is already {@link SafeHtml}, so model output can never become markup by accident.
+ *
+ * Two rules differ from a plain `hono/html` template: interpolations are typed
+ * ({@link HtmlValue}: no `true`, which Hono drops silently, and no promises), and {@link html}
+ * always returns markup, never a promise.
  *
  * @module
  */
+import { html as honoHtml, raw } from "hono/html";
+import { escapeToBuffer, type HtmlEscapedString } from "hono/utils/html";
 
-/** Markup that is already safe to emit (built by {@link html} or {@link unsafeRaw}). */
-export class SafeHtml {
-  readonly value: string;
-  constructor(value: string) {
-    this.value = value;
-  }
-  toString(): string {
-    return this.value;
-  }
-}
+/**
+ * Markup that is already safe to emit (built by {@link html} or {@link unsafeRaw}): Hono's
+ * escaped string, so it can be returned from a handler or nested in any Hono template.
+ */
+export type SafeHtml = HtmlEscapedString;
 
-const ESCAPES: Record<string, string> = {
-  "&": "&amp;",
-  "<": "&lt;",
-  ">": "&gt;",
-  '"': "&quot;",
-  "'": "&#39;",
-};
+/**
+ * Values a template accepts. Arrays are concatenated; null, undefined and false vanish (write
+ * `${String(flag)}` to show a boolean).
+ */
+export type HtmlValue =
+  | SafeHtml
+  | string
+  | number
+  | false
+  | null
+  | undefined
+  | readonly HtmlValue[];
 
 /**
  * Escapes text for an HTML text node or a quoted attribute.
@@ -32,27 +39,13 @@ const ESCAPES: Record<string, string> = {
  * import assert from "node:assert/strict";
  * import { escapeHtml } from "./html.ts";
  * assert.equal(escapeHtml("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
+ * assert.equal(escapeHtml(`"a" & 'b'`), "&quot;a&quot; &amp; &#39;b&#39;");
  * ```
  */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (ch) => ESCAPES[ch]);
-}
-
-/** Values a template accepts. Arrays are concatenated; null, undefined and false vanish. */
-export type HtmlValue =
-  | SafeHtml
-  | string
-  | number
-  | boolean
-  | null
-  | undefined
-  | readonly HtmlValue[];
-
-function render(value: HtmlValue): string {
-  if (value === null || value === undefined || value === false) return "";
-  if (value instanceof SafeHtml) return value.value;
-  if (Array.isArray(value)) return value.map(render).join("");
-  return escapeHtml(String(value));
+  const buffer: [string] = [""];
+  escapeToBuffer(text, buffer);
+  return buffer[0];
 }
 
 /**
@@ -63,18 +56,44 @@ function render(value: HtmlValue): string {
  * import assert from "node:assert/strict";
  * import { html } from "./html.ts";
  * const text = "<b>hi</b>";
- * assert.equal(html`<p>${text}</p>`.value, "<p>&lt;b&gt;hi&lt;/b&gt;</p>");
+ * assert.equal(String(html`<p>${text}</p>`), "<p>&lt;b&gt;hi&lt;/b&gt;</p>");
+ * assert.equal(String(html`<p>${[1, null, false, html`<i>x</i>`]}</p>`), "<p>1<i>x</i></p>");
  * ```
  */
 export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): SafeHtml {
-  let out = strings[0];
-  for (let i = 0; i < values.length; i++) out += render(values[i]) + strings[i + 1];
-  return new SafeHtml(out);
+  const out = honoHtml(strings, ...values);
+  // Only a promise among the values makes Hono answer a promise; HtmlValue admits none.
+  if (out instanceof Promise) throw new TypeError("html: a value was a promise");
+  return out;
 }
 
-/** Marks trusted markup (our own SVG charts, pre-escaped strings) as safe. */
+/**
+ * Marks trusted markup (our own SVG charts, pre-escaped strings) as safe.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { html, unsafeRaw } from "./html.ts";
+ * assert.equal(String(html`<p>${unsafeRaw("<br>")}</p>`), "<p><br></p>");
+ * ```
+ */
 export function unsafeRaw(markup: string): SafeHtml {
-  return new SafeHtml(markup);
+  return raw(markup);
+}
+
+/**
+ * Whether a value is {@link SafeHtml} (a string object Hono marked as escaped).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { html, isSafeHtml } from "./html.ts";
+ * assert.equal(isSafeHtml(html`<b>x</b>`), true);
+ * assert.equal(isSafeHtml("<b>x</b>"), false);
+ * ```
+ */
+export function isSafeHtml(value: unknown): value is SafeHtml {
+  return value instanceof String && (value as Partial<HtmlEscapedString>).isEscaped === true;
 }
 
 /**
@@ -90,13 +109,14 @@ export type HeadColumn = string | { num: string } | SafeHtml;
  * ```ts
  * import assert from "node:assert/strict";
  * import { tableHead } from "./html.ts";
- * const head = tableHead(["model", { num: "version" }]).value;
+ * const head = String(tableHead(["model", { num: "version" }]));
  * assert.match(head, /<thead>\s*<tr><th>model<\/th><th class="num">version<\/th><\/tr>\s*<\/thead>/);
  * ```
  */
 export function tableHead(columns: readonly HeadColumn[]): SafeHtml {
+  // SafeHtml is typed as a string but is a String object at run time: test it first.
   const cells = columns.map((c) =>
-    c instanceof SafeHtml
+    isSafeHtml(c)
       ? c
       : typeof c === "string"
       ? html`<th>${c}</th>`

@@ -30,7 +30,7 @@ export {
   type UiOptions,
 } from "./app.ts";
 export { type Access, checkAccess, requireUiAccess, SESSION_COOKIE, UiSessions } from "./auth.ts";
-export { escapeHtml, html, type HtmlValue, SafeHtml, unsafeRaw } from "./html.ts";
+export { escapeHtml, html, type HtmlValue, isSafeHtml, type SafeHtml, unsafeRaw } from "./html.ts";
 export { exportRollout, rolloutNotebook } from "./export.ts";
 export { harnessOf, listRolloutPage, type RolloutListPage } from "./query.ts";
 export { type FlagSummary, RunIndex } from "./run_index.ts";

@@ -31,7 +31,7 @@ const FOLD_KEEP = 80;
  *   rollout_logprobs: new Float32Array([0, -0.1, -2]),
  *   provenance: { response_starts: [1], request_seqs: [4] },
  * } as unknown as Parameters<typeof tokenView>[0];
- * const markup = tokenView(sample).value;
+ * const markup = tokenView(sample).toString();
  * assert.match(markup, /<\/span><span class="seg"/); // nothing between spans
  * assert.equal((markup.match(/class="tk trn"/g) ?? []).length, 2);
  * ```
