@@ -14,6 +14,7 @@ import {
   HOSTILE_ANSWER,
   runRollout,
   SECRET,
+  seedRollout,
   startUiFixture,
 } from "./ui_helpers.ts";
 
@@ -102,6 +103,32 @@ Deno.test("UI security: keys, cookies, escaping and bad input", async (t) => {
         assert.match(headers.get("content-security-policy") ?? "", /script-src 'self'/);
         // The only script tag is our own client script.
         assert.equal((text.match(/<script/g) ?? []).length, path === "/rollouts/r1" ? 1 : 0);
+      }
+    });
+
+    await t.step("quotes, & and <script> in model output and labels stay text", async () => {
+      const output = `<script>alert("a&b")</script><a href='x' title="y">&amp;</a>`;
+      const label = `"><script>x('&')</script>`;
+      await seedRollout(fx, "evil", {
+        status: "succeeded",
+        toolCall: output,
+        labels: { harness: label },
+      });
+      const escapedOutput =
+        `&lt;script&gt;alert(&quot;a&amp;b&quot;)&lt;/script&gt;&lt;a href=&#39;x&#39; ` +
+        `title=&quot;y&quot;&gt;&amp;amp;&lt;/a&gt;`;
+      const escapedLabel = `&quot;&gt;&lt;script&gt;x(&#39;&amp;&#39;)&lt;/script&gt;`;
+      for (const path of ["/rollouts/evil", "/fragments/rollouts/evil"]) {
+        const { text } = await get(fx.base + path);
+        assert.ok(text.includes(`<pre>${escapedOutput}</pre>`), `${path}: escaped output shown`);
+        assert.ok(text.includes(escapedLabel), `${path}: escaped label shown`);
+        assert.ok(!text.includes(output) && !text.includes(label), `${path}: raw markup`);
+        assert.equal((text.match(/<script/g) ?? []).length, path === "/rollouts/evil" ? 1 : 0);
+      }
+      for (const path of ["/rollouts", "/fragments/rollouts"]) {
+        const { text } = await get(fx.base + path);
+        assert.ok(text.includes(escapedLabel), `${path}: escaped label shown`);
+        assert.ok(!text.includes(label), `${path}: raw label`);
       }
     });
 
