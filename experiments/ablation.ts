@@ -25,6 +25,7 @@
 import { parseArgs } from "node:util";
 import { meanCi } from "./ci.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
+import { gridEffects, readEvaluationVariances } from "./grid_effects.ts";
 import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { CELL_SETTINGS, startLoopCells } from "./loop_cell.ts";
 import { readStudy, studyDir } from "./mechanism.ts";
@@ -36,7 +37,7 @@ import {
 } from "./provenance.ts";
 import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
 import { runGrid } from "./runner.ts";
-import { orderingVerdict, summarise, welchDiff } from "./stats.ts";
+import { orderingVerdict, summarise } from "./stats.ts";
 
 /**
  * What produces a grid's results: the cell runner (loop, stack, environment, evaluation), the
@@ -186,15 +187,24 @@ async function main(): Promise<void> {
   );
   console.log(orderingVerdict(summaries).sentence);
   for (const s of summaries) console.log(cellLine(s.setting, s.score.mean, s.score.ci95));
-  const ref = summaries.find((s) => s.setting === PLAN_REFERENCE);
-  for (const s of summaries) {
-    if (!ref || s === ref) continue;
-    const d = welchDiff(s.scores, ref.scores);
-    console.log(
-      `effect ${s.setting} − ${PLAN_REFERENCE}: ${d.mean >= 0 ? "+" : ""}${d.mean.toFixed(3)} ± ${
-        d.ci95.toFixed(3)
-      }`,
+  const hasReference = summaries.some((s) => s.setting === PLAN_REFERENCE);
+  if (hasReference) {
+    const effects = gridEffects(
+      results,
+      PLAN_REFERENCE,
+      await readEvaluationVariances(values.results, grid.name, results),
     );
+    for (const s of effects.settings) {
+      if (!s.diff) continue;
+      const sign = s.diff.mean >= 0 ? "+" : "";
+      console.log(
+        `effect ${s.setting} − ${PLAN_REFERENCE}: ${sign}${s.diff.mean.toFixed(3)} ± ${
+          s.diff.ci95.toFixed(3)
+        } (${s.verdict})`,
+      );
+    }
+    console.log(effects.lines[effects.lines.length - 1]);
+    console.log(`detectable_effect: ${effects.detectable.toFixed(3)}`);
   }
   const gains = results.filter((r) =>
     typeof r.summary.start_val_reward === "number" && r.summary.final_val_reward !== null

@@ -5,12 +5,13 @@
  * the doc equals what the results render to.
  *
  * Blocks: `mechanism_quick` (the headline regime), `mechanism_sweep` (every regime's verdicts),
- * `pilot` (the pilot's cells and the power plan). A block whose results are absent says so.
+ * `pilot` (the pilot's cells and the power plan), `grid` (the sized grid's effects and power). A block whose results are absent says so.
  *
  * @module
  */
 import { ablationGrid } from "./ablation.ts";
-import { planGrid } from "./grid_plan.ts";
+import { gridEffects, readEvaluationVariances } from "./grid_effects.ts";
+import { PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { type MechanismStudy, readStudy, studyDir } from "./mechanism.ts";
 import { readProvenance } from "./provenance.ts";
 import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
@@ -115,12 +116,43 @@ export async function renderPilot(resultsDir: string): Promise<string> {
   return out.join("\n");
 }
 
+/** The `grid` block: the sized grid's effects and the power it had (`grid_effects.ts`). */
+export async function renderGrid(resultsDir: string): Promise<string> {
+  const grid = ablationGrid(false);
+  const dir = `${resultsDir}/${grid.name}`;
+  const cells = await readGridResults(resultsDir, grid.name);
+  if (cells.length === 0) return "_Not run yet: `deno task ablation`._";
+  const effects = gridEffects(
+    cells,
+    PLAN_REFERENCE,
+    await readEvaluationVariances(resultsDir, grid.name, cells),
+  );
+  const rows = effects.settings.map((s) =>
+    `| ${s.setting} | ${s.seeds} | ${f3(s.final.mean)} ± ${f3(s.final.ci95)} | ${
+      signed(s.gain.mean)
+    } ± ${f3(s.gain.ci95)} | ${
+      s.diff ? `${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (${s.verdict})` : "—"
+    } |`
+  );
+  const wall = cells.reduce((a, c) => a + c.summary.wall_s, 0);
+  return [
+    `${cells.length} cells ${await codeLine(dir)}, ${(wall / 60).toFixed(0)} min of cell time:`,
+    "",
+    `| setting | seeds | final evaluation reward (95% CI) | paired gain over RL | difference to ${PLAN_REFERENCE} (Welch 95% CI) |`,
+    "| --- | --- | --- | --- | --- |",
+    ...rows,
+    "",
+    `- ${effects.lines[effects.lines.length - 1]}.`,
+  ].join("\n");
+}
+
 /** Every block, by name. */
 export async function renderBlocks(resultsDir = DEFAULT_RESULTS_DIR): Promise<Map<string, string>> {
   return new Map([
     ["mechanism_quick", await renderMechanismQuick(resultsDir)],
     ["mechanism_sweep", await renderMechanismSweep(resultsDir)],
     ["pilot", await renderPilot(resultsDir)],
+    ["grid", await renderGrid(resultsDir)],
   ]);
 }
 

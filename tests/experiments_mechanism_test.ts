@@ -15,6 +15,7 @@ import {
 import { HEADLINE, runRegime, settingLine } from "../experiments/mechanism.ts";
 import { detectableEffect, power, seedsFor } from "../experiments/power.ts";
 import { planGrid, pooledSd } from "../experiments/grid_plan.ts";
+import { gridEffects } from "../experiments/grid_effects.ts";
 import {
   codeFingerprint,
   readProvenance,
@@ -349,6 +350,55 @@ Deno.test("grid plan: pooled SD from the pilot, the testbed's relative effect sc
   assert.equal(plan.seeds_in_budget, 18);
   assert.equal(plan.predicted_wall_s, 2 * plan.seeds_per_setting * 100);
   assert.throws(() => planGrid(pilot, { ...study, regimes: [] }), /no regime/);
+});
+
+Deno.test("gridEffects: Welch differences to the reference, the grid's power, the evaluation's share", () => {
+  const cell = (setting: string, seed: number, final: number) => ({
+    cell: { id: `${setting}-${seed}`, setting, seed, advantage: "rollout", normalization: "x" },
+    config: {},
+    metrics: [],
+    summary: {
+      id: `${setting}-${seed}`,
+      setting,
+      seed,
+      steps: 1,
+      final_reward: 0,
+      final_val_reward: final,
+      start_val_reward: 0.4,
+      wall_s: 100,
+      finished_at: "",
+    },
+  });
+  const ref = "rollout/rollout_token_mean";
+  const cells = [
+    ...[0.6, 0.62, 0.58, 0.6].map((f, i) => cell(ref, i, f)),
+    ...[0.4, 0.42, 0.38, 0.4].map((f, i) => cell("sample/seq_mean_token_mean", i, f)),
+    ...[0.5, 0.7, 0.3, 0.6].map((f, i) => cell("rollout/token_mean", i, f)),
+  ];
+  const variances = new Map(cells.map((c) => [c.cell.id, 0.0001] as [string, number]));
+  // deno-lint-ignore no-explicit-any
+  const g = gridEffects(cells as any, ref, variances);
+  const by = (s: string) => g.settings.find((x) => x.setting === s)!;
+  assert.equal(by(ref).verdict, "reference");
+  assert.equal(by("sample/seq_mean_token_mean").diff!.mean.toFixed(3), "-0.200");
+  assert.equal(by("sample/seq_mean_token_mean").verdict, "lower");
+  assert.equal(by("rollout/token_mean").verdict, "tie");
+  assert.equal(by(ref).gain.mean.toFixed(3), "0.200");
+  // Pooled SD over the three settings (df = 12 − 3), and the power of 4 seeds at α = 0.05/2.
+  const { sd, df } = pooledSd(
+    new Map([
+      ["a", [0.6, 0.62, 0.58, 0.6]],
+      ["b", [0.4, 0.42, 0.38, 0.4]],
+      ["c", [0.5, 0.7, 0.3, 0.6]],
+    ]),
+  );
+  assert.equal(g.sd, sd);
+  assert.equal(g.sd_df, df);
+  assert.equal(g.comparisons, 2);
+  assert.equal(g.detectable, detectableEffect(4, { sd, comparisons: 2 }));
+  assert.ok(Math.abs(g.evaluation_share! - 0.0001 / sd ** 2) < 1e-15);
+  assert.match(g.lines.at(-1)!, /detects a difference of/);
+  assert.throws(() => gridEffects(cells.slice(4) as never, ref), /no cell of the reference/);
 });
 
 Deno.test("docs/experiments.md quotes the committed results (deno task ablation:report)", async () => {

@@ -1,0 +1,202 @@
+/**
+ * What a finished ablation grid measured (issue #18, part 3): each setting's final evaluation
+ * reward and paired gain with 95% CIs, each setting's difference to the reference with its CI,
+ * and the power the grid had — the pooled per-cell SD and the smallest difference its seeds
+ * detect at 80% power.
+ *
+ * | quantity | how it is computed |
+ * | -------- | ------------------ |
+ * | final (per setting) | mean ± t-CI over the setting's cells of the final evaluation reward |
+ * | gain (per setting) | mean ± t-CI over its cells of final − start evaluation reward (paired: common random numbers) |
+ * | difference to the reference | Welch's t-CI of the two settings' finals (cells are independent runs) |
+ * | verdict | `higher` / `lower` when the 95% CI of the difference excludes 0, else `tie` |
+ * | σ | pooled within-setting SD of the final evaluation reward (df = cells − settings) |
+ * | detectable | smallest difference found with 80% power by a two-sided t-test at α = 0.05/(settings − 1), n = the fewest seeds of any setting |
+ * | evaluation share | mean over cells of the evaluation's own variance (reward variance / rollouts), as a share of σ²: how much of the seed-to-seed spread is the finite evaluation rather than training |
+ *
+ * @module
+ */
+import type { MeanCi } from "./ci.ts";
+import { meanCi } from "./ci.ts";
+import { pooledSd } from "./grid_plan.ts";
+import { detectableEffect } from "./power.ts";
+import { cellDir, type CellResult } from "./results.ts";
+import { summarise, welchDiff } from "./stats.ts";
+
+/** One setting's results in the grid. */
+export interface SettingEffect {
+  setting: string;
+  seeds: number;
+  final: MeanCi;
+  gain: MeanCi;
+  /** Difference of the finals to the reference (null for the reference itself). */
+  diff: { mean: number; ci95: number; df: number } | null;
+  verdict: "reference" | "higher" | "lower" | "tie";
+}
+
+/** The grid's effects and the power it had. */
+export interface GridEffects {
+  reference: string;
+  settings: SettingEffect[];
+  sd: number;
+  sd_df: number;
+  /** Fewest seeds of any setting (the power calculation's n). */
+  seeds_per_setting: number;
+  /** Smallest difference detected with 80% power at α = 0.05/comparisons. */
+  detectable: number;
+  comparisons: number;
+  /** Share of σ² that the finite evaluation alone explains (null without evaluation variances). */
+  evaluation_share: number | null;
+  /** One sentence per fact. */
+  lines: string[];
+}
+
+/**
+ * The difference verdict of a CI.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { verdictOf } from "./grid_effects.ts";
+ * assert.equal(verdictOf({ mean: 0.1, ci95: 0.05 }), "higher");
+ * assert.equal(verdictOf({ mean: -0.1, ci95: 0.05 }), "lower");
+ * assert.equal(verdictOf({ mean: 0.1, ci95: 0.2 }), "tie");
+ * ```
+ */
+export function verdictOf(d: { mean: number; ci95: number }): "higher" | "lower" | "tie" {
+  if (d.mean - d.ci95 > 0) return "higher";
+  if (d.mean + d.ci95 < 0) return "lower";
+  return "tie";
+}
+
+/**
+ * Effects of a grid against `reference`, with the power it had. `evalVariance`, when given,
+ * is each cell's evaluation variance of the mean (reward variance / rollouts), by cell id.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { gridEffects } from "./grid_effects.ts";
+ * const cell = (setting: string, seed: number, final: number) => ({
+ *   cell: { id: `${setting}-${seed}`, setting, seed },
+ *   summary: { start_val_reward: 0.4, final_val_reward: final, final_reward: final, wall_s: 1 },
+ *   metrics: [],
+ * });
+ * const cells = [cell("a", 0, 0.5), cell("a", 1, 0.7), cell("b", 0, 0.4), cell("b", 1, 0.6)];
+ * // deno-lint-ignore no-explicit-any
+ * const g = gridEffects(cells as any, "a");
+ * assert.equal(g.settings[1].diff!.mean.toFixed(3), "-0.100");
+ * assert.equal(g.settings[1].verdict, "tie");
+ * assert.equal(g.sd.toFixed(4), "0.1414");
+ * assert.equal(g.seeds_per_setting, 2);
+ * ```
+ */
+export function gridEffects(
+  results: readonly CellResult[],
+  reference: string,
+  evalVariance?: ReadonlyMap<string, number>,
+): GridEffects {
+  const measured = results.filter((c) =>
+    typeof c.summary.final_val_reward === "number" && typeof c.summary.start_val_reward === "number"
+  );
+  const summaries = summarise([...measured]);
+  const ref = summaries.find((s) => s.setting === reference);
+  if (!ref) throw new Error(`gridEffects: the grid has no cell of the reference ${reference}`);
+  const settings: SettingEffect[] = summaries.map((s) => {
+    const diff = s === ref ? null : welchDiff(s.scores, ref.scores);
+    return {
+      setting: s.setting,
+      seeds: s.scores.length,
+      final: s.score,
+      gain: s.gain,
+      diff,
+      verdict: diff === null ? "reference" : verdictOf(diff),
+    };
+  });
+  const { sd, df } = pooledSd(new Map(summaries.map((s) => [s.setting, s.scores])));
+  const n = Math.min(...settings.map((s) => s.seeds));
+  const comparisons = Math.max(1, settings.length - 1);
+  const detectable = n >= 2 && Number.isFinite(sd)
+    ? detectableEffect(n, { sd, comparisons })
+    : Number.NaN;
+  const variances = evalVariance
+    ? measured.map((c) => evalVariance.get(c.cell.id)).filter((v): v is number =>
+      typeof v === "number"
+    )
+    : [];
+  const evaluationShare = variances.length
+    ? variances.reduce((a, b) => a + b, 0) / variances.length / sd ** 2
+    : null;
+  const f3 = (x: number) => x.toFixed(3);
+  const signed = (x: number) => (x >= 0 ? "+" : "−") + Math.abs(x).toFixed(3);
+  const lines = [
+    ...settings.map((s) =>
+      `${s.setting}: final ${f3(s.final.mean)} ± ${f3(s.final.ci95)}, gain ${
+        signed(s.gain.mean)
+      } ± ${f3(s.gain.ci95)} over ${s.seeds} seeds` +
+      (s.diff ? `; vs ${reference} ${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (${s.verdict})` : "")
+    ),
+    `power: σ ${
+      f3(sd)
+    } per cell (pooled, ${df} df); with ${n} seeds per setting the grid detects ` +
+    `a difference of ${f3(detectable)} at 80% power (α = 0.05/${comparisons})` +
+    (evaluationShare === null
+      ? ""
+      : `; the finite evaluation explains ${(100 * evaluationShare).toFixed(0)}% of σ²`),
+  ];
+  return {
+    reference,
+    settings,
+    sd,
+    sd_df: df,
+    seeds_per_setting: n,
+    detectable,
+    comparisons,
+    evaluation_share: evaluationShare,
+    lines,
+  };
+}
+
+/**
+ * A cell's evaluation variance of the mean: sample variance of its final evaluation rewards
+ * over their count.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { evaluationVariance } from "./grid_effects.ts";
+ * assert.equal(evaluationVariance([0, 1, 0, 1]), 1 / 3 / 4);
+ * ```
+ */
+export function evaluationVariance(rewards: readonly number[]): number {
+  const s = meanCi([...rewards]);
+  return s.std ** 2 / s.n;
+}
+
+/**
+ * Every cell's evaluation variance of the mean, from its `eval.json` (cells without one are
+ * left out).
+ *
+ * @example
+ * ```ts ignore
+ * const v = await readEvaluationVariances(dir, "ablation", await readGridResults(dir, "ablation"));
+ * ```
+ */
+export async function readEvaluationVariances(
+  resultsDir: string,
+  grid: string,
+  cells: readonly CellResult[],
+): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const c of cells) {
+    try {
+      const e = JSON.parse(
+        await Deno.readTextFile(`${cellDir(resultsDir, grid, c.cell)}/eval.json`),
+      );
+      if (Array.isArray(e?.final?.rewards)) out.set(c.cell.id, evaluationVariance(e.final.rewards));
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
+  }
+  return out;
+}
