@@ -41,6 +41,19 @@ class Pearson {
   }
 }
 
+/** Mean and maximum of absolute differences. */
+class AbsDiff {
+  private sum = 0;
+  max = 0;
+  add(d: number): void {
+    this.sum += d;
+    if (d > this.max) this.max = d;
+  }
+  mean(n: number): number {
+    return this.sum / n;
+  }
+}
+
 /**
  * Alignment metrics over the trained tokens of one or more sequences: Pearson correlation of
  * probabilities exp(rollout_lp) vs exp(trainer_lp) and of the logprobs themselves, mean/max
@@ -63,12 +76,9 @@ class Pearson {
 export function alignmentMetrics(sequences: readonly AlignmentInput[]): AlignmentMetrics {
   const prob = new Pearson();
   const logp = new Pearson();
-  let sumDp = 0;
-  let maxDp = 0;
-  let sumDl = 0;
-  let maxDl = 0;
+  const dp = new AbsDiff();
+  const dl = new AbsDiff();
   let sumK3 = 0;
-  let n = 0;
   sequences.forEach((seq, i) => {
     const len = seq.rollout_logprobs.length;
     if (seq.trainer_logprobs.length !== len) {
@@ -96,26 +106,22 @@ export function alignmentMetrics(sequences: readonly AlignmentInput[]): Alignmen
       const pb = Math.exp(b);
       prob.add(pa, pb);
       logp.add(a, b);
-      const dp = Math.abs(pa - pb);
-      const dl = Math.abs(a - b);
-      sumDp += dp;
-      sumDl += dl;
-      if (dp > maxDp) maxDp = dp;
-      if (dl > maxDl) maxDl = dl;
+      dp.add(Math.abs(pa - pb));
+      dl.add(Math.abs(a - b));
       const x = b - a;
       sumK3 += Math.expm1(x) - x;
-      n += 1;
     }
   });
+  const n = prob.n; // every counted token entered both correlations
   const d = n || 1;
   return {
     tokens: n,
     pearson_prob: prob.value(),
     pearson_logprob: logp.value(),
-    mean_abs_dp: sumDp / d,
-    max_abs_dp: maxDp,
-    mean_abs_dlogprob: sumDl / d,
-    max_abs_dlogprob: maxDl,
+    mean_abs_dp: dp.mean(d),
+    max_abs_dp: dp.max,
+    mean_abs_dlogprob: dl.mean(d),
+    max_abs_dlogprob: dl.max,
     k3_kl: sumK3 / d,
   };
 }

@@ -9,6 +9,7 @@
  * @module
  */
 import type { JsonObject, RewardHook, Rollout } from "../schema.ts";
+import { pathExists } from "./host_paths.ts";
 
 /** What a reward function receives. */
 export interface RewardContext {
@@ -79,13 +80,9 @@ async function differs(a: string, b: string): Promise<boolean> {
   return out.code !== 0;
 }
 
+/** Whether `path` exists, a link counting as itself (one the agent planted, even dangling). */
 function exists(path: string): boolean {
-  try {
-    Deno.lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
+  return pathExists(path, { followLinks: false });
 }
 
 /**

@@ -28,6 +28,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SandboxOptions, SandboxStages } from "../schema.ts";
+import { pathExists } from "./host_paths.ts";
 import { bindArgs, invisibleBecause, probeVisible, sourceMounts } from "./sandbox_mounts.ts";
 import type { RelaySpec } from "./sandbox_relays.ts";
 
@@ -144,15 +145,6 @@ async function gitBinaries(): Promise<string[]> {
     } catch { /* not there */ }
   }
   return [...found];
-}
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The `hide` paths sorted by how they are masked (see {@link resolveHidden}). */
@@ -342,7 +334,7 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
     extra: forwarding ? [Deno.execPath(), SANDBOX_ENTRY] : [],
   });
   args.push(...bindArgs(mounts.binds));
-  for (const path of req.hide) if (exists(path)) args.push("--tmpfs", path);
+  for (const path of req.hide) if (pathExists(path)) args.push("--tmpfs", path);
   // Masks go on before the agent's tree is bound (a hidden directory holding the tree gets it
   // back on top), except masks inside the tree, which must come after to cover it.
   const hidden = options.hide.length > 0 ? resolveHidden(options.hide, req.workDir) : null;
@@ -375,13 +367,13 @@ export async function prepareSandbox(req: SandboxRequest): Promise<PreparedSandb
 
   if (options.hide_git) {
     const dotGit = `${req.workDir}/.git`;
-    if (exists(dotGit)) args.push("--tmpfs", dotGit);
+    if (pathExists(dotGit)) args.push("--tmpfs", dotGit);
     applied.push("before:hide_git");
     const shimDir = `${req.privateDir}/shim`;
     await Deno.mkdir(shimDir, { recursive: true });
     await Deno.writeTextFile(`${shimDir}/git`, GIT_SHIM, { mode: 0o755 });
     for (const binary of await gitBinaries()) args.push("--ro-bind", "/dev/null", binary);
-    if (exists("/usr/lib/git-core")) args.push("--tmpfs", "/usr/lib/git-core");
+    if (pathExists("/usr/lib/git-core")) args.push("--tmpfs", "/usr/lib/git-core");
     args.push("--ro-bind", shimDir, "/tmp/.reins-shim");
     path = `/tmp/.reins-shim:${path}`;
     env.GIT_DIR = "/nonexistent";

@@ -13,6 +13,7 @@
  */
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { pathExists } from "./host_paths.ts";
 
 /** Directories the sandbox mounts afresh (what the host has there is not visible inside). */
 export const REPLACED_DIRS: readonly string[] = ["/tmp", "/dev", "/proc"];
@@ -28,15 +29,6 @@ export const REINS_SOURCE_ROOT: string | null = (() => {
 
 function within(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
-}
-
-function existsOnHost(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -57,7 +49,7 @@ export function commandPaths(argv: string[]): string[] {
   const out: string[] = [];
   for (const arg of argv) {
     const value = /^--[\w-]+=(\/.*)$/.exec(arg)?.[1] ?? arg;
-    if (value.startsWith("/") && !value.includes("\n") && existsOnHost(value)) {
+    if (value.startsWith("/") && !value.includes("\n") && pathExists(value)) {
       out.push(resolve(value));
     }
   }
@@ -110,7 +102,7 @@ export function sourceMounts(req: {
     ...(source ? [source, ...linkedOut(source)] : []),
     ...(req.env.DENO_DIR ? [resolve(req.env.DENO_DIR)] : []),
     ...needed,
-  ].filter((p) => REPLACED_DIRS.some((dir) => within(p, dir)) && existsOnHost(p) && !isOwn(p));
+  ].filter((p) => REPLACED_DIRS.some((dir) => within(p, dir)) && pathExists(p) && !isOwn(p));
   const binds: string[] = [];
   for (const path of [...new Set(candidates)].sort((a, b) => a.length - b.length)) {
     if (!binds.some((outer) => within(path, outer))) binds.push(path);

@@ -37,8 +37,7 @@ export {
   runLoop,
   type RunLoopOptions,
 } from "./run.ts";
-export { runSync } from "./sync.ts";
-export { runAsync } from "./async.ts";
+export { runAsync, runSync } from "./schedules.ts";
 export {
   ALIGNMENT_EVENT,
   createGroup,

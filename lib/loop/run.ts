@@ -10,14 +10,13 @@ import type { TrainingRow } from "../schema.ts";
 import type { LoopConfig, LoopConfigInput, LoopStepMetrics } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
-import { runAsync } from "./async.ts";
+import { runAsync, runSync } from "./schedules.ts";
 import { parseLoopConfig } from "./config.ts";
 import { loadState, restoreWorker } from "./checkpoint.ts";
 import type { LoopContext, LoopHooks, LoopProgressState } from "./context.ts";
 import { MetricsWriter, openRunRecord, readMetrics } from "./metrics.ts";
 import { type ProgressSink, terminalProgress } from "./progress.ts";
 import { runSft } from "./sft.ts";
-import { runSync } from "./sync.ts";
 
 /** The services a run composes (embedded ones come from `startEmbedded`). */
 export interface LoopServices {

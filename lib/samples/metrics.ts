@@ -120,48 +120,37 @@ export function rolloutMetrics(input: MetricsInput): RolloutAssemblyMetrics {
  * ```
  */
 export function summarizeAssembly(metrics: readonly RolloutAssemblyMetrics[]): AssemblySummary {
+  const sum = (of: (m: RolloutAssemblyMetrics) => number) =>
+    metrics.reduce((total, m) => total + of(m), 0);
   const dropped = emptyDropCounts();
   const reasons = emptyBreakCounts();
   const histogram: Record<string, number> = {};
-  let samples = 0;
-  let withSamples = 0;
-  let single = 0;
-  let calls = 0;
-  let used = 0;
-  let total = 0;
-  let trained = 0;
-  let naive = 0;
-  let offPolicy = 0;
   for (const m of metrics) {
-    samples += m.samples;
-    if (m.samples > 0) withSamples++;
-    if (m.samples === 1) single++;
     histogram[String(m.samples)] = (histogram[String(m.samples)] ?? 0) + 1;
-    calls += m.calls;
-    used += m.calls_used;
     for (const r of DropReasonSchema.options) dropped[r] += m.dropped[r];
     for (const r of BreakReasonSchema.options as readonly BreakReason[]) {
       reasons[r] += m.break_reasons[r];
     }
-    total += m.tokens_total;
-    trained += m.tokens_trained;
-    naive += m.tokens_naive;
-    offPolicy += m.off_policy_samples;
   }
+  const samples = sum((m) => m.samples);
+  const withSamples = sum((m) => (m.samples > 0 ? 1 : 0));
+  const single = sum((m) => (m.samples === 1 ? 1 : 0));
+  const total = sum((m) => m.tokens_total);
+  const naive = sum((m) => m.tokens_naive);
   return {
     rollouts: metrics.length,
     samples,
     samples_per_rollout_mean: withSamples ? samples / withSamples : 0,
     single_sample_share: withSamples ? single / withSamples : 0,
     samples_per_rollout_histogram: histogram,
-    calls,
-    calls_used: used,
+    calls: sum((m) => m.calls),
+    calls_used: sum((m) => m.calls_used),
     dropped,
     break_reasons: reasons,
     tokens_total: total,
-    tokens_trained: trained,
+    tokens_trained: sum((m) => m.tokens_trained),
     tokens_naive: naive,
     storage_ratio: naive ? total / naive : 0,
-    off_policy_samples: offPolicy,
+    off_policy_samples: sum((m) => m.off_policy_samples),
   };
 }

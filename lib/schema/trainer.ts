@@ -26,6 +26,7 @@
  */
 import { z } from "zod";
 import { TrainingRowSchema } from "./core.ts";
+import { ErrorBodySchema } from "./gateway_api.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
 const positiveInt = z.number().int().min(1);
@@ -346,14 +347,8 @@ export const WorkerHealthSchema = z.object({
 /** Answer of `GET /health`. */
 export type WorkerHealth = z.infer<typeof WorkerHealthSchema>;
 
-/** Error body of every worker route: 4xx names the offending `field`. */
-export const WorkerErrorBodySchema = z.object({
-  error: z.object({
-    code: z.string(),
-    message: z.string(),
-    field: z.string().optional(),
-  }),
-});
+/** Error body of every worker route: every reins service's (a 4xx names the offending `field`). */
+export const WorkerErrorBodySchema: typeof ErrorBodySchema = ErrorBodySchema;
 /** Error body of every worker route. */
 export type WorkerErrorBody = z.infer<typeof WorkerErrorBodySchema>;
 

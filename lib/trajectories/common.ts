@@ -317,6 +317,40 @@ export function linearTrajectory(meta: {
   };
 }
 
+/**
+ * Builds a {@link linearTrajectory} from a log's raw messages: `toMessage` turns each into a chat
+ * message (null leaves it out) with a reasoning reader over `fields`, and the trajectory records
+ * what that reader found.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { logMessage, logTrajectory } from "./common.ts";
+ * const raws = [
+ *   { role: "user" as const, content: "hi" },
+ *   { role: "assistant" as const, content: "hello", reasoning: "greet back" },
+ * ];
+ * const meta = { id: "t", group_id: "g", source: "tau-bench" as const, file: "f", reward: 1 };
+ * const t = logTrajectory(meta, ["reasoning"], raws, (raw, reader) => logMessage(raw, reader));
+ * assert.equal(t.calls.length, 1);
+ * assert.deepEqual(t.reasoning.found, { reasoning: 1 });
+ * ```
+ */
+export function logTrajectory<R>(
+  meta: Omit<Parameters<typeof linearTrajectory>[0], "reasoning">,
+  fields: readonly string[],
+  raws: readonly R[],
+  toMessage: (raw: R, reader: ReasoningReader) => ChatMessage | null,
+): Trajectory {
+  const reader = new ReasoningReader(fields);
+  const messages: ChatMessage[] = [];
+  for (const raw of raws) {
+    const message = toMessage(raw, reader);
+    if (message !== null) messages.push(message);
+  }
+  return linearTrajectory({ ...meta, reasoning: reader.record() }, messages);
+}
+
 /** Parses JSON text or throws an error naming the file. */
 export function parseJson(text: string, file: string): unknown {
   try {

@@ -14,15 +14,9 @@
  * @module
  */
 import { z } from "zod";
-import { type ChatMessage, parseOrThrow } from "../schema.ts";
+import { parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
-import {
-  linearTrajectory,
-  logMessage,
-  RAW_MESSAGE_FIELDS,
-  ReasoningReader,
-  safeId,
-} from "./common.ts";
+import { logMessage, logTrajectory, RAW_MESSAGE_FIELDS, safeId } from "./common.ts";
 
 /**
  * Where mini-swe-agent logs keep reasoning, relative to an assistant message, in the order they
@@ -75,18 +69,14 @@ const MiniFileSchema = z.union([
 export function parseMiniSweAgent(data: unknown, file: string): Trajectory {
   const parsed = parseOrThrow(MiniFileSchema, data, file);
   const raw = Array.isArray(parsed) ? parsed : parsed.messages;
-  const reader = new ReasoningReader(MINI_SWE_AGENT_REASONING_FIELDS);
-  const messages: ChatMessage[] = [];
-  for (const m of raw) {
-    if (m.role !== "exit") messages.push(logMessage({ ...m, role: m.role }, reader));
-  }
   const base = file.slice(file.lastIndexOf("/") + 1).replace(/\.traj\.json$|\.json$/, "");
-  return linearTrajectory({
-    id: safeId(`mini-swe-agent:${base}`),
-    group_id: safeId(`mini-swe-agent:${base}`),
-    source: "mini-swe-agent",
-    file,
-    reward: null,
-    reasoning: reader.record(),
-  }, messages);
+  const id = safeId(`mini-swe-agent:${base}`);
+  const meta = { id, group_id: id, source: "mini-swe-agent" as const, file, reward: null };
+  // `exit` messages record how the run ended; the model never saw them.
+  return logTrajectory(
+    meta,
+    MINI_SWE_AGENT_REASONING_FIELDS,
+    raw,
+    (m, reader) => m.role === "exit" ? null : logMessage({ ...m, role: m.role }, reader),
+  );
 }

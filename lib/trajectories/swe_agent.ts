@@ -10,15 +10,9 @@
  * @module
  */
 import { z } from "zod";
-import { type ChatMessage, parseOrThrow } from "../schema.ts";
+import { parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
-import {
-  linearTrajectory,
-  logMessage,
-  RAW_MESSAGE_FIELDS,
-  ReasoningReader,
-  safeId,
-} from "./common.ts";
+import { logMessage, logTrajectory, RAW_MESSAGE_FIELDS, safeId } from "./common.ts";
 
 /** Where SWE-agent history items keep reasoning (`HistoryItem.thinking_blocks`, from LiteLLM). */
 export const SWE_AGENT_REASONING_FIELDS = ["thinking_blocks[].thinking"] as const;
@@ -54,17 +48,18 @@ function baseName(file: string): string {
  */
 export function parseSweAgent(data: unknown, file: string): Trajectory {
   const parsed = parseOrThrow(SweAgentFileSchema, data, file);
-  const reader = new ReasoningReader(SWE_AGENT_REASONING_FIELDS);
-  const messages: ChatMessage[] = parsed.history.map((raw) =>
-    logMessage(raw, reader, { toolCallId: raw.tool_call_id ?? raw.tool_call_ids?.[0] })
-  );
   const stem = file.replace(/\.traj$/, "");
-  return linearTrajectory({
-    id: safeId(stem.startsWith("swe-agent/") ? stem : `swe-agent/${stem}`),
-    group_id: safeId(`swe-agent:${baseName(file)}`),
-    source: "swe-agent",
-    file,
-    reward: null,
-    reasoning: reader.record(),
-  }, messages);
+  return logTrajectory(
+    {
+      id: safeId(stem.startsWith("swe-agent/") ? stem : `swe-agent/${stem}`),
+      group_id: safeId(`swe-agent:${baseName(file)}`),
+      source: "swe-agent",
+      file,
+      reward: null,
+    },
+    SWE_AGENT_REASONING_FIELDS,
+    parsed.history,
+    (raw, reader) =>
+      logMessage(raw, reader, { toolCallId: raw.tool_call_id ?? raw.tool_call_ids?.[0] }),
+  );
 }

@@ -9,15 +9,9 @@
  * @module
  */
 import { z } from "zod";
-import { type ChatMessage, parseOrThrow } from "../schema.ts";
+import { parseOrThrow } from "../schema.ts";
 import type { Trajectory } from "../schema/trajectories.ts";
-import {
-  linearTrajectory,
-  logMessage,
-  RAW_MESSAGE_FIELDS,
-  ReasoningReader,
-  safeId,
-} from "./common.ts";
+import { logMessage, logTrajectory, RAW_MESSAGE_FIELDS, safeId } from "./common.ts";
 
 /** Where tau-bench's LiteLLM message dumps keep reasoning, in the order they are tried. */
 export const TAU_BENCH_REASONING_FIELDS = [
@@ -63,27 +57,16 @@ export function parseTauBench(data: unknown, file: string): Trajectory[] {
   const base = file.slice(file.lastIndexOf("/") + 1).replace(/\.json$/, "");
   const seen = new Set<string>();
   return runs.map((run, i) => {
-    const reader = new ReasoningReader(TAU_BENCH_REASONING_FIELDS);
-    const messages: ChatMessage[] = run.traj.map((raw) => {
-      const message = logMessage(raw, reader, { keepNull: true });
-      if (raw.role === "tool" && raw.name !== undefined) message.name = raw.name;
-      return message;
-    });
     const group = safeId(`tau-bench:${base}:task${run.task_id}`);
     let id = safeId(`${group}:trial${run.trial ?? 0}`);
     // Files that repeat a (task, trial) pair still get one rollout id per run.
     if (seen.has(id)) id = safeId(`${id}:run${i}`);
     seen.add(id);
-    return linearTrajectory(
-      {
-        id,
-        group_id: group,
-        source: "tau-bench",
-        file,
-        reward: run.reward,
-        reasoning: reader.record(),
-      },
-      messages,
-    );
+    const meta = { id, group_id: group, source: "tau-bench" as const, file, reward: run.reward };
+    return logTrajectory(meta, TAU_BENCH_REASONING_FIELDS, run.traj, (raw, reader) => {
+      const message = logMessage(raw, reader, { keepNull: true });
+      if (raw.role === "tool" && raw.name !== undefined) message.name = raw.name;
+      return message;
+    });
   });
 }

@@ -5,17 +5,15 @@
  */
 import { type ArithmeticTask, ArithmeticTaskSchema } from "../../schema.ts";
 import { CalculatorError, evaluateExpression, formatNumber } from "../calculator.ts";
-import { builtinResolver } from "../builtin/resolver.ts";
 import { type AgentTool, stringArg } from "../builtin/tool.ts";
 import {
   DEFAULT_DATA_DIR,
-  findTask,
   type HarnessEnv,
   hiddenDataPaths,
-  parseEnvInput,
   readAnswerFile,
   readJsonl,
 } from "./common.ts";
+import { defineEnv } from "./define.ts";
 
 /** The calculator tool. */
 export const calculatorTool: AgentTool = {
@@ -70,28 +68,19 @@ const SYSTEM = "You solve arithmetic problems. Use the calculator tool for every
  * ```
  */
 export function arithmeticEnv(dataDir = DEFAULT_DATA_DIR): HarnessEnv<ArithmeticTask> {
-  const load = () => readJsonl(`${dataDir}/arithmetic/tasks.jsonl`, ArithmeticTaskSchema);
-  return {
+  return defineEnv({
     name: "arithmetic",
     description: "multi-step arithmetic with a calculator tool; exact-match reward",
     systemPrompt: SYSTEM,
     dataDir,
-    loadTasks: load,
-    task: (id) => findTask(load(), id, "arithmetic"),
-    taskInput: (task) => ({ env: "arithmetic", id: task.id, prompt: task.question, extra: {} }),
+    load: () => readJsonl(`${dataDir}/arithmetic/tasks.jsonl`, ArithmeticTaskSchema),
+    show: (task) => ({ prompt: task.question, extra: {} }),
     tools: () => [calculatorTool],
-    reward: (ctx) => {
-      const input = parseEnvInput(ctx.rollout.input, "arithmetic");
-      const task = findTask(load(), input.id, "arithmetic");
+    score: (task, ctx) => {
       const answer = readAnswerFile(ctx.dir);
       return answer !== null && arithmeticMatch(answer, task.answer) ? 1 : 0;
     },
-    resolver: builtinResolver({
-      env: "arithmetic",
-      // When the sandbox is on, the answers (tasks.jsonl) are masked.
-      sandbox: { hide: hiddenDataPaths(dataDir) },
-      // Fail at start (not at reward time) for a task the reward function cannot score.
-      prepare: (input) => (findTask(load(), input.id, "arithmetic"), {}),
-    }),
-  };
+    // When the sandbox is on, the answers (tasks.jsonl) are masked.
+    sandbox: { hide: hiddenDataPaths(dataDir) },
+  });
 }

@@ -9,20 +9,13 @@
  */
 import { probeSandbox, READONLY_ROOT_ARGS } from "../../controller/sandbox.ts";
 import { type CodingTask, CodingTaskSchema, SweTaskSchema } from "../../schema.ts";
-import { builtinResolver } from "../builtin/resolver.ts";
-import {
-  DEFAULT_DATA_DIR,
-  findTask,
-  type HarnessEnv,
-  hiddenDataPaths,
-  parseEnvInput,
-  readJsonl,
-} from "./common.ts";
+import { DEFAULT_DATA_DIR, type HarnessEnv, hiddenDataPaths, readJsonl } from "./common.ts";
 import {
   defaultCodingWorkspaceRoot,
   materializeCodingWorkspace,
   sweToCodingTask,
 } from "./coding_tasks.ts";
+import { defineEnv } from "./define.ts";
 import { bashTool, fileTools, workspacePath } from "./workspace_tools.ts";
 
 /** The Python the verifier uses: Debian's (`/usr/bin/python3`) when present. */
@@ -216,42 +209,30 @@ export function codingEnv(options: CodingEnvOptions = {}): HarnessEnv<CodingTask
     if (!exists) return own;
     return [...own, ...readJsonl(swePath, SweTaskSchema).map(sweToCodingTask)];
   };
-  return {
+  return defineEnv({
     name: "coding",
     description: "Python repositories with a planted bug; reward = the tests pass",
     systemPrompt: SYSTEM,
     dataDir,
-    loadTasks: load,
-    task: (id) => findTask(load(), id, "coding"),
-    taskInput: (task) => ({
-      env: "coding",
-      id: task.id,
-      prompt: task.problem,
-      extra: { repo: task.repo },
-    }),
+    load,
+    show: (task) => ({ prompt: task.problem, extra: { repo: task.repo } }),
     tools: (ctx) => [...fileTools(ctx), bashTool(ctx)],
-    reward: async (ctx) => {
-      const input = parseEnvInput(ctx.rollout.input, "coding");
-      const task = findTask(load(), input.id, "coding");
+    score: async (task, ctx) => {
       if (ctx.edited.length > 0) return 0;
       return (await runRepoTests(task, ctx.dir)).passed ? 1 : 0;
     },
-    resolver: builtinResolver({
-      env: "coding",
-      // The hidden tests (tasks.jsonl), the pristine repositories and every materialised buggy
-      // copy (together they would reveal the fix) stay out of the agent's sight.
-      sandbox: { enabled: true, hide: [...hiddenDataPaths(dataDir), workspaceRoot] },
-      prepare: (input, spec) => {
-        const task = findTask(load(), input.id, "coding");
-        const repos = spec.repos_dir ?? reposDir;
-        return {
-          workspace: materializeCodingWorkspace(task, repos, workspaceRoot),
-          restore: [task.test_dir],
-          edited_restore_reward: 0,
-          // A pristine repository is the fix of every task planted into it.
-          ...(task.patch.trim() !== "" ? { hide: [repos] } : {}),
-        };
-      },
-    }),
-  };
+    // The hidden tests (tasks.jsonl), the pristine repositories and every materialised buggy
+    // copy (together they would reveal the fix) stay out of the agent's sight.
+    sandbox: { enabled: true, hide: [...hiddenDataPaths(dataDir), workspaceRoot] },
+    prepare: (task, spec) => {
+      const repos = spec.repos_dir ?? reposDir;
+      return {
+        workspace: materializeCodingWorkspace(task, repos, workspaceRoot),
+        restore: [task.test_dir],
+        edited_restore_reward: 0,
+        // A pristine repository is the fix of every task planted into it.
+        ...(task.patch.trim() !== "" ? { hide: [repos] } : {}),
+      };
+    },
+  });
 }

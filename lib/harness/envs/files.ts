@@ -5,15 +5,8 @@
  * @module
  */
 import { type FileCheck, type FileTask, FileTaskSchema } from "../../schema.ts";
-import { builtinResolver } from "../builtin/resolver.ts";
-import {
-  DEFAULT_DATA_DIR,
-  findTask,
-  type HarnessEnv,
-  hiddenDataPaths,
-  parseEnvInput,
-  readJsonl,
-} from "./common.ts";
+import { DEFAULT_DATA_DIR, type HarnessEnv, hiddenDataPaths, readJsonl } from "./common.ts";
+import { defineEnv } from "./define.ts";
 import { fileTools, workspacePath } from "./workspace_tools.ts";
 
 function read(path: string): string | null {
@@ -118,36 +111,19 @@ export interface FilesEnvOptions {
  */
 export function filesEnv(options: FilesEnvOptions = {}): HarnessEnv<FileTask> {
   const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
-  const load = () => readJsonl(`${dataDir}/files/tasks.jsonl`, FileTaskSchema);
   const root = () =>
     options.workspaceRoot ?? `${Deno.env.get("TMPDIR") ?? "/tmp"}/reins-envs/files`;
-  return {
+  return defineEnv({
     name: "files",
     description: "instruction-following file tasks checked by a verifier",
     systemPrompt: SYSTEM,
     dataDir,
-    loadTasks: load,
-    task: (id) => findTask(load(), id, "files"),
-    taskInput: (task) => ({
-      env: "files",
-      id: task.id,
-      prompt: task.instruction,
-      extra: { files: Object.keys(task.files) },
-    }),
+    load: () => readJsonl(`${dataDir}/files/tasks.jsonl`, FileTaskSchema),
+    show: (task) => ({ prompt: task.instruction, extra: { files: Object.keys(task.files) } }),
     tools: (ctx) => fileTools(ctx),
-    reward: (ctx) => {
-      const input = parseEnvInput(ctx.rollout.input, "files");
-      const task = findTask(load(), input.id, "files");
-      return verifyFileTask(task, ctx.dir).length === 0 ? 1 : 0;
-    },
-    resolver: builtinResolver({
-      env: "files",
-      // When the sandbox is on, the checks (tasks.jsonl) are masked.
-      sandbox: { hide: hiddenDataPaths(dataDir) },
-      prepare: (input) => {
-        const task = findTask(load(), input.id, "files");
-        return { workspace: materializeWorkspace(task, root()) };
-      },
-    }),
-  };
+    score: (task, ctx) => verifyFileTask(task, ctx.dir).length === 0 ? 1 : 0,
+    // When the sandbox is on, the checks (tasks.jsonl) are masked.
+    sandbox: { hide: hiddenDataPaths(dataDir) },
+    prepare: (task) => ({ workspace: materializeWorkspace(task, root()) }),
+  });
 }

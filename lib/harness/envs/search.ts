@@ -10,19 +10,17 @@ import {
   type SearchTask,
   SearchTaskSchema,
 } from "../../schema.ts";
-import { builtinResolver } from "../builtin/resolver.ts";
 import { type AgentTool, stringArg } from "../builtin/tool.ts";
 import { Bm25Index } from "./bm25.ts";
 import {
   DEFAULT_DATA_DIR,
-  findTask,
   type HarnessEnv,
   hiddenDataPaths,
   normalizeAnswer,
-  parseEnvInput,
   readAnswerFile,
   readJsonl,
 } from "./common.ts";
+import { defineEnv } from "./define.ts";
 
 const indexes = new Map<string, { docs: SearchDoc[]; index: Bm25Index }>();
 
@@ -93,30 +91,20 @@ const SYSTEM = "You answer questions about a fictional world using the search to
  * ```
  */
 export function searchEnv(dataDir = DEFAULT_DATA_DIR): HarnessEnv<SearchTask> {
-  const load = () => readJsonl(`${dataDir}/search/tasks.jsonl`, SearchTaskSchema);
-  return {
+  return defineEnv({
     name: "search",
     description: "questions over a local corpus with a BM25 search tool; exact-match reward",
     systemPrompt: SYSTEM,
     dataDir,
-    loadTasks: load,
-    task: (id) => findTask(load(), id, "search"),
-    taskInput: (task) => ({ env: "search", id: task.id, prompt: task.question, extra: {} }),
+    load: () => readJsonl(`${dataDir}/search/tasks.jsonl`, SearchTaskSchema),
+    show: (task) => ({ prompt: task.question, extra: {} }),
     tools: () => [searchTool(dataDir)],
-    reward: (ctx) => {
-      const input = parseEnvInput(ctx.rollout.input, "search");
-      const task = findTask(load(), input.id, "search");
+    score: (task, ctx) => {
       const answer = readAnswerFile(ctx.dir);
       return answer !== null && searchMatch(answer, task) ? 1 : 0;
     },
-    resolver: builtinResolver({
-      env: "search",
-      // When the sandbox is on, the answers (tasks.jsonl) are masked; the corpus stays readable.
-      sandbox: { hide: hiddenDataPaths(dataDir) },
-      prepare: (input) => {
-        findTask(load(), input.id, "search");
-        return dataDir === DEFAULT_DATA_DIR ? {} : { env: { REINS_ENV_DATA_DIR: dataDir } };
-      },
-    }),
-  };
+    // When the sandbox is on, the answers (tasks.jsonl) are masked; the corpus stays readable.
+    sandbox: { hide: hiddenDataPaths(dataDir) },
+    prepare: () => dataDir === DEFAULT_DATA_DIR ? {} : { env: { REINS_ENV_DATA_DIR: dataDir } },
+  });
 }

@@ -19,42 +19,24 @@
 import type { ChatMessage, JsonObject } from "../../schema.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
 import type { OutputPart } from "../parse_output.ts";
-import {
-  asObject,
-  badRequest,
-  type Codec,
-  type DecodeOptions,
-  decodeToolList,
-  type FinishedCall,
-  type NormalizedRequest,
-  normalizeFunctionTool,
-  optBool,
-  optNumber,
-  optPositiveInt,
-  readStop,
-  reqString,
-  sse,
-  type StreamEncoder,
-  type StreamStart,
-  textOfContent,
-} from "./types.ts";
+import * as wire from "./types.ts";
 
 function decodeTools(value: unknown): ToolDefinition[] {
-  return decodeToolList(value, "tools", (tool, field) =>
+  return wire.decodeToolList(value, "tools", (tool, field) =>
     // Server tools (web_search_…, bash_…) carry a type and no schema; only custom tools apply.
     tool.type !== undefined && tool.type !== "custom"
       ? null
-      : normalizeFunctionTool(tool.name, tool.description, tool.input_schema, field));
+      : wire.normalizeFunctionTool(tool.name, tool.description, tool.input_schema, field));
 }
 
 function toolResultText(value: unknown, field: string): string {
   if (typeof value === "string") return value;
   if (value === undefined || value === null) return "";
-  if (!Array.isArray(value)) badRequest(field, "must be a string or an array of blocks");
+  if (!Array.isArray(value)) wire.badRequest(field, "must be a string or an array of blocks");
   return value.map((block, i) => {
-    const b = asObject(block, `${field}[${i}]`);
+    const b = wire.asObject(block, `${field}[${i}]`);
     if (b.type !== "text") {
-      badRequest(`${field}[${i}].type`, `unsupported block type ${JSON.stringify(b.type)}`);
+      wire.badRequest(`${field}[${i}].type`, `unsupported block type ${JSON.stringify(b.type)}`);
     }
     return typeof b.text === "string" ? b.text : "";
   }).join("");
@@ -64,38 +46,38 @@ function toolResultText(value: unknown, field: string): string {
 export function decodeAnthropicMessages(system: unknown, value: unknown): ChatMessage[] {
   const out: ChatMessage[] = [];
   if (system !== undefined && system !== null) {
-    const text = textOfContent(system, "system");
+    const text = wire.textOfContent(system, "system");
     if (text !== "") out.push({ role: "system", content: text });
   }
   if (!Array.isArray(value) || value.length === 0) {
-    badRequest("messages", "must be a non-empty array");
+    wire.badRequest("messages", "must be a non-empty array");
   }
   value.forEach((raw, i) => {
     const f = `messages[${i}]`;
-    const msg = asObject(raw, f);
+    const msg = wire.asObject(raw, f);
     const role = msg.role;
     // Claude Code 2.x sends mid-conversation `system` turns (reminders) for models it does not
     // know; they are kept as system messages where they stand, as the template renders them.
     if (role === "system") {
-      const text = textOfContent(msg.content, `${f}.content`);
+      const text = wire.textOfContent(msg.content, `${f}.content`);
       if (text !== "") out.push({ role: "system", content: text });
       return;
     }
     if (role !== "user" && role !== "assistant") {
-      badRequest(`${f}.role`, `must be "user", "assistant" or "system"`);
+      wire.badRequest(`${f}.role`, `must be "user", "assistant" or "system"`);
     }
     if (typeof msg.content === "string") {
       out.push({ role, content: msg.content });
       return;
     }
     if (!Array.isArray(msg.content)) {
-      badRequest(`${f}.content`, "must be a string or an array of blocks");
+      wire.badRequest(`${f}.content`, "must be a string or an array of blocks");
     }
     if (role === "assistant") {
       const turn: ChatMessage = { role: "assistant", content: "" };
       msg.content.forEach((block, j) => {
         const bf = `${f}.content[${j}]`;
-        const b = asObject(block, bf);
+        const b = wire.asObject(block, bf);
         if (b.type === "text") turn.content = (turn.content ?? "") + String(b.text ?? "");
         else if (b.type === "thinking") {
           turn.reasoning_content = (turn.reasoning_content ?? "") + String(b.thinking ?? "");
@@ -103,14 +85,14 @@ export function decodeAnthropicMessages(system: unknown, value: unknown): ChatMe
           // Opaque by construction: nothing to render.
         } else if (b.type === "tool_use") {
           (turn.tool_calls ??= []).push({
-            id: reqString(b, "id", `${bf}.id`),
+            id: wire.reqString(b, "id", `${bf}.id`),
             type: "function",
             function: {
-              name: reqString(b, "name", `${bf}.name`),
+              name: wire.reqString(b, "name", `${bf}.name`),
               arguments: JSON.stringify(b.input ?? {}),
             },
           });
-        } else badRequest(`${bf}.type`, `unsupported block type ${JSON.stringify(b.type)}`);
+        } else wire.badRequest(`${bf}.type`, `unsupported block type ${JSON.stringify(b.type)}`);
       });
       out.push(turn);
       return;
@@ -125,9 +107,9 @@ export function decodeAnthropicMessages(system: unknown, value: unknown): ChatMe
     };
     msg.content.forEach((block, j) => {
       const bf = `${f}.content[${j}]`;
-      const b = asObject(block, bf);
+      const b = wire.asObject(block, bf);
       if (b.type === "text") {
-        if (typeof b.text !== "string") badRequest(`${bf}.text`, "must be a string");
+        if (typeof b.text !== "string") wire.badRequest(`${bf}.text`, "must be a string");
         text += b.text;
         sawText = true;
       } else if (b.type === "tool_result") {
@@ -136,38 +118,38 @@ export function decodeAnthropicMessages(system: unknown, value: unknown): ChatMe
         out.push({
           role: "tool",
           content: b.is_error === true && result === "" ? "error" : result,
-          tool_call_id: reqString(b, "tool_use_id", `${bf}.tool_use_id`),
+          tool_call_id: wire.reqString(b, "tool_use_id", `${bf}.tool_use_id`),
         });
-      } else badRequest(`${bf}.type`, `unsupported block type ${JSON.stringify(b.type)}`);
+      } else wire.badRequest(`${bf}.type`, `unsupported block type ${JSON.stringify(b.type)}`);
     });
     flush();
   });
   return out;
 }
 
-function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
-  const obj = asObject(body, "body");
-  const maxTokens = optPositiveInt(obj, "max_tokens");
-  if (maxTokens === undefined) badRequest("max_tokens", "is required");
+function decode(body: unknown, options: wire.DecodeOptions): wire.NormalizedRequest {
+  const obj = wire.asObject(body, "body");
+  const maxTokens = wire.optPositiveInt(obj, "max_tokens");
+  if (maxTokens === undefined) wire.badRequest("max_tokens", "is required");
   const thinking = obj.thinking === undefined || obj.thinking === null
     ? undefined
-    : asObject(obj.thinking, "thinking");
+    : wire.asObject(obj.thinking, "thinking");
   const toolChoice = obj.tool_choice === undefined || obj.tool_choice === null
     ? undefined
-    : asObject(obj.tool_choice, "tool_choice");
+    : wire.asObject(obj.tool_choice, "tool_choice");
   return {
     flavor: "anthropic_messages",
     model: typeof obj.model === "string" ? obj.model : "",
-    stream: optBool(obj, "stream") ?? false,
+    stream: wire.optBool(obj, "stream") ?? false,
     messages: decodeAnthropicMessages(obj.system, obj.messages),
     prompt: null,
     promptIds: null,
     tools: toolChoice?.type === "none" ? [] : decodeTools(obj.tools),
     sampling: {
       max_tokens: Math.min(maxTokens, options.maxTokensLimit),
-      temperature: optNumber(obj, "temperature", 0, 1) ?? 1,
-      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
-      stop: readStop(obj.stop_sequences, "stop_sequences"),
+      temperature: wire.optNumber(obj, "temperature", 0, 1) ?? 1,
+      top_p: wire.optNumber(obj, "top_p", 0, 1) ?? 1,
+      stop: wire.readStop(obj.stop_sequences, "stop_sequences"),
       seed: null,
     },
     ...(thinking?.type === "disabled" ? { enableThinking: false } : {}),
@@ -176,7 +158,7 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
   };
 }
 
-function stopReason(call: FinishedCall): string {
+function stopReason(call: wire.FinishedCall): string {
   if (call.finish_reason === "length") return "max_tokens";
   if (call.stop_sequence !== null) return "stop_sequence";
   return call.output.tool_calls.length > 0 ? "tool_use" : "end_turn";
@@ -208,7 +190,7 @@ function usage(input: number, output: number): JsonObject {
   };
 }
 
-function respond(call: FinishedCall): JsonObject {
+function respond(call: wire.FinishedCall): JsonObject {
   const content: JsonObject[] = [];
   if (call.output.reasoning) {
     content.push({ type: "thinking", thinking: call.output.reasoning, signature: "" });
@@ -236,10 +218,10 @@ function respond(call: FinishedCall): JsonObject {
   };
 }
 
-function stream(start: StreamStart): StreamEncoder {
+function stream(start: wire.StreamStart): wire.StreamEncoder {
   let index = -1;
   let open: "thinking" | "text" | null = null;
-  const event = (type: string, data: JsonObject): string => sse({ type, ...data }, type);
+  const event = (type: string, data: JsonObject): string => wire.sse({ type, ...data }, type);
   const close = (): string => {
     if (open === null) return "";
     let out = "";
@@ -299,7 +281,7 @@ function stream(start: StreamStart): StreamEncoder {
         : { type: "text_delta", text: part.text };
       return out + event("content_block_delta", { index, delta });
     },
-    finish(call: FinishedCall): string {
+    finish(call: wire.FinishedCall): string {
       let out = close();
       if (index < 0) out += openBlock("text") + close();
       return out +
@@ -334,7 +316,7 @@ export function anthropicErrorBody(status: number, message: string): JsonObject 
 }
 
 /** The Anthropic Messages codec. */
-export const anthropicMessagesCodec: Codec = {
+export const anthropicMessagesCodec: wire.Codec = {
   flavor: "anthropic_messages",
   decode,
   respond,

@@ -18,53 +18,36 @@
 import type { ChatMessage, JsonObject } from "../../schema.ts";
 import type { OutputPart, TokenLogprob } from "../parse_output.ts";
 import { openaiTokenLogprob } from "./logprobs.ts";
-import {
-  asObject,
-  badRequest,
-  type Codec,
-  type DecodeOptions,
-  decodeToolList,
-  type FinishedCall,
-  type NormalizedRequest,
-  normalizeFunctionTool,
-  optBool,
-  optNumber,
-  optPositiveInt,
-  readSeed,
-  readStop,
-  reqString,
-  resolveMaxTokens,
-  sse,
-  type StreamEncoder,
-  type StreamStart,
-  textOfContent,
-  zeroPenalty,
-  zeroTopLogprobs,
-} from "./types.ts";
+import * as wire from "./types.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
 
 /** Reads OpenAI `tools` (function tools only). */
 export function decodeOpenAITools(value: unknown, field = "tools"): ToolDefinition[] {
-  return decodeToolList(value, field, (tool, toolField) => {
+  return wire.decodeToolList(value, field, (tool, toolField) => {
     if (tool.type !== "function") {
-      badRequest(`${toolField}.type`, `unsupported tool type ${JSON.stringify(tool.type)}`);
+      wire.badRequest(`${toolField}.type`, `unsupported tool type ${JSON.stringify(tool.type)}`);
     }
-    const fn = asObject(tool.function, `${toolField}.function`);
-    return normalizeFunctionTool(fn.name, fn.description, fn.parameters, `${toolField}.function`);
+    const fn = wire.asObject(tool.function, `${toolField}.function`);
+    return wire.normalizeFunctionTool(
+      fn.name,
+      fn.description,
+      fn.parameters,
+      `${toolField}.function`,
+    );
   });
 }
 
 function decodeToolCalls(value: unknown, field: string): ChatMessage["tool_calls"] {
   if (value === undefined || value === null) return undefined;
-  if (!Array.isArray(value)) badRequest(field, "must be an array");
+  if (!Array.isArray(value)) wire.badRequest(field, "must be an array");
   if (value.length === 0) return undefined;
   return value.map((raw, i) => {
-    const call = asObject(raw, `${field}[${i}]`);
-    const fn = asObject(call.function, `${field}[${i}].function`);
-    const name = reqString(fn, "name", `${field}[${i}].function.name`);
+    const call = wire.asObject(raw, `${field}[${i}]`);
+    const fn = wire.asObject(call.function, `${field}[${i}].function`);
+    const name = wire.reqString(fn, "name", `${field}[${i}].function.name`);
     const args = fn.arguments ?? "";
     if (typeof args !== "string") {
-      badRequest(`${field}[${i}].function.arguments`, "must be a string");
+      wire.badRequest(`${field}[${i}].function.arguments`, "must be a string");
     }
     return {
       ...(typeof call.id === "string" ? { id: call.id } : {}),
@@ -76,16 +59,18 @@ function decodeToolCalls(value: unknown, field: string): ChatMessage["tool_calls
 
 /** Reads OpenAI chat `messages` into normalized messages. */
 export function decodeChatMessages(value: unknown, field = "messages"): ChatMessage[] {
-  if (!Array.isArray(value) || value.length === 0) badRequest(field, "must be a non-empty array");
+  if (!Array.isArray(value) || value.length === 0) {
+    wire.badRequest(field, "must be a non-empty array");
+  }
   return value.map((raw, i) => {
     const f = `${field}[${i}]`;
-    const msg = asObject(raw, f);
+    const msg = wire.asObject(raw, f);
     let role = msg.role;
     if (role === "developer") role = "system";
     if (role !== "system" && role !== "user" && role !== "assistant" && role !== "tool") {
-      badRequest(`${f}.role`, `unsupported role ${JSON.stringify(msg.role)}`);
+      wire.badRequest(`${f}.role`, `unsupported role ${JSON.stringify(msg.role)}`);
     }
-    const out: ChatMessage = { role, content: textOfContent(msg.content, `${f}.content`) };
+    const out: ChatMessage = { role, content: wire.textOfContent(msg.content, `${f}.content`) };
     if (role === "assistant") {
       const reasoning = msg.reasoning_content ?? msg.reasoning;
       if (typeof reasoning === "string" && reasoning !== "") out.reasoning_content = reasoning;
@@ -100,48 +85,49 @@ export function decodeChatMessages(value: unknown, field = "messages"): ChatMess
   });
 }
 
-function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
-  const obj = asObject(body, "body");
-  const n = optPositiveInt(obj, "n");
-  if (n !== undefined && n > 1) badRequest("n", "only n=1 is supported");
-  const maxTokens = optPositiveInt(obj, "max_completion_tokens") ??
-    optPositiveInt(obj, "max_tokens");
+function decode(body: unknown, options: wire.DecodeOptions): wire.NormalizedRequest {
+  const obj = wire.asObject(body, "body");
+  const n = wire.optPositiveInt(obj, "n");
+  if (n !== undefined && n > 1) wire.badRequest("n", "only n=1 is supported");
+  const maxTokens = wire.optPositiveInt(obj, "max_completion_tokens") ??
+    wire.optPositiveInt(obj, "max_tokens");
   const streamOptions = obj.stream_options === undefined || obj.stream_options === null
     ? {}
-    : asObject(obj.stream_options, "stream_options");
+    : wire.asObject(obj.stream_options, "stream_options");
   const kwargs = obj.chat_template_kwargs === undefined
     ? {}
-    : asObject(obj.chat_template_kwargs, "chat_template_kwargs");
-  const thinking = optBool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking");
-  zeroPenalty(obj, "presence_penalty");
-  zeroPenalty(obj, "frequency_penalty");
-  const logprobs = optBool(obj, "logprobs") ?? false;
+    : wire.asObject(obj.chat_template_kwargs, "chat_template_kwargs");
+  const thinking = wire.optBool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking");
+  wire.zeroPenalty(obj, "presence_penalty");
+  wire.zeroPenalty(obj, "frequency_penalty");
+  const logprobs = wire.optBool(obj, "logprobs") ?? false;
   if (!logprobs && obj.top_logprobs !== undefined && obj.top_logprobs !== null) {
-    badRequest("top_logprobs", "needs logprobs: true");
+    wire.badRequest("top_logprobs", "needs logprobs: true");
   }
-  zeroTopLogprobs(obj);
+  wire.zeroTopLogprobs(obj);
   return {
     flavor: "openai_chat",
     model: typeof obj.model === "string" ? obj.model : "",
-    stream: optBool(obj, "stream") ?? false,
+    stream: wire.optBool(obj, "stream") ?? false,
     messages: decodeChatMessages(obj.messages),
     prompt: null,
     promptIds: null,
     tools: obj.tool_choice === "none" ? [] : decodeOpenAITools(obj.tools),
     sampling: {
-      max_tokens: resolveMaxTokens(maxTokens, options),
-      temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
-      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
-      stop: readStop(obj.stop, "stop"),
-      seed: readSeed(obj),
+      max_tokens: wire.resolveMaxTokens(maxTokens, options),
+      temperature: wire.optNumber(obj, "temperature", 0, 2) ?? 1,
+      top_p: wire.optNumber(obj, "top_p", 0, 1) ?? 1,
+      stop: wire.readStop(obj.stop, "stop"),
+      seed: wire.readSeed(obj),
     },
     ...(thinking !== undefined ? { enableThinking: thinking } : {}),
-    includeUsage: optBool(streamOptions, "include_usage", "stream_options.include_usage") ?? false,
+    includeUsage: wire.optBool(streamOptions, "include_usage", "stream_options.include_usage") ??
+      false,
     logprobs,
   };
 }
 
-function finishReason(call: FinishedCall): string {
+function finishReason(call: wire.FinishedCall): string {
   if (call.finish_reason === "length") return "length";
   return call.output.tool_calls.length > 0 ? "tool_calls" : "stop";
 }
@@ -150,7 +136,7 @@ function finishReason(call: FinishedCall): string {
  * The OpenAI `usage` object (Chat Completions and Completions); the reasoning token count when
  * the generation attributed tokens to reasoning.
  */
-export function openaiUsage(call: FinishedCall): JsonObject {
+export function openaiUsage(call: wire.FinishedCall): JsonObject {
   return {
     prompt_tokens: call.prompt_tokens,
     completion_tokens: call.completion_tokens,
@@ -165,7 +151,11 @@ export function openaiUsage(call: FinishedCall): JsonObject {
  * The non-streaming answer of an OpenAI endpoint (`chat.completion`, `text_completion`): one
  * choice (index 0) and the usage.
  */
-export function openaiResponse(call: FinishedCall, object: string, choice: JsonObject): JsonObject {
+export function openaiResponse(
+  call: wire.FinishedCall,
+  object: string,
+  choice: JsonObject,
+): JsonObject {
   return {
     id: call.id,
     object,
@@ -181,7 +171,7 @@ export interface OpenaiChunks {
   /** A chunk holding one choice (index 0). */
   chunk(choice: JsonObject): string;
   /** The end of the stream: the usage chunk when `include_usage` asked for it, then `[DONE]`. */
-  done(call: FinishedCall): string;
+  done(call: wire.FinishedCall): string;
   /** An error event in the middle of the stream. */
   error(message: string): string;
 }
@@ -191,34 +181,34 @@ export interface OpenaiChunks {
  * `text_completion`). With `include_usage` every chunk carries `usage`, null until the last one.
  */
 export function openaiChunks(
-  start: StreamStart,
-  request: NormalizedRequest,
+  start: wire.StreamStart,
+  request: wire.NormalizedRequest,
   object: string,
 ): OpenaiChunks {
   const head = { id: start.id, object, created: start.created, model: start.model };
   const usageField = request.includeUsage ? { usage: null } : {};
   return {
-    chunk: (choice) => sse({ ...head, choices: [{ index: 0, ...choice }], ...usageField }),
+    chunk: (choice) => wire.sse({ ...head, choices: [{ index: 0, ...choice }], ...usageField }),
     done(call) {
       const usage = request.includeUsage
-        ? sse({ ...head, choices: [], usage: openaiUsage(call) })
+        ? wire.sse({ ...head, choices: [], usage: openaiUsage(call) })
         : "";
-      return usage + sse("[DONE]");
+      return usage + wire.sse("[DONE]");
     },
-    error: (message) => sse(openaiErrorBody(500, message)),
+    error: (message) => wire.sse(openaiErrorBody(500, message)),
   };
 }
 
 /** A choice's `logprobs`: the content tokens, or null when not asked for or not known. */
 function choiceLogprobs(
-  request: NormalizedRequest,
+  request: wire.NormalizedRequest,
   tokens: readonly TokenLogprob[] | undefined,
 ): JsonObject | null {
   if (!request.logprobs || tokens === undefined) return null;
   return { content: tokens.map(openaiTokenLogprob), refusal: null };
 }
 
-function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
+function respond(call: wire.FinishedCall, request: wire.NormalizedRequest): JsonObject {
   const message: JsonObject = {
     role: "assistant",
     content: call.output.content === "" && call.output.tool_calls.length > 0
@@ -242,7 +232,7 @@ function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
   });
 }
 
-function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
+function stream(start: wire.StreamStart, request: wire.NormalizedRequest): wire.StreamEncoder {
   let toolIndex = 0;
   const chunks = openaiChunks(start, request, "chat.completion.chunk");
   const chunk = (
@@ -266,7 +256,7 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
         }],
       });
     },
-    finish: (call: FinishedCall) => chunk({}, finishReason(call)) + chunks.done(call),
+    finish: (call: wire.FinishedCall) => chunk({}, finishReason(call)) + chunks.done(call),
     error: chunks.error,
   };
 }
@@ -288,7 +278,7 @@ export function openaiErrorBody(status: number, message: string, param?: string)
 }
 
 /** The OpenAI Chat Completions codec. */
-export const openaiChatCodec: Codec = {
+export const openaiChatCodec: wire.Codec = {
   flavor: "openai_chat",
   decode,
   respond,

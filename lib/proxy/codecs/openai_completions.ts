@@ -19,22 +19,7 @@ import type { JsonObject } from "../../schema.ts";
 import type { OutputPart, TokenLogprob } from "../parse_output.ts";
 import { completionLogprobs } from "./logprobs.ts";
 import { openaiChunks, openaiErrorBody, openaiResponse } from "./openai_chat.ts";
-import {
-  asObject,
-  badRequest,
-  type Codec,
-  type DecodeOptions,
-  type FinishedCall,
-  type NormalizedRequest,
-  optBool,
-  optNumber,
-  optPositiveInt,
-  readSeed,
-  readStop,
-  type StreamEncoder,
-  type StreamStart,
-  zeroPenalty,
-} from "./types.ts";
+import * as wire from "./types.ts";
 
 function decodePrompt(value: unknown): { prompt: string | null; promptIds: number[] | null } {
   if (typeof value === "string") return { prompt: value, promptIds: null };
@@ -46,31 +31,31 @@ function decodePrompt(value: unknown): { prompt: string | null; promptIds: numbe
       return { prompt: null, promptIds: value as number[] };
     }
     if (value.length === 1 && Array.isArray(value[0])) return decodePrompt(value[0]);
-    if (value.length > 1) badRequest("prompt", "only one prompt per request is supported");
+    if (value.length > 1) wire.badRequest("prompt", "only one prompt per request is supported");
   }
-  return badRequest("prompt", "must be a string or an array of token ids");
+  return wire.badRequest("prompt", "must be a string or an array of token ids");
 }
 
-function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
-  const obj = asObject(body, "body");
-  const n = optPositiveInt(obj, "n");
-  if (n !== undefined && n > 1) badRequest("n", "only n=1 is supported");
-  const bestOf = optPositiveInt(obj, "best_of");
-  if (bestOf !== undefined && bestOf > 1) badRequest("best_of", "only best_of=1 is supported");
-  if (obj.echo === true) badRequest("echo", "echo is not supported");
+function decode(body: unknown, options: wire.DecodeOptions): wire.NormalizedRequest {
+  const obj = wire.asObject(body, "body");
+  const n = wire.optPositiveInt(obj, "n");
+  if (n !== undefined && n > 1) wire.badRequest("n", "only n=1 is supported");
+  const bestOf = wire.optPositiveInt(obj, "best_of");
+  if (bestOf !== undefined && bestOf > 1) wire.badRequest("best_of", "only best_of=1 is supported");
+  if (obj.echo === true) wire.badRequest("echo", "echo is not supported");
   if (obj.suffix !== undefined && obj.suffix !== null) {
-    badRequest("suffix", "suffix is not supported");
+    wire.badRequest("suffix", "suffix is not supported");
   }
   const { prompt, promptIds } = decodePrompt(obj.prompt);
-  zeroPenalty(obj, "presence_penalty");
-  zeroPenalty(obj, "frequency_penalty");
+  wire.zeroPenalty(obj, "presence_penalty");
+  wire.zeroPenalty(obj, "frequency_penalty");
   const logprobs = obj.logprobs;
   if (logprobs !== undefined && logprobs !== null) {
     if (typeof logprobs !== "number" || !Number.isInteger(logprobs) || logprobs < 0) {
-      badRequest("logprobs", "must be an integer between 0 and 5");
+      wire.badRequest("logprobs", "must be an integer between 0 and 5");
     }
     if (logprobs > 0) {
-      badRequest(
+      wire.badRequest(
         "logprobs",
         "only 0 is supported: the policy server returns the sampled token's logprob " +
           "(token_logprobs), no alternatives",
@@ -79,35 +64,36 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
   }
   const streamOptions = obj.stream_options === undefined || obj.stream_options === null
     ? {}
-    : asObject(obj.stream_options, "stream_options");
+    : wire.asObject(obj.stream_options, "stream_options");
   return {
     flavor: "openai_completions",
     model: typeof obj.model === "string" ? obj.model : "",
-    stream: optBool(obj, "stream") ?? false,
+    stream: wire.optBool(obj, "stream") ?? false,
     messages: null,
     prompt,
     promptIds,
     tools: [],
     sampling: {
-      max_tokens: Math.min(optPositiveInt(obj, "max_tokens") ?? 16, options.maxTokensLimit),
-      temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
-      top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
-      stop: readStop(obj.stop, "stop"),
-      seed: readSeed(obj),
+      max_tokens: Math.min(wire.optPositiveInt(obj, "max_tokens") ?? 16, options.maxTokensLimit),
+      temperature: wire.optNumber(obj, "temperature", 0, 2) ?? 1,
+      top_p: wire.optNumber(obj, "top_p", 0, 1) ?? 1,
+      stop: wire.readStop(obj.stop, "stop"),
+      seed: wire.readSeed(obj),
     },
-    includeUsage: optBool(streamOptions, "include_usage", "stream_options.include_usage") ?? false,
+    includeUsage: wire.optBool(streamOptions, "include_usage", "stream_options.include_usage") ??
+      false,
     logprobs: logprobs === 0,
   };
 }
 
 function choiceLogprobs(
-  request: NormalizedRequest,
+  request: wire.NormalizedRequest,
   tokens: readonly TokenLogprob[] | undefined,
 ): JsonObject | null {
   return request.logprobs && tokens ? completionLogprobs(tokens) : null;
 }
 
-function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
+function respond(call: wire.FinishedCall, request: wire.NormalizedRequest): JsonObject {
   const logprobs = choiceLogprobs(request, call.output.logprobs?.content);
   return openaiResponse(call, "text_completion", {
     text: call.text,
@@ -116,7 +102,7 @@ function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
   });
 }
 
-function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
+function stream(start: wire.StreamStart, request: wire.NormalizedRequest): wire.StreamEncoder {
   const chunks = openaiChunks(start, request, "text_completion");
   const chunk = (text: string, finish: string | null, logprobs: JsonObject | null): string =>
     chunks.chunk({ text, logprobs, finish_reason: finish });
@@ -126,13 +112,13 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
       part.type === "tool_call"
         ? ""
         : chunk(part.text, null, choiceLogprobs(request, part.logprobs)),
-    finish: (call: FinishedCall) => chunk("", call.finish_reason, null) + chunks.done(call),
+    finish: (call: wire.FinishedCall) => chunk("", call.finish_reason, null) + chunks.done(call),
     error: chunks.error,
   };
 }
 
 /** The OpenAI Completions codec. */
-export const openaiCompletionsCodec: Codec = {
+export const openaiCompletionsCodec: wire.Codec = {
   flavor: "openai_completions",
   decode,
   respond,

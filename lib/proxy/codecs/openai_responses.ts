@@ -28,26 +28,7 @@ import type { OutputPart, TokenLogprob } from "../parse_output.ts";
 import { openaiTokenLogprob } from "./logprobs.ts";
 import { openaiErrorBody } from "./openai_chat.ts";
 import { decodeResponsesInput } from "./openai_responses_input.ts";
-import {
-  asObject,
-  badRequest,
-  type Codec,
-  type DecodeOptions,
-  decodeToolList,
-  type FinishedCall,
-  type NormalizedRequest,
-  normalizeFunctionTool,
-  nowSeconds,
-  optBool,
-  optNumber,
-  optPositiveInt,
-  resolveMaxTokens,
-  sse,
-  type StreamEncoder,
-  type StreamStart,
-  zeroPenalty,
-  zeroTopLogprobs,
-} from "./types.ts";
+import * as wire from "./types.ts";
 
 export { decodeResponsesInput } from "./openai_responses_input.ts";
 
@@ -57,17 +38,17 @@ const LOGPROBS_INCLUDE = "message.output_text.logprobs";
 function optString(obj: Record<string, unknown>, key: string): string | null {
   const value = obj[key];
   if (value === undefined || value === null) return null;
-  if (typeof value !== "string") badRequest(key, "must be a string");
+  if (typeof value !== "string") wire.badRequest(key, "must be a string");
   return value;
 }
 
 /** Function tools as the model sees them, and as the response reports them. */
 function decodeTools(value: unknown): { tools: ToolDefinition[]; echo: JsonObject[] } {
   const echo: JsonObject[] = [];
-  const tools = decodeToolList(value, "tools", (tool, field) => {
+  const tools = wire.decodeToolList(value, "tools", (tool, field) => {
     // Hosted tools (web_search, local_shell, …) have no meaning for a self-hosted policy.
     if (tool.type !== "function") return null;
-    const fn = normalizeFunctionTool(tool.name, tool.description, tool.parameters, field);
+    const fn = wire.normalizeFunctionTool(tool.name, tool.description, tool.parameters, field);
     const f = fn.function as JsonObject;
     echo.push({
       type: "function",
@@ -84,22 +65,22 @@ function decodeTools(value: unknown): { tools: ToolDefinition[]; echo: JsonObjec
 function decodeToolChoice(value: unknown): JsonObject | string {
   if (value === undefined || value === null) return "auto";
   if (value === "none" || value === "auto" || value === "required") return value;
-  const choice = asObject(value, "tool_choice");
+  const choice = wire.asObject(value, "tool_choice");
   if (choice.type === "function") {
     if (typeof choice.name !== "string" || choice.name === "") {
-      badRequest("tool_choice.name", "must be a non-empty string");
+      wire.badRequest("tool_choice.name", "must be a non-empty string");
     }
     return { type: "function", name: choice.name };
   }
   if (choice.type === "allowed_tools") {
     const mode = choice.mode ?? "auto";
     if (mode !== "none" && mode !== "auto" && mode !== "required") {
-      badRequest("tool_choice.mode", 'must be "none", "auto" or "required"');
+      wire.badRequest("tool_choice.mode", 'must be "none", "auto" or "required"');
     }
-    if (!Array.isArray(choice.tools)) badRequest("tool_choice.tools", "must be an array");
+    if (!Array.isArray(choice.tools)) wire.badRequest("tool_choice.tools", "must be an array");
     return { type: "allowed_tools", mode, tools: choice.tools as JsonObject[] };
   }
-  return badRequest(
+  return wire.badRequest(
     "tool_choice",
     `must be "none", "auto", "required", a function or allowed_tools (got ${
       JSON.stringify(choice.type)
@@ -109,23 +90,23 @@ function decodeToolChoice(value: unknown): JsonObject | string {
 
 function decodeMetadata(value: unknown): JsonObject {
   if (value === undefined || value === null) return {};
-  const meta = asObject(value, "metadata");
+  const meta = wire.asObject(value, "metadata");
   const keys = Object.keys(meta);
-  if (keys.length > 16) badRequest("metadata", "at most 16 keys");
+  if (keys.length > 16) wire.badRequest("metadata", "at most 16 keys");
   for (const key of keys) {
-    if (typeof meta[key] !== "string") badRequest(`metadata.${key}`, "must be a string");
+    if (typeof meta[key] !== "string") wire.badRequest(`metadata.${key}`, "must be a string");
   }
   return meta as JsonObject;
 }
 
 function decodeText(value: unknown): JsonObject {
   if (value === undefined || value === null) return { format: { type: "text" } };
-  const text = asObject(value, "text");
+  const text = wire.asObject(value, "text");
   const format = text.format === undefined || text.format === null
     ? { type: "text" }
-    : asObject(text.format, "text.format");
+    : wire.asObject(text.format, "text.format");
   if (format.type !== "text" && format.type !== "json_schema" && format.type !== "json_object") {
-    badRequest("text.format.type", 'must be "text", "json_schema" or "json_object"');
+    wire.badRequest("text.format.type", 'must be "text", "json_schema" or "json_object"');
   }
   return {
     format: format as JsonObject,
@@ -136,38 +117,38 @@ function decodeText(value: unknown): JsonObject {
 function decodeInclude(value: unknown): string[] {
   if (value === undefined || value === null) return [];
   if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
-    badRequest("include", "must be an array of strings");
+    wire.badRequest("include", "must be an array of strings");
   }
   return value as string[];
 }
 
-function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
-  const obj = asObject(body, "body");
+function decode(body: unknown, options: wire.DecodeOptions): wire.NormalizedRequest {
+  const obj = wire.asObject(body, "body");
   if (obj.previous_response_id !== undefined && obj.previous_response_id !== null) {
-    badRequest("previous_response_id", "not supported: send the whole input (store=false)");
+    wire.badRequest("previous_response_id", "not supported: send the whole input (store=false)");
   }
   if (obj.conversation !== undefined && obj.conversation !== null) {
-    badRequest("conversation", "not supported: send the whole input (store=false)");
+    wire.badRequest("conversation", "not supported: send the whole input (store=false)");
   }
-  if (optBool(obj, "background") === true) badRequest("background", "not supported");
+  if (wire.optBool(obj, "background") === true) wire.badRequest("background", "not supported");
   if (obj.max_tool_calls !== undefined && obj.max_tool_calls !== null) {
-    badRequest("max_tool_calls", "not supported: the policy's tool calls are not limited");
+    wire.badRequest("max_tool_calls", "not supported: the policy's tool calls are not limited");
   }
-  const n = optPositiveInt(obj, "n");
-  if (n !== undefined && n > 1) badRequest("n", "only n=1 is supported");
-  zeroPenalty(obj, "presence_penalty");
-  zeroPenalty(obj, "frequency_penalty");
-  zeroTopLogprobs(obj);
+  const n = wire.optPositiveInt(obj, "n");
+  if (n !== undefined && n > 1) wire.badRequest("n", "only n=1 is supported");
+  wire.zeroPenalty(obj, "presence_penalty");
+  wire.zeroPenalty(obj, "frequency_penalty");
+  wire.zeroTopLogprobs(obj);
   const reasoning = obj.reasoning === undefined || obj.reasoning === null
     ? undefined
-    : asObject(obj.reasoning, "reasoning");
+    : wire.asObject(obj.reasoning, "reasoning");
   const toolChoice = decodeToolChoice(obj.tool_choice);
   const tools = decodeTools(obj.tools);
   const include = decodeInclude(obj.include);
   const sampling = {
-    max_tokens: resolveMaxTokens(optPositiveInt(obj, "max_output_tokens"), options),
-    temperature: optNumber(obj, "temperature", 0, 2) ?? 1,
-    top_p: optNumber(obj, "top_p", 0, 1) ?? 1,
+    max_tokens: wire.resolveMaxTokens(wire.optPositiveInt(obj, "max_output_tokens"), options),
+    temperature: wire.optNumber(obj, "temperature", 0, 2) ?? 1,
+    top_p: wire.optNumber(obj, "top_p", 0, 1) ?? 1,
     stop: [],
     seed: null,
   };
@@ -175,15 +156,15 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
   const effort = reasoning?.effort ?? null;
   const summary = reasoning?.summary ?? null;
   if (effort !== null && typeof effort !== "string") {
-    badRequest("reasoning.effort", "must be a string");
+    wire.badRequest("reasoning.effort", "must be a string");
   }
   if (summary !== null && typeof summary !== "string") {
-    badRequest("reasoning.summary", "must be a string");
+    wire.badRequest("reasoning.summary", "must be a string");
   }
   return {
     flavor: "openai_responses",
     model: typeof obj.model === "string" ? obj.model : "",
-    stream: optBool(obj, "stream") ?? false,
+    stream: wire.optBool(obj, "stream") ?? false,
     messages: decodeResponsesInput(obj.input, instructions),
     prompt: null,
     promptIds: null,
@@ -198,7 +179,7 @@ function decode(body: unknown, options: DecodeOptions): NormalizedRequest {
       tools: tools.echo,
       tool_choice: toolChoice,
       truncation: "disabled",
-      parallel_tool_calls: optBool(obj, "parallel_tool_calls") ?? true,
+      parallel_tool_calls: wire.optBool(obj, "parallel_tool_calls") ?? true,
       text: decodeText(obj.text),
       top_p: sampling.top_p,
       presence_penalty: 0,
@@ -258,8 +239,8 @@ function functionItem(
 
 /** The full `ResponseResource`: identity and status, the request's echo, output and usage. */
 function responseObject(
-  start: StreamStart,
-  request: NormalizedRequest,
+  start: wire.StreamStart,
+  request: wire.NormalizedRequest,
   state: {
     status: "in_progress" | "completed" | "incomplete" | "failed";
     output: JsonObject[];
@@ -271,7 +252,7 @@ function responseObject(
     id: start.id,
     object: "response",
     created_at: start.created,
-    completed_at: state.status === "completed" ? nowSeconds() : null,
+    completed_at: state.status === "completed" ? wire.nowSeconds() : null,
     status: state.status,
     incomplete_details: state.status === "incomplete" ? { reason: "max_output_tokens" } : null,
     model: start.model,
@@ -282,7 +263,7 @@ function responseObject(
   };
 }
 
-function usageOf(call: FinishedCall): JsonObject {
+function usageOf(call: wire.FinishedCall): JsonObject {
   return {
     input_tokens: call.prompt_tokens,
     input_tokens_details: { cached_tokens: 0 },
@@ -292,11 +273,11 @@ function usageOf(call: FinishedCall): JsonObject {
   };
 }
 
-function statusOf(call: FinishedCall): "completed" | "incomplete" {
+function statusOf(call: wire.FinishedCall): "completed" | "incomplete" {
   return call.finish_reason === "length" ? "incomplete" : "completed";
 }
 
-function respond(call: FinishedCall, request: NormalizedRequest): JsonObject {
+function respond(call: wire.FinishedCall, request: wire.NormalizedRequest): JsonObject {
   const start = { id: call.id, model: call.model, created: call.created, prompt_tokens: 0 };
   const status = statusOf(call);
   const output: JsonObject[] = [];
@@ -323,13 +304,13 @@ interface OpenItem {
   logprobs: TokenLogprob[];
 }
 
-function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
+function stream(start: wire.StreamStart, request: wire.NormalizedRequest): wire.StreamEncoder {
   let seq = 0;
   let outputIndex = -1;
   const done: JsonObject[] = [];
   let open: OpenItem | null = null;
   const event = (type: string, data: JsonObject): string =>
-    sse({ type, sequence_number: seq++, ...data }, type);
+    wire.sse({ type, sequence_number: seq++, ...data }, type);
   const snapshot = (
     status: "in_progress" | "completed" | "incomplete" | "failed",
     usage: JsonObject | null,
@@ -416,7 +397,7 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
             logprobs: logprobs.map(openaiTokenLogprob),
           }));
     },
-    finish(call: FinishedCall): string {
+    finish(call: wire.FinishedCall): string {
       const status = statusOf(call);
       let out = close(status);
       if (!done.some((item) => item.type === "message") && call.output.tool_calls.length === 0) {
@@ -432,7 +413,7 @@ function stream(start: StreamStart, request: NormalizedRequest): StreamEncoder {
 }
 
 /** The OpenAI Responses codec. */
-export const openaiResponsesCodec: Codec = {
+export const openaiResponsesCodec: wire.Codec = {
   flavor: "openai_responses",
   decode,
   respond,

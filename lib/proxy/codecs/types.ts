@@ -1,6 +1,8 @@
 /**
  * What every wire codec shares: the normalized request, the finished call it answers from,
- * the streaming encoder contract and the proxy's HTTP error.
+ * the streaming encoder contract, the readers of request fields and the proxy's HTTP error.
+ * Codecs import it whole (`import * as wire from "./types.ts"`), so a call site shows which
+ * helpers are the shared toolkit (`wire.optBool(body, "stream")`) and which are the codec's own.
  *
  * @module
  */

@@ -259,15 +259,9 @@ class Decoder(nn.Module):
         weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(h, weight)
 
-    def forward(
-        self,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        mask: Optional[torch.Tensor] = None,
-        is_causal: bool = False,
-        cache: Optional[KVCache] = None,
-    ) -> torch.Tensor:
-        return self.head(self.hidden(tokens, positions, mask, is_causal, cache))
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """Logits [B, T, vocab]: `hidden` (same arguments) through the LM head."""
+        return self.head(self.hidden(*args, **kwargs))
 
     def new_cache(self, batch: int, length: int, dtype: torch.dtype) -> KVCache:
         return KVCache(self.config, batch, length, self.embed.weight.device, dtype)
