@@ -77,6 +77,8 @@ export function ablationGrid(pilot: boolean, seeds = PILOT_SEEDS): GridSpecInput
     seeds: Array.from({ length: pilot ? PILOT_SEEDS : seeds }, (_, i) => i),
     env: ["split-arithmetic"],
     base: { ...CELL_SETTINGS },
+    // The sized grid runs seed by seed, so a run stopped early has its seeds balanced.
+    order: pilot ? "settings" : "seeds",
   };
 }
 

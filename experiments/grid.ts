@@ -63,6 +63,12 @@ export const GridSpecSchema = z.object({
   env: z.array(z.string().regex(/^[A-Za-z0-9_-]+$/)).min(1).default(["split-arithmetic"]),
   /** Free-form settings every cell shares (steps, model size, …), recorded with each cell. */
   base: z.record(z.string(), z.json()).default({}),
+  /**
+   * Run order: `settings` (every seed of a setting, then the next setting) or `seeds` (seed 0
+   * of every setting, then seed 1, …), so that a grid stopped early has seeds balanced over
+   * its settings.
+   */
+  order: z.enum(["settings", "seeds"]).default("settings"),
 });
 /** A grid (parsed). */
 export type GridSpec = z.infer<typeof GridSpecSchema>;
@@ -116,6 +122,21 @@ export function cellId(cell: Omit<Cell, "id" | "setting">): string {
  * });
  * assert.equal(cells.length, 4);
  * assert.equal(cells[0].id, "sample-token_mean-prefix_merge-split-arithmetic-s0");
+ * assert.equal(cells[1].id, "sample-token_mean-prefix_merge-split-arithmetic-s1");
+ * // Seed by seed: every setting's seed 0 first.
+ * const bySeed = expandGrid({
+ *   name: "demo",
+ *   advantage: ["sample", "rollout"],
+ *   normalization: ["token_mean"],
+ *   seeds: [0, 1],
+ *   order: "seeds",
+ * });
+ * assert.deepEqual(bySeed.map((c) => `${c.advantage}-s${c.seed}`), [
+ *   "sample-s0",
+ *   "rollout-s0",
+ *   "sample-s1",
+ *   "rollout-s1",
+ * ]);
  * ```
  */
 export function expandGrid(input: GridSpecInput): Cell[] {
@@ -138,6 +159,11 @@ export function expandGrid(input: GridSpecInput): Cell[] {
         }
       }
     }
+  }
+  if (grid.order === "seeds") {
+    const rank = new Map(grid.seeds.map((seed, i) => [seed, i]));
+    // Array.prototype.sort is stable: within a seed, cells keep the settings' order.
+    cells.sort((a, b) => rank.get(a.seed)! - rank.get(b.seed)!);
   }
   return cells;
 }

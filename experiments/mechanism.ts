@@ -15,7 +15,7 @@
  * ± <ci95half>`, then `mechanism_seeds: N`. Results and their provenance go to
  * `experiments/results/mechanism_quick/` or `experiments/results/mechanism/`.
  *
- * Flags: `--quick`, `--seeds <n>` (default 500; the full sweep was run with 200), `--results
+ * Flags: `--quick`, `--seeds <n>` (default 500), `--results
  * <dir>`, `--no-write`.
  *
  * @module

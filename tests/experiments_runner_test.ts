@@ -61,6 +61,10 @@ Deno.test("grid: expands settings × merge × seeds × env with stable, unique i
   const ablation = expandGrid(ablationGrid(true));
   assert.equal(ablation.length, 4 * 2);
   assert.equal(expandGrid(ablationGrid(false, 7)).length, 4 * 7);
+  // The sized grid runs seed by seed: stopped after any round, its settings have equal seeds.
+  const sized = expandGrid(ablationGrid(false, 3));
+  assert.deepEqual(sized.map((c) => c.seed), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+  assert.equal(new Set(sized.slice(0, 4).map((c) => c.setting)).size, 4);
   // The pilot runs the primary comparison's two settings first.
   assert.deepEqual([...new Set(ablation.map((c) => c.setting))], [
     "rollout/rollout_token_mean",
