@@ -284,9 +284,9 @@ Deno.test("power: textbook values (d = 0.5 → 64 per group; paired → 34) and 
   assert.throws(() => seedsFor(0, { sd: 1 }), /non-zero effect/);
 });
 
-Deno.test("grid plan: pooled SD from the pilot, the testbed's relative effect scaled by the pilot's gain", () => {
-  assert.deepEqual(pooledSd(new Map([["a", [1, 3]], ["b", [2]]])), { sd: Math.SQRT2, df: 1 });
-  const cell = (setting: string, seed: number, start: number, final: number): CellResult => ({
+/** A finished grid cell with the given evaluation rewards before and after RL. */
+function fakeCell(setting: string, seed: number, start: number, final: number): CellResult {
+  return {
     cell: {
       id: `${setting}-${seed}`,
       setting,
@@ -309,7 +309,12 @@ Deno.test("grid plan: pooled SD from the pilot, the testbed's relative effect sc
       wall_s: 100,
       finished_at: "",
     },
-  });
+  };
+}
+
+Deno.test("grid plan: pooled SD from the pilot, the testbed's relative effect scaled by the pilot's gain", () => {
+  assert.deepEqual(pooledSd(new Map([["a", [1, 3]], ["b", [2]]])), { sd: Math.SQRT2, df: 1 });
+  const cell = fakeCell;
   const pilot = [
     cell("rollout/rollout_token_mean", 0, 0.4, 0.6),
     cell("rollout/rollout_token_mean", 1, 0.4, 0.5),
@@ -353,22 +358,8 @@ Deno.test("grid plan: pooled SD from the pilot, the testbed's relative effect sc
 });
 
 Deno.test("gridEffects: Welch differences to the reference, the grid's power, the evaluation's share", () => {
-  const cell = (setting: string, seed: number, final: number) => ({
-    cell: { id: `${setting}-${seed}`, setting, seed, advantage: "rollout", normalization: "x" },
-    config: {},
-    metrics: [],
-    summary: {
-      id: `${setting}-${seed}`,
-      setting,
-      seed,
-      steps: 1,
-      final_reward: 0,
-      final_val_reward: final,
-      start_val_reward: 0.4,
-      wall_s: 100,
-      finished_at: "",
-    },
-  });
+  const cell = (setting: string, seed: number, final: number) =>
+    fakeCell(setting, seed, 0.4, final);
   const ref = "rollout/rollout_token_mean";
   const cells = [
     ...[0.6, 0.62, 0.58, 0.6].map((f, i) => cell(ref, i, f)),
@@ -376,8 +367,7 @@ Deno.test("gridEffects: Welch differences to the reference, the grid's power, th
     ...[0.5, 0.7, 0.3, 0.6].map((f, i) => cell("rollout/token_mean", i, f)),
   ];
   const variances = new Map(cells.map((c) => [c.cell.id, 0.0001] as [string, number]));
-  // deno-lint-ignore no-explicit-any
-  const g = gridEffects(cells as any, ref, variances);
+  const g = gridEffects(cells, ref, variances);
   const by = (s: string) => g.settings.find((x) => x.setting === s)!;
   assert.equal(by(ref).verdict, "reference");
   assert.equal(by("sample/seq_mean_token_mean").diff!.mean.toFixed(3), "-0.200");
@@ -398,7 +388,7 @@ Deno.test("gridEffects: Welch differences to the reference, the grid's power, th
   assert.equal(g.detectable, detectableEffect(4, { sd, comparisons: 2 }));
   assert.ok(Math.abs(g.evaluation_share! - 0.0001 / sd ** 2) < 1e-15);
   assert.match(g.lines.at(-1)!, /detects a difference of/);
-  assert.throws(() => gridEffects(cells.slice(4) as never, ref), /no cell of the reference/);
+  assert.throws(() => gridEffects(cells.slice(4), ref), /no cell of the reference/);
 });
 
 Deno.test("docs/experiments.md quotes the committed results (deno task ablation:report)", async () => {
