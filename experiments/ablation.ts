@@ -202,7 +202,7 @@ async function main(): Promise<void> {
       console.log(
         `effect ${s.setting} − ${PLAN_REFERENCE}: ${sign}${s.diff.mean.toFixed(3)} ± ${
           s.diff.ci95.toFixed(3)
-        } (${s.verdict})`,
+        } (95%; ± ${s.diff.ci_family.toFixed(3)} family-wise: ${s.verdict})`,
       );
     }
     console.log(effects.lines[effects.lines.length - 1]);

@@ -8,14 +8,15 @@
  * | -------- | ------------------ |
  * | final (per setting) | mean ± t-CI over the setting's cells of the final evaluation reward |
  * | gain (per setting) | mean ± t-CI over its cells of final − start evaluation reward (paired: common random numbers) |
- * | difference to the reference | Welch's t-CI of the two settings' finals (cells are independent runs) |
- * | verdict | `higher` / `lower` when the 95% CI of the difference excludes 0, else `tie` |
+ * | difference to the reference | Welch's t-CI of the two settings' finals (cells are independent runs): the 95% CI, and the family-wise one (Bonferroni over the comparisons with the reference: level 1 − 0.05/comparisons) |
+ * | verdict | `higher` / `lower` when the family-wise CI of the difference excludes 0, else `tie` (the level the power calculation uses) |
  * | σ | pooled within-setting SD of the final evaluation reward (df = cells − settings) |
  * | detectable | smallest difference found with 80% power by a two-sided t-test at α = 0.05/(settings − 1), n = the fewest seeds of any setting |
  * | evaluation share | mean over cells of the evaluation's own variance (reward variance / rollouts), as a share of σ²: how much of the seed-to-seed spread is the finite evaluation rather than training |
  *
  * @module
  */
+import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import type { MeanCi } from "./ci.ts";
 import { meanCi } from "./ci.ts";
 import { pooledSd } from "./grid_plan.ts";
@@ -29,8 +30,11 @@ export interface SettingEffect {
   seeds: number;
   final: MeanCi;
   gain: MeanCi;
-  /** Difference of the finals to the reference (null for the reference itself). */
-  diff: { mean: number; ci95: number; df: number } | null;
+  /**
+   * Difference of the finals to the reference (null for the reference itself): 95% CI
+   * half-width, and the family-wise one (Bonferroni over the comparisons).
+   */
+  diff: { mean: number; ci95: number; ci_family: number; df: number } | null;
   verdict: "reference" | "higher" | "lower" | "tie";
 }
 
@@ -102,20 +106,26 @@ export function gridEffects(
   const summaries = summarise([...measured]);
   const ref = summaries.find((s) => s.setting === reference);
   if (!ref) throw new Error(`gridEffects: the grid has no cell of the reference ${reference}`);
+  const comparisons = Math.max(1, summaries.length - 1);
   const settings: SettingEffect[] = summaries.map((s) => {
-    const diff = s === ref ? null : welchDiff(s.scores, ref.scores);
+    const welch = s === ref ? null : welchDiff(s.scores, ref.scores);
+    // Same standard error, the quantile of the family-wise level.
+    const diff = welch && {
+      ...welch,
+      ci_family: (welch.ci95 / tQuantile(0.975, welch.df)) *
+        tQuantile(1 - 0.025 / comparisons, welch.df),
+    };
     return {
       setting: s.setting,
       seeds: s.scores.length,
       final: s.score,
       gain: s.gain,
       diff,
-      verdict: diff === null ? "reference" : verdictOf(diff),
+      verdict: diff === null ? "reference" : verdictOf({ mean: diff.mean, ci95: diff.ci_family }),
     };
   });
   const { sd, df } = pooledSd(new Map(summaries.map((s) => [s.setting, s.scores])));
   const n = Math.min(...settings.map((s) => s.seeds));
-  const comparisons = Math.max(1, settings.length - 1);
   const detectable = n >= 2 && Number.isFinite(sd)
     ? detectableEffect(n, { sd, comparisons })
     : Number.NaN;
@@ -134,7 +144,11 @@ export function gridEffects(
       `${s.setting}: final ${f3(s.final.mean)} ± ${f3(s.final.ci95)}, gain ${
         signed(s.gain.mean)
       } ± ${f3(s.gain.ci95)} over ${s.seeds} seeds` +
-      (s.diff ? `; vs ${reference} ${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (${s.verdict})` : "")
+      (s.diff
+        ? `; vs ${reference} ${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (95%), ± ${
+          f3(s.diff.ci_family)
+        } family-wise: ${s.verdict}`
+        : "")
     ),
     `power: σ ${
       f3(sd)

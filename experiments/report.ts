@@ -131,14 +131,16 @@ export async function renderGrid(resultsDir: string): Promise<string> {
     `| ${s.setting} | ${s.seeds} | ${f3(s.final.mean)} ± ${f3(s.final.ci95)} | ${
       signed(s.gain.mean)
     } ± ${f3(s.gain.ci95)} | ${
-      s.diff ? `${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (${s.verdict})` : "—"
+      s.diff
+        ? `${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (± ${f3(s.diff.ci_family)}: ${s.verdict})`
+        : "—"
     } |`
   );
   const wall = cells.reduce((a, c) => a + c.summary.wall_s, 0);
   return [
     `${cells.length} cells ${await codeLine(dir)}, ${(wall / 60).toFixed(0)} min of cell time:`,
     "",
-    `| setting | seeds | final evaluation reward (95% CI) | paired gain over RL | difference to ${PLAN_REFERENCE} (Welch 95% CI) |`,
+    `| setting | seeds | final evaluation reward (95% CI) | paired gain over RL | difference to ${PLAN_REFERENCE} (Welch 95% CI; family-wise CI over the ${effects.comparisons} comparisons: verdict) |`,
     "| --- | --- | --- | --- | --- |",
     ...rows,
     "",

@@ -373,6 +373,9 @@ Deno.test("gridEffects: Welch differences to the reference, the grid's power, th
   assert.equal(by("sample/seq_mean_token_mean").diff!.mean.toFixed(3), "-0.200");
   assert.equal(by("sample/seq_mean_token_mean").verdict, "lower");
   assert.equal(by("rollout/token_mean").verdict, "tie");
+  // Family-wise over the 2 comparisons: the same standard error, a wider quantile.
+  const d = by("sample/seq_mean_token_mean").diff!;
+  assert.ok(d.ci_family > d.ci95);
   assert.equal(by(ref).gain.mean.toFixed(3), "0.200");
   // Pooled SD over the three settings (df = 12 − 3), and the power of 4 seeds at α = 0.05/2.
   const { sd, df } = pooledSd(
