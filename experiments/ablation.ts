@@ -9,7 +9,8 @@
  * - default: the sized grid → `experiments/results/ablation/`, with as many seeds per setting
  *   as the power calculation (`grid_plan.ts`) asks for, from the committed pilot and testbed
  *   results (checked against the current code: a difference is printed as a warning, since a
- *   plan only forecasts); `--seeds <n>` overrides it, `--plan` prints the plan and the
+ *   plan only forecasts), or as many as fit `--budget-min` at the pilot's cell time when that
+ *   is fewer (said in the output); `--seeds <n>` overrides it, `--plan` prints the plan and the
  *   predicted time and stops.
  *
  * Finished cells are never rerun; a grid whose cells other code produced is not resumed (see
@@ -152,7 +153,15 @@ async function main(): Promise<void> {
     for (const line of plan.lines) console.log(`[plan] ${line}`);
     console.log(`power_seeds_per_setting: ${plan.seeds_per_setting}`);
     console.log(`predicted_wall_min: ${(plan.predicted_wall_s / 60).toFixed(0)}`);
-    seeds = plan.seeds_per_setting;
+    // A plan can ask for thousands of hours; without --seeds the grid runs what fits the budget.
+    seeds = Math.min(plan.seeds_per_setting, plan.seeds_in_budget);
+    if (seeds < plan.seeds_per_setting && values.seeds === undefined) {
+      console.log(
+        `[plan] running ${seeds} seeds per setting (what fits ${values["budget-min"]} min at the ` +
+          `pilot's cell time), not the ${plan.seeds_per_setting} the plan asks for; ` +
+          "--seeds <n> chooses",
+      );
+    }
   }
   if (values.seeds !== undefined) {
     seeds = Number(values.seeds);
