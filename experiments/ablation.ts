@@ -214,7 +214,7 @@ async function main(): Promise<void> {
         } (95%; ± ${s.diff.ci_family.toFixed(3)} family-wise: ${s.verdict})`,
       );
     }
-    console.log(effects.lines[effects.lines.length - 1]);
+    console.log(effects.power_line);
     console.log(`detectable_effect: ${effects.detectable.toFixed(3)}`);
   }
   const gains = results.filter((r) =>

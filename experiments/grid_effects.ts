@@ -34,7 +34,7 @@ export interface SettingEffect {
    * Difference of the finals to the reference (null for the reference itself): 95% CI
    * half-width, and the family-wise one (Bonferroni over the comparisons).
    */
-  diff: { mean: number; ci95: number; ci_family: number; df: number } | null;
+  diff: { mean: number; ci95: number; ci_family: number; se: number; df: number } | null;
   verdict: "reference" | "higher" | "lower" | "tie";
 }
 
@@ -51,7 +51,9 @@ export interface GridEffects {
   comparisons: number;
   /** Share of σ² that the finite evaluation alone explains (null without evaluation variances). */
   evaluation_share: number | null;
-  /** One sentence per fact. */
+  /** The power sentence (σ, the detectable difference, the evaluation's share). */
+  power_line: string;
+  /** One sentence per setting, then {@link GridEffects.power_line}. */
   lines: string[];
 }
 
@@ -109,11 +111,9 @@ export function gridEffects(
   const comparisons = Math.max(1, summaries.length - 1);
   const settings: SettingEffect[] = summaries.map((s) => {
     const welch = s === ref ? null : welchDiff(s.scores, ref.scores);
-    // Same standard error, the quantile of the family-wise level.
     const diff = welch && {
       ...welch,
-      ci_family: (welch.ci95 / tQuantile(0.975, welch.df)) *
-        tQuantile(1 - 0.025 / comparisons, welch.df),
+      ci_family: welch.se * tQuantile(1 - 0.025 / comparisons, welch.df),
     };
     return {
       setting: s.setting,
@@ -139,6 +139,14 @@ export function gridEffects(
     : null;
   const f3 = (x: number) => x.toFixed(3);
   const signed = (x: number) => (x >= 0 ? "+" : "−") + Math.abs(x).toFixed(3);
+  const powerLine =
+    `power: σ ${
+      f3(sd)
+    } per cell (pooled, ${df} df); with ${n} seeds per setting the grid detects ` +
+    `a difference of ${f3(detectable)} at 80% power (α = 0.05/${comparisons})` +
+    (evaluationShare === null
+      ? ""
+      : `; the finite evaluation explains ${(100 * evaluationShare).toFixed(0)}% of σ²`);
   const lines = [
     ...settings.map((s) =>
       `${s.setting}: final ${f3(s.final.mean)} ± ${f3(s.final.ci95)}, gain ${
@@ -150,13 +158,7 @@ export function gridEffects(
         } family-wise: ${s.verdict}`
         : "")
     ),
-    `power: σ ${
-      f3(sd)
-    } per cell (pooled, ${df} df); with ${n} seeds per setting the grid detects ` +
-    `a difference of ${f3(detectable)} at 80% power (α = 0.05/${comparisons})` +
-    (evaluationShare === null
-      ? ""
-      : `; the finite evaluation explains ${(100 * evaluationShare).toFixed(0)}% of σ²`),
+    powerLine,
   ];
   return {
     reference,
@@ -167,6 +169,7 @@ export function gridEffects(
     detectable,
     comparisons,
     evaluation_share: evaluationShare,
+    power_line: powerLine,
     lines,
   };
 }

@@ -5,7 +5,8 @@
  * the doc equals what the results render to.
  *
  * Blocks: `mechanism_quick` (the headline regime), `mechanism_sweep` (every regime's verdicts),
- * `pilot` (the pilot's cells and the power plan), `grid` (the sized grid's effects and power). A block whose results are absent says so.
+ * `pilot` (the pilot's cells and the power plan), `grid` (the sized grid's effects and power).
+ * A block whose results are absent says so.
  *
  * @module
  */
@@ -144,7 +145,7 @@ export async function renderGrid(resultsDir: string): Promise<string> {
     "| --- | --- | --- | --- | --- |",
     ...rows,
     "",
-    `- ${effects.lines[effects.lines.length - 1]}.`,
+    `- ${effects.power_line}.`,
   ].join("\n");
 }
 

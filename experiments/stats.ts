@@ -180,7 +180,7 @@ export function orderingVerdict(summaries: SettingSummary[]): OrderingVerdict {
 
 /**
  * Difference of two means with a Welch 95% confidence interval (unequal variances,
- * Welch–Satterthwaite degrees of freedom).
+ * Welch–Satterthwaite degrees of freedom) and its standard error, for intervals at other levels.
  *
  * @example
  * ```ts
@@ -189,9 +189,13 @@ export function orderingVerdict(summaries: SettingSummary[]): OrderingVerdict {
  * const d = welchDiff([1, 2, 3], [0, 1, 2]);
  * assert.equal(d.mean, 1);
  * assert.ok(d.ci95 > 1.5 && d.ci95 < 2.5);
+ * assert.equal(d.se, Math.sqrt(2 / 3));
  * ```
  */
-export function welchDiff(xs: number[], ys: number[]): { mean: number; ci95: number; df: number } {
+export function welchDiff(
+  xs: number[],
+  ys: number[],
+): { mean: number; ci95: number; se: number; df: number } {
   const a = meanCi(xs);
   const b = meanCi(ys);
   const va = a.std ** 2 / a.n;
@@ -199,5 +203,5 @@ export function welchDiff(xs: number[], ys: number[]): { mean: number; ci95: num
   const se = Math.sqrt(va + vb);
   const df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1));
   const t = Number.isFinite(df) && df > 0 ? tQuantile(0.975, df) : Number.NaN;
-  return { mean: a.mean - b.mean, ci95: t * se, df };
+  return { mean: a.mean - b.mean, ci95: t * se, se, df };
 }

@@ -391,6 +391,7 @@ Deno.test("gridEffects: Welch differences to the reference, the grid's power, th
   assert.equal(g.detectable, detectableEffect(4, { sd, comparisons: 2 }));
   assert.ok(Math.abs(g.evaluation_share! - 0.0001 / sd ** 2) < 1e-15);
   assert.match(g.lines.at(-1)!, /detects a difference of/);
+  assert.equal(g.power_line, g.lines.at(-1));
   assert.throws(() => gridEffects(cells.slice(4), ref), /no cell of the reference/);
 });
 
