@@ -25,6 +25,7 @@
  */
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
+import { portFlag } from "../lib/flags.ts";
 import { cliScriptedPolicy } from "../lib/harness/cli/scripted.ts";
 import { cliAdapter } from "../lib/harness/cli/registry.ts";
 import {
@@ -95,9 +96,11 @@ async function main(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    console.error(`--port: expected a port number, got '${values.port}'\n${USAGE}`);
+  let port: number;
+  try {
+    port = portFlag(values.port);
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
     return 2;
   }
   if (!values.scripted === !values.worker) {

@@ -50,6 +50,13 @@ Deno.test("policy and run-cli refuse bad arguments with exit status 2", async ()
   const bad = await spawn("policy.ts", ["--scripted", "bugfix:vim"]).output();
   assert.equal(bad.code, 2);
   assert.match(new TextDecoder().decode(bad.stderr), /unknown harness CLI "vim"/);
+  const badPort = await spawn("policy.ts", ["--scripted", "bugfix:opencode", "--port", "70000"])
+    .output();
+  assert.equal(badPort.code, 2);
+  assert.match(
+    new TextDecoder().decode(badPort.stderr),
+    /--port: expected a port number, got '70000'/,
+  );
   const noCli = await spawn("run_cli.ts", ["emacs"]).output();
   assert.equal(noCli.code, 2);
   assert.match(new TextDecoder().decode(noCli.stderr), /expected one of opencode, claude/);
