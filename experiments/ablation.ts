@@ -104,6 +104,27 @@ export function cellLine(setting: string, mean: number, ci95: number): string {
 }
 
 /**
+ * Checks that results in `dir` may size a grid: null when this checkout's code produced them,
+ * else the difference, said in words. A plan is a forecast: results of other code still
+ * estimate the noise and the cost, so planning uses them with the difference stated (plots
+ * refuse them). Throws {@link StaleResultsError} when nothing says which code produced them.
+ *
+ * @example
+ * ```ts ignore
+ * const difference = await planningProvenance("experiments/results/ablation_pilot");
+ * ```
+ */
+export async function planningProvenance(dir: string): Promise<string | null> {
+  try {
+    await verifyProvenance(dir);
+    return null;
+  } catch (error) {
+    if (!(error instanceof StaleResultsError) || error.diff === null) throw error;
+    return error.message;
+  }
+}
+
+/**
  * The power plan of the sized grid from the committed pilot and testbed results, after
  * checking that the current code produced both.
  */
@@ -113,13 +134,9 @@ export async function loadPlan(
   warn: (line: string) => void = console.warn,
 ): Promise<GridPlan> {
   const pilot = ablationGrid(true);
-  // A plan is a forecast: results of other code still estimate the noise and the cost, so
-  // they are used, with the difference stated (plots refuse them; planning only warns).
   for (const dir of [`${resultsDir}/${pilot.name}`, studyDir(resultsDir, false)]) {
-    await verifyProvenance(dir).catch((error) => {
-      if (!(error instanceof StaleResultsError) || error.diff === null) throw error;
-      warn(`[plan] warning: ${error.message}`);
-    });
+    const difference = await planningProvenance(dir);
+    if (difference) warn(`[plan] warning: ${difference}`);
   }
   return planGrid(
     await readGridResults(resultsDir, pilot.name),
