@@ -37,6 +37,12 @@ export interface LoopHooks {
   afterStep?: (metrics: LoopStepMetrics, update: UpdateResult) => void | Promise<void>;
   /** Right before an update trains (the phase is `update` and calls have drained). */
   beforeTrain?: (step: number) => void | Promise<void>;
+  /**
+   * After a step has trained and its version is registered, before its metrics are written:
+   * fields to add to the step's metrics (a held-out evaluation's `eval/*`), or null. Its
+   * `eval/heldout_reward_mean` scores the step's checkpoint for keep-best.
+   */
+  evaluate?: (step: number) => Promise<Partial<LoopStepMetrics> | null>;
 }
 
 /** Everything a schedule needs. */
@@ -221,6 +227,7 @@ export async function finishStep(
     version: state.version,
     info: { run: config.name, step: extras.step },
   });
+  Object.assign(metrics, await ctx.hooks.evaluate?.(extras.step) ?? {});
   // Metrics first: a run killed before the checkpoint repeats this step and rewrites its line.
   await ctx.metrics.write(metrics);
   await postRolloutEvents(ctx.gateway, update, extras.step);
@@ -233,6 +240,9 @@ export async function finishStep(
       consumed_groups: [...state.consumed],
       base_version: state.baseVersion,
       reward_before: state.rewardBefore,
+    }, {
+      keepLast: config.checkpoint_keep_last,
+      score: metrics["eval/heldout_reward_mean"] ?? null,
     });
   }
   ctx.progress.step(metrics, config.steps);
