@@ -117,6 +117,11 @@ export const RunAlgorithmSchema = z.strictObject({
     estimator: z.enum(["k1", "k2", "k3"]).default("k3"),
   }).optional(),
   old_logprobs: z.enum(["rollout", "recompute"]).optional(),
+  /** Which rollouts never train: failed ones, groups with equal rewards (no signal). */
+  filters: z.strictObject({
+    drop_errors: z.boolean().default(true),
+    drop_zero_variance: z.boolean().default(true),
+  }).optional(),
   ppo_epochs: positiveInt.max(64).default(1),
   optimizer: z.strictObject({
     lr: z.number().positive(),
@@ -447,6 +452,7 @@ export function loopConfigOf(
     ...(a.normalization ? { normalization: a.normalization } : {}),
     loss: loss as LoopConfigInput["loss"],
     ...(a.optimizer ? { optimizer: a.optimizer } : {}),
+    ...(a.filters ? { filters: a.filters } : {}),
     ppo_epochs: a.ppo_epochs,
     micro_token_budget: run.batch.micro_token_budget,
     schedule: {
