@@ -79,7 +79,7 @@ async function resolved(name: string): Promise<ResolvedRun> {
       ...preset,
       name,
       out_dir: `${root}/${name}`,
-      ...(quick ? { steps: 4 } : {}),
+      ...(quick ? { steps: 5 } : {}),
     }, configPath),
     configPath,
   );
@@ -95,6 +95,14 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
+/** One SIGKILL of the schedule. */
+interface Kill {
+  role: SupervisedRole;
+  /** Steps in the metrics before it (the loop's progress, not wall time). */
+  afterSteps: number;
+  delayS: number;
+}
+
 interface Outcome {
   wallS: number;
   loopRestarts: number;
@@ -102,7 +110,7 @@ interface Outcome {
 }
 
 /** Runs the loop on a supervised stack, resuming it after every worker restart. */
-async function supervisedRun(r: ResolvedRun, schedule: { atS: number; role: SupervisedRole }[]) {
+async function supervisedRun(r: ResolvedRun, schedule: Kill[]) {
   await Deno.mkdir(r.outDir, { recursive: true });
   await writeToyDataset(r.dataDir!, toyArithmeticTasks());
   const sup = new Supervisor({
@@ -128,13 +136,21 @@ async function supervisedRun(r: ResolvedRun, schedule: { atS: number; role: Supe
   const t0 = performance.now();
   let delivered = 0;
   let done = false;
-  // The kill schedule runs beside the loop: each kill waits until every process is up.
+  // The kill schedule runs beside the loop: kill k waits until `afterSteps` steps are in the
+  // metrics, then `delayS` more (so kills land inside rollouts, updates and checkpoints), then
+  // until every process is up.
+  const stepsDone = async () =>
+    (await Deno.readTextFile(`${r.outDir}/metrics.jsonl`).catch(() => "")).split("\n")
+      .filter((l) => l.trim()).length;
   const killer = (async () => {
     for (const k of schedule) {
-      while (!done && (performance.now() - t0) / 1000 < k.atS) {
+      while (!done && await stepsDone() < k.afterSteps) {
         await new Promise((res) => setTimeout(res, 100));
       }
-      while (!done && !sup.healthy) await new Promise((res) => setTimeout(res, 100));
+      const at = performance.now() + k.delayS * 1000;
+      while (!done && (performance.now() < at || !sup.healthy)) {
+        await new Promise((res) => setTimeout(res, 100));
+      }
       if (done) return;
       if (sup.kill(k.role)) delivered++;
     }
@@ -222,21 +238,27 @@ log(
   `[chaos] undisturbed: ${baseline.stepsCompleted} steps in ${baseline.wallS.toFixed(1)}s, ` +
     `${baseline.lost} rollouts lost, ${baseline.burned} failed attempts`,
 );
-// Seeded schedule: the first three kills hit each process once (shuffled), later ones any;
-// spread over the first 60% of the undisturbed run's duration.
+// Seeded schedule: the first three kills hit each process once (shuffled), later ones any; each
+// after a random number of completed steps (in order) plus a random delay of up to 4 s.
 const random = mulberry32(seed);
 const roles: SupervisedRole[] = ["worker", "gateway", "controller"];
 for (let i = roles.length - 1; i > 0; i--) {
   const j = Math.floor(random() * (i + 1));
   [roles[i], roles[j]] = [roles[j], roles[i]];
 }
-const schedule = Array.from({ length: kills }, (_, i) => ({
-  atS: baseline.wallS * (0.1 + 0.5 * random()),
+const steps = (await resolved("chaos-run")).loop.steps;
+const schedule: Kill[] = Array.from({ length: kills }, (_, i) => ({
   role: i < roles.length ? roles[i] : roles[Math.floor(random() * roles.length)],
-})).sort((a, b) => a.atS - b.atS);
-log(`[chaos] schedule: ${schedule.map((k) => `${k.role}@${k.atS.toFixed(0)}s`).join(", ")}`);
+  afterSteps: Math.floor(random() * steps),
+  delayS: 4 * random(),
+})).sort((a, b) => a.afterSteps - b.afterSteps);
+log(
+  `[chaos] schedule: ${
+    schedule.map((k) => `${k.role} after step ${k.afterSteps} + ${k.delayS.toFixed(1)}s`).join(", ")
+  }`,
+);
 const chaos = await supervisedRun(await resolved("chaos-run"), schedule);
-const planned = (await resolved("chaos-run")).loop.steps;
+const planned = steps;
 console.log(`chaos_kills: ${chaos.kills}`);
 console.log(`chaos_restarts_worker: ${chaos.restarts.worker}`);
 console.log(`chaos_restarts_gateway: ${chaos.restarts.gateway}`);
