@@ -28,7 +28,7 @@ import { type SupervisedRole, Supervisor } from "../lib/loop/supervisor.ts";
 import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
 import type { Rollout } from "../lib/schema.ts";
 import { toyArithmeticTasks } from "../lib/loop/toy.ts";
-import { resolveRun, type ResolvedRun } from "./train_run.ts";
+import { type ResolvedRun, resolveRun } from "./train_run.ts";
 
 const USAGE = `usage: deno task chaos [--quick] [--seed N] [--kills N] [--config FILE]
   --quick        fewer steps (the ≤ 10 minute check): 3 kills, one of each process
@@ -126,7 +126,10 @@ async function supervisedRun(r: ResolvedRun, schedule: Kill[]) {
   await sup.start();
   const gateway = sup.gatewayClient();
   const progress = terminalProgress();
-  const heldout = Array.from({ length: r.run.eval.rollouts }, (_, i) => r.heldout[i % r.heldout.length]);
+  const heldout = Array.from(
+    { length: r.run.eval.rollouts },
+    (_, i) => r.heldout[i % r.heldout.length],
+  );
   let signal: AbortSignal | undefined;
   const evaluate = (ctx: Pick<LoopContext, "gateway" | "config">, step: number) =>
     evaluatePolicy(ctx.gateway, ctx.config, `heldout-s${step}`, heldout, {
@@ -214,10 +217,11 @@ async function supervisedRun(r: ResolvedRun, schedule: Kill[]) {
   await sup.close();
   const attempts = rollouts.flatMap((ro) => ro.attempts);
   const infra = attempts.filter((a) => a.info.infra_failure === true).length;
-  const burned = attempts.filter((a) =>
-    a.status !== "succeeded" && a.status !== "running" && a.status !== "cancelled" &&
-    a.info.infra_failure !== true
-  ).length;
+  const burned =
+    attempts.filter((a) =>
+      a.status !== "succeeded" && a.status !== "running" && a.status !== "cancelled" &&
+      a.info.infra_failure !== true
+    ).length;
   const metrics = await readMetrics(`${r.outDir}/metrics.jsonl`);
   return {
     wallS,

@@ -18,7 +18,13 @@
  */
 import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
 import { describeCpu } from "../lib/trainer/mod.ts";
-import { chooseRunDir, DEMO_USAGE, type DemoArgs, DemoArgsError, parseDemoArgs } from "./demo_args.ts";
+import {
+  chooseRunDir,
+  DEMO_USAGE,
+  type DemoArgs,
+  DemoArgsError,
+  parseDemoArgs,
+} from "./demo_args.ts";
 import { ensureSystemDeps } from "./ensure_deps.ts";
 import { executeRun, planText, resolveRun } from "./train_run.ts";
 

@@ -91,7 +91,9 @@ export async function resolveRun(run: RunConfig, configPath: string): Promise<Re
   const toyEnv = run.environment.tasks === "toy-arithmetic";
   const arithmetic = toyArithmeticTasks();
   const all: LoopTask[] = toyEnv ? toyLoopTasks(arithmetic) : await readTaskFile(
-    isAbsolute(run.environment.tasks) ? run.environment.tasks : resolve(base, run.environment.tasks),
+    isAbsolute(run.environment.tasks)
+      ? run.environment.tasks
+      : resolve(base, run.environment.tasks),
   );
   const split = splitTasks(all, run.split, run.environment.train);
   const toyHarnessName = run.harness.builtin && TOY_HARNESSES.has(run.harness.builtin)
@@ -131,15 +133,17 @@ export async function resolveRun(run: RunConfig, configPath: string): Promise<Re
       ? splitSftRows(tokenizer, trainToy, { guesses: run.sft.guesses })
       : toySftRows(tokenizer, trainToy, { guesses: run.sft.guesses });
   }
-  const loop = parseLoopConfig({
-    ...loopConfigOf(run, {
-      tasks: split.train,
-      harness,
-      model: workerModelOf(run.model, tokenizer.vocabSize),
-      ...(sftRows.length ? { sftBatchSize: sftRows.length } : {}),
-    }),
-    out_dir: outDir,
-  } satisfies LoopConfigInput);
+  const loop = parseLoopConfig(
+    {
+      ...loopConfigOf(run, {
+        tasks: split.train,
+        harness,
+        model: workerModelOf(run.model, tokenizer.vocabSize),
+        ...(sftRows.length ? { sftBatchSize: sftRows.length } : {}),
+      }),
+      out_dir: outDir,
+    } satisfies LoopConfigInput,
+  );
   return {
     run,
     loop,
@@ -156,17 +160,23 @@ export async function resolveRun(run: RunConfig, configPath: string): Promise<Re
 export function planText(r: ResolvedRun): string {
   const { run, loop } = r;
   const ids = (ts: LoopTask[]) =>
-    ts.length <= 6 ? ts.map((t) => t.id).join(", ") : `${ts.slice(0, 5).map((t) => t.id).join(", ")}, …`;
+    ts.length <= 6
+      ? ts.map((t) => t.id).join(", ")
+      : `${ts.slice(0, 5).map((t) => t.id).join(", ")}, …`;
   const model = run.model.kind === "builtin"
     ? `built-in decoder d_model ${run.model.d_model}, ${run.model.n_layers} layers (seed ${run.model.seed})`
     : `${run.model.kind} ${run.model.path}`;
   const evalEvery = run.eval.every > 0 ? `every ${run.eval.every} steps, ` : "";
   return [
     `run "${loop.name}" in ${r.outDir}${run.resume ? " (resume from its last checkpoint)" : ""}`,
-    `model: ${model}; engine ${run.engine.kind}${run.engine.url ? ` at ${run.engine.url}` : " (local)"}`,
+    `model: ${model}; engine ${run.engine.kind}${
+      run.engine.url ? ` at ${run.engine.url}` : " (local)"
+    }`,
     `harness: ${loop.harness.name}; tasks: ${r.train.length} train (${ids(r.train)}), ` +
     `${r.heldout.length} held out (${ids(r.heldout)})`,
-    `SFT: ${r.sftRows.length ? `${loop.sft.steps} steps × ${r.sftRows.length} demonstrations` : "none"}`,
+    `SFT: ${
+      r.sftRows.length ? `${loop.sft.steps} steps × ${r.sftRows.length} demonstrations` : "none"
+    }`,
     `RL: ${loop.steps} steps × ${loop.groups_per_step} groups × ${loop.group_size} rollouts, ` +
     `${loop.schedule.mode} (max staleness ${loop.schedule.max_staleness}, ${loop.schedule.stale_policy}), ` +
     `${loop.loss.kind} clip [${loop.loss.clip_low}, ${loop.loss.clip_high}], ` +
@@ -253,7 +263,10 @@ async function embeddedStack(r: ResolvedRun): Promise<RunStack> {
  * await executeRun(r);
  * ```
  */
-export async function executeRun(r: ResolvedRun, options: ExecuteOptions = {}): Promise<RunSummary> {
+export async function executeRun(
+  r: ResolvedRun,
+  options: ExecuteOptions = {},
+): Promise<RunSummary> {
   const started = performance.now();
   const { run, loop } = r;
   await Deno.mkdir(r.outDir, { recursive: true });
@@ -266,14 +279,23 @@ export async function executeRun(r: ResolvedRun, options: ExecuteOptions = {}): 
   const trainTasks = evalTasks(r.train, run.eval.rollouts);
   const evals: { step: number; heldout: EvalResult; train: EvalResult | null }[] = [];
   const progress = terminalProgress();
-  const evaluate = async (ctx: Pick<LoopContext, "gateway" | "config" | "progress">, step: number) => {
+  const evaluate = async (
+    ctx: Pick<LoopContext, "gateway" | "config" | "progress">,
+    step: number,
+  ) => {
     const onStatus = (text: string, count: Parameters<LoopContext["progress"]["status"]>[1]) =>
       ctx.progress.status(text, count);
     // Labels are a pure function of the step, so a resumed run finds finished evals again.
-    const heldout = await evaluatePolicy(ctx.gateway, ctx.config, `heldout-s${step}`, heldoutTasks, {
-      onStatus,
-      step,
-    });
+    const heldout = await evaluatePolicy(
+      ctx.gateway,
+      ctx.config,
+      `heldout-s${step}`,
+      heldoutTasks,
+      {
+        onStatus,
+        step,
+      },
+    );
     const train = run.eval.train_tasks
       ? await evaluatePolicy(
         ctx.gateway,
@@ -311,7 +333,10 @@ export async function executeRun(r: ResolvedRun, options: ExecuteOptions = {}): 
             { gateway: stack.gateway, config: loop, progress },
             done,
           );
-          return { ...evalFields("heldout", heldout), ...(train ? evalFields("train", train) : {}) };
+          return {
+            ...evalFields("heldout", heldout),
+            ...(train ? evalFields("train", train) : {}),
+          };
         },
       },
     });
@@ -370,12 +395,15 @@ async function report(
     for (const [k, v] of Object.entries(x.break_reasons)) reasons[k] = (reasons[k] ?? 0) + v;
   }
   console.log(
-    "\n" + table(evals.sort((a, b) => a.step - b.step).map((e) => ({
-      "after step": e.step,
-      "held-out reward (95% CI)": formatCi(meanCi(e.heldout.rewards)),
-      "held-out pass": e.heldout.pass_rate,
-      ...(e.train ? { "train-task reward (95% CI)": formatCi(meanCi(e.train.rewards)) } : {}),
-    })), { digits: 3 }).text(),
+    "\n" + table(
+      evals.sort((a, b) => a.step - b.step).map((e) => ({
+        "after step": e.step,
+        "held-out reward (95% CI)": formatCi(meanCi(e.heldout.rewards)),
+        "held-out pass": e.heldout.pass_rate,
+        ...(e.train ? { "train-task reward (95% CI)": formatCi(meanCi(e.train.rewards)) } : {}),
+      })),
+      { digits: 3 },
+    ).text(),
   );
   const gain = compareEvals(s.heldoutBefore, s.heldoutAfter);
   console.log(
@@ -383,19 +411,35 @@ async function report(
       `(95% CI, ${gain.paired ? "paired" : "unpaired"}) — ` +
       (gain.separated ? "the interval excludes 0" : "not separated from 0 at this size"),
   );
-  const reasonText = Object.entries(reasons).sort((a, b) => b[1] - a[1])
+  const reasonText = Object.entries(reasons).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
     .map(([k, v]) => `${k} ${v}`).join(", ") || "none";
   console.log(
     "\n" + table([
-      { "run-wide": "train reward, first 3 RL steps", value: mean(m.slice(0, 3).map((x) => x.reward_mean)) },
-      { "run-wide": "train reward, last 3 RL steps", value: mean(m.slice(-3).map((x) => x.reward_mean)) },
-      { "run-wide": `samples per rollout (${perRollout.length} training rollouts)`, value: mean(perRollout) },
+      {
+        "run-wide": "train reward, first 3 RL steps",
+        value: mean(m.slice(0, 3).map((x) => x.reward_mean)),
+      },
+      {
+        "run-wide": "train reward, last 3 RL steps",
+        value: mean(m.slice(-3).map((x) => x.reward_mean)),
+      },
+      {
+        "run-wide": `samples per rollout (${perRollout.length} training rollouts)`,
+        value: mean(perRollout),
+      },
       {
         "run-wide": "single-sample rollouts (share)",
         value: perRollout.filter((x) => x === 1).length / Math.max(1, perRollout.length),
       },
       { "run-wide": "why samples split (breaks, all steps)", value: reasonText },
-      { "run-wide": "held LLM calls (all updates)", value: m.reduce((a, x) => a + x.held_calls, 0) },
+      {
+        "run-wide": "held LLM calls (all updates)",
+        value: m.reduce((a, x) => a + x.held_calls, 0),
+      },
+      {
+        "run-wide": "attempts retried for the infrastructure (not counted)",
+        value: m.reduce((a, x) => a + (x.attempts_infra_retried ?? 0), 0),
+      },
     ], { digits: 4 }).text(),
   );
   await writeFigures(r.outDir, m, perRollout, evals, pngOff);

@@ -92,11 +92,15 @@ Deno.test("infrastructure failures are retried for free and counted; the agent's
       gatewayUrl: gw.url,
     });
     await loop.start();
-    const byId = await waitFor(async () => {
-      const items = (await client.listRollouts({ limit: 10 })).items;
-      const done = items.every((r) => ["succeeded", "failed"].includes(r.status));
-      return done && new Map(items.map((r): [string, Rollout] => [r.rollout_id, r]));
-    }, 60_000, "every rollout to finish");
+    const byId = await waitFor(
+      async () => {
+        const items = (await client.listRollouts({ limit: 10 })).items;
+        const done = items.every((r) => ["succeeded", "failed"].includes(r.status));
+        return done && new Map(items.map((r): [string, Rollout] => [r.rollout_id, r]));
+      },
+      60_000,
+      "every rollout to finish",
+    );
     await loop.stop();
 
     const infra = byId.get("infra")!;

@@ -88,8 +88,14 @@ Deno.test("the demo preset is the demo's config: same tasks, model, SFT and RL s
   // first four arithmetic tasks by FNV-1a of their ids).
   const before = r.loop.tasks.map((t) => t.id);
   const all = (await import("../lib/loop/mod.ts")).toyArithmeticTasks();
-  assert.deepEqual(before, [...all].sort((a, b) => fnv(a.id) - fnv(b.id)).slice(0, 4).map((t) => t.id));
-  assert.deepEqual(r.loop.model, toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }));
+  assert.deepEqual(
+    before,
+    [...all].sort((a, b) => fnv(a.id) - fnv(b.id)).slice(0, 4).map((t) => t.id),
+  );
+  assert.deepEqual(
+    r.loop.model,
+    toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }),
+  );
   assert.deepEqual(r.loop.sft, { steps: 300, batch_size: 8, lr: 3e-3 });
   assert.equal(r.sftRows.length, 8); // one correct and one guessing demonstration per question
   assert.deepEqual(

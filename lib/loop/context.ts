@@ -156,6 +156,8 @@ export interface StepExtras {
   held_calls: number;
   in_flight_at_update: number;
   timings_ms: Record<string, number>;
+  attempts_infra_retried?: number;
+  attempts_burned_by_infra?: number;
 }
 
 /**
@@ -213,6 +215,12 @@ export async function finishStep(
     grad_norm: update.grad_norm,
     held_calls: extras.held_calls,
     in_flight_at_update: extras.in_flight_at_update,
+    ...(extras.attempts_infra_retried !== undefined
+      ? { attempts_infra_retried: extras.attempts_infra_retried }
+      : {}),
+    ...(extras.attempts_burned_by_infra !== undefined
+      ? { attempts_burned_by_infra: extras.attempts_burned_by_infra }
+      : {}),
     timings_ms: {
       ...extras.timings_ms,
       assemble: update.timings_ms.assemble,

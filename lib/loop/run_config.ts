@@ -197,8 +197,10 @@ export type RunConfigInput = z.input<typeof RunConfigSchema>;
 export class RunConfigError extends Error {
   readonly issues: string[];
   constructor(source: string, issues: string[]) {
-    super(`${source}: ${issues.length} problem${issues.length === 1 ? "" : "s"}:\n` +
-      issues.map((i) => `  ${i}`).join("\n"));
+    super(
+      `${source}: ${issues.length} problem${issues.length === 1 ? "" : "s"}:\n` +
+        issues.map((i) => `  ${i}`).join("\n"),
+    );
     this.name = "RunConfigError";
     this.issues = issues;
   }

@@ -51,7 +51,7 @@ interface Child {
   stopping: boolean;
 }
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
@@ -123,7 +123,7 @@ export class Supervisor {
       (req) => this.#forward(req),
     );
     this.forwarderUrl = `http://127.0.0.1:${(this.#server.addr as Deno.NetAddr).port}`;
-    this.#gatewayPort = await freePort();
+    this.#gatewayPort = freePort();
     this.gatewayUrl = `http://127.0.0.1:${this.#gatewayPort}`;
     await this.#startGateway();
     await this.#startController();

@@ -251,8 +251,11 @@ export const LoopStepMetricsSchema = z.object({
   "eval/train_reward_ci95": z.number().min(0).optional(),
   "eval/train_pass_rate": z.number().min(0).max(1).optional(),
   "eval/train_rollouts": count.optional(),
-  /** Attempts of this step's rollouts that failed because the infrastructure did (worker,
-   * proxy upstream or controller gone), retried without counting against `max_attempts`. */
+  /** Attempts of this step's rollouts that the infrastructure ended (worker, proxy upstream or
+   * controller gone), retried without counting against `max_attempts`. */
+  attempts_infra_retried: count.optional(),
+  /** Attempts of this step's rollouts that failed the way an infrastructure failure does but
+   * counted against `max_attempts` anyway (should stay 0). */
   attempts_burned_by_infra: count.optional(),
 });
 /** Metrics of one RL step. */

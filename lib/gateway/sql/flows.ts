@@ -22,12 +22,12 @@ import {
   type AttemptState,
   checkLeaseHolder,
   checkTransition,
+  countedAttempts,
   defaultAttemptStatus,
   encodeCursor,
   newAttemptId,
   noAttempt,
   noRollout,
-  countedAttempts,
   statusAfterLostLease,
 } from "../store_rules.ts";
 import { type CallTokens, decodeU32, resolvePrompt } from "../token_blob.ts";
