@@ -1,6 +1,6 @@
 /**
  * A run's stack as separate processes that a supervisor restarts when they die: the trainer
- * worker (Python), the gateway with the proxy (`lib/gateway/cli.ts`, durable SQLite store in
+ * worker (Python), the gateway with the proxy (`bin/gateway.ts`, durable SQLite store in
  * the run directory, on a fixed port) and the rollout controller (`controller_process.ts`, a
  * fixed id so it re-adopts its attempts). The training loop runs in the supervisor's process.
  *
@@ -274,7 +274,7 @@ export class Supervisor {
   }
 
   async #startGateway(): Promise<void> {
-    const cli = new URL("../gateway/cli.ts", import.meta.url).pathname;
+    const cli = new URL("../../bin/gateway.ts", import.meta.url).pathname;
     this.#gateway = this.#spawn("gateway", [
       "run",
       "-A",
