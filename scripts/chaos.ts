@@ -20,11 +20,10 @@ import {
   type LoopContext,
   mulberry32,
   readMetrics,
-  runLoop,
   terminalProgress,
   writeToyDataset,
 } from "../lib/loop/mod.ts";
-import { type SupervisedRole, Supervisor } from "../lib/loop/supervisor.ts";
+import { runLoopSupervised, type SupervisedRole, Supervisor } from "../lib/loop/supervisor.ts";
 import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
 import type { Rollout } from "../lib/schema.ts";
 import { toyArithmeticTasks } from "../lib/loop/toy.ts";
@@ -158,52 +157,30 @@ async function supervisedRun(r: ResolvedRun, schedule: Kill[]) {
       if (sup.kill(k.role)) delivered++;
     }
   })();
-  let resume = false;
   let loopRestarts = 0;
   try {
-    while (true) {
-      const abort = new AbortController();
-      signal = abort.signal;
-      sup.onWorkerRestart = () => abort.abort(new Error("the worker restarted"));
-      const { client, url: _url } = sup.trainerClient();
-      try {
-        await runLoop(r.loop, {
-          gateway,
-          worker: client,
-          workerUrl: sup.forwarderUrl,
-          tokenizer: r.tokenizer,
-        }, {
-          resume,
-          progress,
-          signal: abort.signal,
-          beforeSteps: async (ctx) => {
-            const e = await evaluate(ctx, 0);
-            ctx.state.rewardBefore ??= e.reward_mean;
-          },
-          hooks: {
-            evaluate: async (step) => {
-              if (step + 1 !== r.loop.steps) return null;
-              const e = await evaluate({ gateway, config: r.loop }, step + 1);
-              return {
-                "eval/heldout_reward_mean": e.reward_mean,
-                "eval/heldout_reward_ci95": Number.isFinite(e.reward_ci95) ? e.reward_ci95 : 0,
-                "eval/heldout_pass_rate": e.pass_rate,
-                "eval/heldout_rollouts": e.rollouts,
-              };
-            },
-          },
-        });
-        break;
-      } catch (error) {
-        resume = true;
-        loopRestarts++;
-        if (loopRestarts > 30) throw error;
-        log(`[chaos] loop stopped (${(error as Error).message}); resuming from its checkpoint`);
-        // Whatever stopped it, resume once every process is back.
-        await new Promise((res) => setTimeout(res, 500));
-        while (!sup.healthy) await new Promise((res) => setTimeout(res, 200));
-      }
-    }
+    const { resumes } = await runLoopSupervised(sup, r.loop, {
+      tokenizer: r.tokenizer,
+      progress,
+      onSignal: (s) => (signal = s),
+      beforeSteps: async (ctx) => {
+        const e = await evaluate(ctx, 0);
+        ctx.state.rewardBefore ??= e.reward_mean;
+      },
+      hooks: {
+        evaluate: async (step) => {
+          if (step + 1 !== r.loop.steps) return null;
+          const e = await evaluate({ gateway, config: r.loop }, step + 1);
+          return {
+            "eval/heldout_reward_mean": e.reward_mean,
+            "eval/heldout_reward_ci95": Number.isFinite(e.reward_ci95) ? e.reward_ci95 : 0,
+            "eval/heldout_pass_rate": e.pass_rate,
+            "eval/heldout_rollouts": e.rollouts,
+          };
+        },
+      },
+    });
+    loopRestarts = resumes;
   } finally {
     done = true;
     await killer;

@@ -46,6 +46,8 @@ import {
   workerModelOf,
 } from "../lib/loop/run_config.ts";
 import { splitHarness, splitSftRows } from "../experiments/split_env.ts";
+import { runLoopSupervised, Supervisor } from "../lib/loop/supervisor.ts";
+import type { RunLoopOptions } from "../lib/loop/run.ts";
 
 /** A config file resolved into what the run needs. */
 export interface ResolvedRun {
@@ -84,6 +86,11 @@ export async function resolveRun(run: RunConfig, configPath: string): Promise<Re
           "yet; use torch_worker"
         : "engine.kind: llama_cpp is not available in this checkout (no lib/engine); use " +
           "torch_worker",
+    ]);
+  }
+  if (run.supervise && run.engine.url) {
+    throw new RunConfigError(configPath, [
+      "supervise: a supervisor restarts a local worker; with engine.url the worker is not ours",
     ]);
   }
   const tokenizer = await loadTokenizer(run, base);
@@ -274,11 +281,35 @@ export async function executeRun(
     await writeToyDataset(r.dataDir, toyArithmeticTasks());
   }
   await Deno.writeTextFile(`${r.outDir}/run_config.json`, JSON.stringify(run, null, 2));
-  const stack = await (options.startStack ?? embeddedStack)(r);
+  let supervisor: Supervisor | null = null;
+  const startStack = options.startStack ?? (run.supervise
+    ? async (): Promise<RunStack> => {
+      supervisor = new Supervisor({
+        outDir: r.outDir,
+        ...(r.dataDir ? { dataDir: r.dataDir } : {}),
+        tokenizer: run.tokenizer ?? (run.model.kind === "hf" ? run.model.path : "char"),
+        controllerId: `${loop.name}-controller`,
+        concurrency: run.batch.concurrency,
+        threads: run.engine.threads ?? 1,
+        ...(run.engine.python ? { python: run.engine.python } : {}),
+        log: (line) => console.log(line),
+      });
+      await supervisor.start();
+      const { client } = supervisor.trainerClient();
+      const sup = supervisor;
+      return {
+        services: { gateway: sup.gatewayClient(), worker: client, workerUrl: sup.forwarderUrl },
+        gateway: sup.gatewayClient(),
+        close: () => sup.close(),
+      };
+    }
+    : embeddedStack);
+  const stack = await startStack(r);
   const heldoutTasks = evalTasks(r.heldout, run.eval.rollouts);
   const trainTasks = evalTasks(r.train, run.eval.rollouts);
   const evals: { step: number; heldout: EvalResult; train: EvalResult | null }[] = [];
   const progress = terminalProgress();
+  let signal: AbortSignal | undefined;
   const evaluate = async (
     ctx: Pick<LoopContext, "gateway" | "config" | "progress">,
     step: number,
@@ -291,10 +322,7 @@ export async function executeRun(
       ctx.config,
       `heldout-s${step}`,
       heldoutTasks,
-      {
-        onStatus,
-        step,
-      },
+      { onStatus, step, ...(signal ? { signal } : {}) },
     );
     const train = run.eval.train_tasks
       ? await evaluatePolicy(
@@ -302,7 +330,7 @@ export async function executeRun(
         ctx.config,
         step === 0 ? "before" : step === loop.steps ? "after" : `train-s${step}`,
         trainTasks,
-        { onStatus, step },
+        { onStatus, step, ...(signal ? { signal } : {}) },
       )
       : null;
     evals.push({ step, heldout, train });
@@ -316,7 +344,7 @@ export async function executeRun(
   let result;
   try {
     if (options.onWorker) options.onWorker(await stack.services.worker.health());
-    result = await runLoop(loop, stack.services, {
+    const loopOptions = {
       resume: run.resume,
       progress,
       sftRows: r.sftRows,
@@ -339,7 +367,15 @@ export async function executeRun(
           };
         },
       },
-    });
+    } satisfies RunLoopOptions;
+    const sup = supervisor as Supervisor | null;
+    result = sup
+      ? (await runLoopSupervised(sup, loop, {
+        ...loopOptions,
+        tokenizer: r.tokenizer,
+        onSignal: (s) => (signal = s),
+      })).result
+      : await runLoop(loop, stack.services, loopOptions);
     // A run resumed after its last step has no after-evaluation in this process yet.
     if (!evals.some((e) => e.step === loop.steps)) {
       await evaluate({ gateway: stack.gateway, config: loop, progress }, loop.steps);

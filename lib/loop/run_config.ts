@@ -187,6 +187,12 @@ export const RunConfigSchema = z.strictObject({
   max_attempts: positiveInt.max(10).default(2),
   /** Continue the run in the run directory from its last checkpoint. */
   resume: z.boolean().default(false),
+  /**
+   * Run the worker, the gateway and the rollout controller as separate processes that are
+   * restarted when they die; the loop resumes from its last checkpoint after a worker restart
+   * (`lib/loop/supervisor.ts`). Off: one process hosts gateway and controller.
+   */
+  supervise: z.boolean().default(false),
 });
 /** A parsed config file. */
 export type RunConfig = z.infer<typeof RunConfigSchema>;

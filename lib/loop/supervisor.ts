@@ -21,7 +21,10 @@
 import { GatewayClient } from "../gateway/client.ts";
 import { startLocalWorker } from "../trainer/local_worker.ts";
 import { TrainerClient } from "../trainer/client.ts";
-import type { LocalWorker } from "../trainer/mod.ts";
+import type { LocalWorker } from "../trainer/local_worker.ts";
+import type { LoopConfigInput } from "../schema/loop.ts";
+import type { ChatTokenizer } from "../tokens/types.ts";
+import { type LoopResult, runLoop, type RunLoopOptions } from "./run.ts";
 
 /** The processes a supervisor runs. */
 export type SupervisedRole = "worker" | "gateway" | "controller";
@@ -336,5 +339,60 @@ export class Supervisor {
     }
     await this.#worker?.close().catch(() => undefined);
     await this.#server?.shutdown();
+  }
+}
+
+/** Options of {@link runLoopSupervised}: `runLoop`'s, less the abort signal it owns. */
+export interface SupervisedLoopOptions extends Omit<RunLoopOptions, "signal"> {
+  tokenizer?: ChatTokenizer;
+  /** Receives each incarnation's abort signal (for work the loop's hooks start). */
+  onSignal?: (signal: AbortSignal) => void;
+  /** Resumes allowed before the error is thrown (default 30). */
+  maxResumes?: number;
+}
+
+/**
+ * Runs the loop on a supervised stack to its last step: whenever it stops (the worker
+ * restarted, which aborts it; or any error while a process was down), it waits until every
+ * process is up and resumes from its last checkpoint, which restores the worker.
+ *
+ * @example
+ * ```ts ignore
+ * const sup = new Supervisor({ outDir, tokenizer: "char", controllerId: "run-ctl" });
+ * await sup.start();
+ * const { result, resumes } = await runLoopSupervised(sup, config, { tokenizer });
+ * await sup.close();
+ * ```
+ */
+export async function runLoopSupervised(
+  sup: Supervisor,
+  config: LoopConfigInput,
+  options: SupervisedLoopOptions = {},
+): Promise<{ result: LoopResult; resumes: number }> {
+  const gateway = sup.gatewayClient();
+  let resume = options.resume ?? false;
+  let resumes = 0;
+  while (true) {
+    const abort = new AbortController();
+    options.onSignal?.(abort.signal);
+    sup.onWorkerRestart = () => abort.abort(new Error("the worker restarted"));
+    const { client } = sup.trainerClient();
+    try {
+      const result = await runLoop(config, {
+        gateway,
+        worker: client,
+        workerUrl: sup.forwarderUrl,
+        ...(options.tokenizer ? { tokenizer: options.tokenizer } : {}),
+      }, { ...options, resume, signal: abort.signal });
+      return { result, resumes };
+    } catch (error) {
+      if (++resumes > (options.maxResumes ?? 30)) throw error;
+      resume = true;
+      sup.options.log?.(
+        `[supervisor] loop stopped (${(error as Error).message}); resuming from its checkpoint`,
+      );
+      await new Promise((res) => setTimeout(res, 500));
+      while (!sup.healthy) await new Promise((res) => setTimeout(res, 200));
+    }
   }
 }
