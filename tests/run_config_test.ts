@@ -175,3 +175,14 @@ Deno.test("algorithm.kl maps onto the worker's kl_coef and kl_estimator", () => 
     /exactly one of builtin, cli, command, name/,
   );
 });
+
+Deno.test("the README's config is a valid config with the plan it describes", async () => {
+  const readme = await Deno.readTextFile(`${root}/README.md`);
+  const block = readme.match(/## Train your own run[\s\S]*?```yaml\n([\s\S]*?)```/)?.[1];
+  assert.ok(block, "the README shows a config");
+  const run = parseRunConfig(block, "README.md");
+  assert.equal(run.supervise, true);
+  const r = await resolveRun(run, `${root}/README.md`);
+  assert.deepEqual([r.train.length, r.heldout.length, r.loop.steps], [4, 8, 20]);
+  assert.equal(r.loop.loss.kl_coef, 0.01);
+});
