@@ -34,7 +34,7 @@ import { startLocalWorker } from "../lib/trainer/local_worker.ts";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { GRID_MATCHED, HEADLINE } from "./mechanism.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
-import { type MeanCi, meanCi } from "./ci.ts";
+import { type MeanCi, meanCi } from "../lib/util/stats.ts";
 import {
   drawRollout,
   expectedSuccess,

@@ -21,7 +21,8 @@ import {
   runGrid,
   silentGridProgress,
 } from "../experiments/runner.ts";
-import { meanCi, orderingVerdict, summarise } from "../experiments/stats.ts";
+import { orderingVerdict, summarise } from "../experiments/stats.ts";
+import { meanCi } from "../lib/util/stats.ts";
 
 /** A fake cell: reward rises by a per-setting slope, seed adds a fixed offset. */
 function fakeRunner(slopes: Record<string, number>, calls: string[]): CellRunner {

@@ -91,8 +91,6 @@ export {
   evalSeeds,
   evaluatePolicy,
   formatCi,
-  type MeanCi,
-  meanCi,
 } from "./eval.ts";
 export { LoopConfigError, parseLoopConfig } from "./config.ts";
 export {
