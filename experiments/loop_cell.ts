@@ -30,7 +30,6 @@ import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import {
   type EmbeddedStack,
   type LoopResult,
-  mulberry32,
   runLoop,
   runSft,
   silentProgress,
@@ -40,6 +39,7 @@ import {
   toyModel,
   writeToyDataset,
 } from "../lib/loop/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import type { GatewayClient } from "../lib/gateway/client.ts";
 import { assembleRollout } from "../lib/samples/mod.ts";
 import { trainedTokens } from "../lib/algo/validate.ts";

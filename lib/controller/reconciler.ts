@@ -18,7 +18,8 @@
  */
 import type { GatewayClient } from "../gateway/client.ts";
 import { statusOf } from "../util/error.ts";
-import { backoffDelay, sleep } from "../http/retry.ts";
+import { backoffDelay } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import {
   type Attempt,
   type ControllerOptions,

@@ -121,22 +121,6 @@ export async function loadGroupData(ctx: LoopContext, rollouts: Rollout[]): Prom
   })));
 }
 
-/** Sleeps `ms` unless the run is aborted. */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 const std = (xs: number[]) => {
   if (xs.length < 2) return 0;

@@ -13,7 +13,7 @@
 import type { GatewayClient } from "../gateway/client.ts";
 import { type Rollout, TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopTask } from "../schema/loop.ts";
-import { pause } from "./context.ts";
+import { sleep } from "../util/time.ts";
 import type { ProgressCount } from "./progress.ts";
 import { type MeanCi, meanCi, welchDiff } from "../util/stats.ts";
 
@@ -215,7 +215,7 @@ export async function runEvalRollouts(
       const byId = new Map(items.map((r) => [r.rollout_id, r]));
       return tasks.map((_, i) => byId.get(`${group}-${i}`)!);
     }
-    await pause(options.pollMs, options.signal);
+    await sleep(options.pollMs, options.signal, { rejectOnAbort: true });
   }
 }
 
