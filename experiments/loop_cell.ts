@@ -20,12 +20,13 @@
 import { parseEnvInput, readAnswerFile } from "../lib/harness/envs/common.ts";
 import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
 import type { RewardContext } from "../lib/controller/reward_hooks.ts";
-import { type ArithmeticTask, type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import { type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import type { ArithmeticTask } from "../lib/harness/schema.ts";
 import {
   type LoopConfigInput,
   LoopConfigSchema,
   type LoopStepMetrics,
-} from "../lib/schema/loop.ts";
+} from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import {
   type EmbeddedStack,

@@ -17,7 +17,7 @@ import type {
   FileTask,
   SearchDoc,
   SearchTask,
-} from "../lib/schema.ts";
+} from "../lib/harness/schema.ts";
 // The same seed gives the same datasets everywhere.
 import { mulberry32 } from "../lib/util/random.ts";
 

@@ -11,7 +11,7 @@ import { cellTasks, closenessReward, splitTasks } from "../experiments/loop_cell
 import { splitSftRows, splitsOnScript } from "../experiments/split_env.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { parseOrThrow } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { progressLine } from "../experiments/progress.ts";
 import {
   type Cell,

@@ -8,7 +8,7 @@ import { compareEvals, evalSeeds, evaluatePolicy, formatCi, toyModel } from "../
 import { mulberry32 } from "../lib/util/random.ts";
 import { meanCi } from "../lib/util/stats.ts";
 import { parseOrThrow } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { toyLoopTasks } from "../lib/loop/toy.ts";
 import { startTestStack, testConfig } from "./loop_helpers.ts";
 

@@ -12,7 +12,7 @@ import { MONITOR_FLAGS_EVENT } from "../schema/ui.ts";
 import { reinsEvent } from "../schema/gateway_api.ts";
 import { alignmentFindings } from "../monitors/logprob.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
-import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
+import type { LoopConfig, LoopStepMetrics } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { saveCheckpoint } from "./checkpoint.ts";

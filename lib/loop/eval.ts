@@ -12,7 +12,7 @@
  */
 import type { GatewayClient } from "../gateway/client.ts";
 import { type Rollout, TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
-import type { LoopConfig, LoopTask } from "../schema/loop.ts";
+import type { LoopConfig, LoopTask } from "./schema.ts";
 import { sleep } from "../util/time.ts";
 import type { ProgressCount } from "./progress.ts";
 import { type MeanCi, meanCi, welchDiff } from "../util/stats.ts";

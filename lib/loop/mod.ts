@@ -106,4 +106,4 @@ export {
 } from "./toy.ts";
 export { ReplicatedGateway } from "./replicas.ts";
 export { type TaskSource, withTaskSource } from "./task_source.ts";
-export * from "../schema/loop.ts";
+export * from "./schema.ts";
