@@ -147,7 +147,8 @@ def model_config_of(cfg: Dict[str, Any], where: str = CONFIG_FILE) -> ModelConfi
         rope_theta=float(theta),
         qk_norm=True,
         norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        head_dim=int(head_dim),
+        # Implied head_dim stays implicit, so our own configs come back equal.
+        head_dim=None if head_dim == d_model // n_heads else int(head_dim),
     )
 
 
