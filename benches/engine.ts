@@ -67,7 +67,7 @@ function memo<K, V>(make: (key: K) => Promise<V>): (key: K) => Promise<V> {
 }
 
 function format(value: number | string): string {
-  return typeof value === "number" && !Number.isInteger(value) ? value.toPrecision(6) : `${value}`;
+  return typeof value === "number" && !Number.isInteger(value) ? value.toPrecision(9) : `${value}`;
 }
 
 async function main(argv: string[]): Promise<void> {
