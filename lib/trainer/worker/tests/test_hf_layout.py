@@ -182,7 +182,9 @@ class HFLayoutTest(unittest.TestCase):
             config = tiny(tied)
             model = perturbed(config)
             out = os.path.join(self.dir, f"tied-{tied}")
-            files = hf_layout.save_hf_dir(out, model.state_dict(), config, "float32", CHAR_TOKENIZER)
+            files = hf_layout.save_hf_dir(
+                out, model.state_dict(), config, "float32", CHAR_TOKENIZER
+            )
             self.assertIn("tokenizer.json", files)
             back, back_config = hf_layout.load_hf_dir(out)
             self.assertEqual(back_config, config)
