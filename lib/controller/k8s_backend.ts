@@ -315,7 +315,7 @@ export class K8sBackend implements ExecutionBackend {
     const verdict = jobOutcome(job) ?? { status: "lost" as const, error: "job vanished" };
     let error = verdict.error;
     if (verdict.status === "failed") {
-      error = failedStage && exitCode === 0
+      error = failedStage && exitCode !== null && exitCode === 0 || failedStage && exitCode === null
         ? `${verdict.error} (${failedStage.container} exit code ${failedStage.exitCode})`
         : exitCode !== null
         ? `${verdict.error} (exit code ${exitCode})`
