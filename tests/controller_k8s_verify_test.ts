@@ -18,7 +18,7 @@ const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const REPORTER_KEY = "rp_test-reporter-key-0123456789";
 
 /** The agent: reports what it can see, tries to cheat, then answers (right or wrong). */
-function agentScript(answer: string): string {
+function agentScript(answer: string | "symlink"): string {
   return [
     'echo "cwd=$(pwd)"',
     '[ -e .git ] && echo "agent sees .git" || echo "agent sees no .git"',
@@ -33,7 +33,10 @@ function agentScript(answer: string): string {
     'echo "agent reward post: $code"',
     // Weakening the visible test does not help: the verifier restores it.
     "printf 'exit 0\\n' > tests/visible.sh",
-    `printf '${answer}' > answer.txt`,
+    answer === "symlink"
+      // The answers are mounted in the verifier's container: a link to them would resolve there.
+      ? "ln -s /reins/answers/expected answer.txt"
+      : `printf '${answer}' > answer.txt`,
   ].join("; ");
 }
 
@@ -50,7 +53,7 @@ async function taskWorkspace(root: string): Promise<string> {
   return ws;
 }
 
-function rollout(id: string, workspace: string, answer: string) {
+function rollout(id: string, workspace: string, answer: string | "symlink") {
   const template: JsonObject = {
     spec: {
       template: {
@@ -109,6 +112,7 @@ Deno.test({
     await client.createRollouts([
       rollout("right", workspace, "3"),
       rollout("wrong", workspace, "4"),
+      rollout("cheat", workspace, "symlink"),
     ]);
     const backend = new K8sBackend({
       kubeConfig: fake.kubeConfig(),
@@ -123,7 +127,7 @@ Deno.test({
     });
     const loop = new Reconciler(client, backend, {
       worker: "ctl-k8s",
-      concurrency: 2,
+      concurrency: 3,
       lease_ms: 30_000,
       poll_ms: 25,
       gatewayUrl: gw.url,
@@ -132,13 +136,15 @@ Deno.test({
     try {
       const done = await waitFor(
         async () => {
-          const all = await Promise.all(["right", "wrong"].map((id) => client.getRollout(id)));
+          const all = await Promise.all(
+            ["right", "wrong", "cheat"].map((id) => client.getRollout(id)),
+          );
           return all.every((r) => r.status === "succeeded" || r.status === "failed") && all;
         },
         90_000,
         "verified rollouts to finish",
       );
-      const [right, wrong] = done;
+      const [right, wrong, cheat] = done;
       const allLogs = async (id: string) =>
         (await client.listEvents(id, { type: "log" })).map((e) =>
           e.type === "log" ? e.payload.text : ""
@@ -149,6 +155,9 @@ Deno.test({
       assert.equal(wrong.status, "succeeded");
       assert.equal(wrong.reward, 0, "a wrong answer gets 0 from the hidden test");
       assert.equal(wrong.reward_credential, "reporter");
+      assert.equal(cheat.reward, 0, "a link to the mounted answers is removed before the tests");
+      const cheated = cheat.attempts[0].info.verification as JsonObject;
+      assert.deepEqual(cheated.flags, ["edited_tests", "escaping_symlink"]);
 
       const attempt = right.attempts[0];
       const verification = attempt.info.verification as JsonObject;

@@ -137,7 +137,7 @@ export function verifiedPod(
     throw new Error("spec.template.spec.initContainers: must be empty (reins orders the pod)");
   }
   const labels = { [`${LABEL}/managed-by`]: "reins" };
-  const annotations = job.metadata?.annotations ?? {};
+  const annotations = { ...(job.metadata?.annotations ?? {}) };
   const meta = (suffix: string) => ({ name: `${name}-${suffix}`, labels, annotations });
   const task = items(harness.files);
   const answers = items(harness.answers);
@@ -151,7 +151,9 @@ export function verifiedPod(
       secret: {
         secretName: options.reporterSecret,
         items: [{ key: "key", path: "key" }],
-        defaultMode: 0o400,
+        // Readable by the runner image's unprivileged user: what keeps the key from the agent
+        // is that only the reporter container mounts it.
+        defaultMode: 0o444,
       },
     },
   ];

@@ -24,7 +24,7 @@ export interface VerifyResult {
   reward: number;
   edited: string[];
   restored: string[];
-  info: Record<string, unknown>;
+  info: Record<string, unknown> & { flags: string[] };
 }
 
 function path(key: keyof typeof POD_PATHS): string {
@@ -33,6 +33,33 @@ function path(key: keyof typeof POD_PATHS): string {
 
 async function exists(p: string): Promise<boolean> {
   return await Deno.lstat(p).then(() => true, () => false);
+}
+
+/**
+ * Removes every symbolic link of the tree that leads outside it: the agent could otherwise plant
+ * `answer.txt -> /reins/answers/expected`, which resolves in the verifier's container, where the
+ * answers are mounted. Returns the removed links (relative paths).
+ */
+export async function removeEscapingLinks(tree: string): Promise<string[]> {
+  const removed: string[] = [];
+  const root = await Deno.realPath(tree);
+  const walk = async (dir: string, rel: string) => {
+    for await (const entry of Deno.readDir(dir)) {
+      const full = `${dir}/${entry.name}`;
+      const relPath = rel ? `${rel}/${entry.name}` : entry.name;
+      if (entry.isSymlink) {
+        const target = await Deno.realPath(full).catch(() => null);
+        if (target === null || (target !== root && !target.startsWith(`${root}/`))) {
+          await Deno.remove(full);
+          removed.push(relPath);
+        }
+      } else if (entry.isDirectory) {
+        await walk(full, relPath);
+      }
+    }
+  };
+  await walk(root, "");
+  return removed.sort();
 }
 
 /** Copies the task files (the ConfigMap's tree) over the verification tree. */
@@ -67,6 +94,7 @@ export async function verify(): Promise<VerifyResult> {
   const { edited, restored } = await buildVerifyTree(path("workspace"), pristine, tree, [
     ...hook.restore,
   ]);
+  const escaping = await removeEscapingLinks(tree);
   const laid = await layFiles(path("task"), tree);
   const inputFile = `${path("scratch")}/input.json`;
   await Deno.writeTextFile(inputFile, Deno.env.get("REINS_INPUT") ?? "null");
@@ -93,7 +121,15 @@ export async function verify(): Promise<VerifyResult> {
     reward,
     edited,
     restored,
-    info: { ...result.info, files: laid, ...(edited.length ? { flags: ["edited_tests"] } : {}) },
+    info: {
+      ...result.info,
+      files: laid,
+      ...(escaping.length ? { removed_links: escaping } : {}),
+      flags: [
+        ...(edited.length ? ["edited_tests"] : []),
+        ...(escaping.length ? ["escaping_symlink"] : []),
+      ],
+    },
   };
   await Deno.writeTextFile(`${path("result")}/result.json`, JSON.stringify(out));
   return out;
@@ -116,7 +152,12 @@ export async function report(): Promise<Record<string, unknown>> {
     event_key: env("REINS_EVENT_KEY"),
     payload: {
       value: reward,
-      info: { source: "k8s_verifier", edited: result.edited ?? [], restored: result.restored },
+      info: {
+        source: "k8s_verifier",
+        edited: result.edited ?? [],
+        restored: result.restored ?? [],
+        flags: result.info?.flags ?? [],
+      },
     },
   }]);
   // The termination message is at most 4096 bytes: only the facts, not the tails.
@@ -127,6 +168,7 @@ export async function report(): Promise<Record<string, unknown>> {
     seq: event.seq,
     event_key: event.event_key,
     edited: result.edited ?? [],
+    flags: result.info?.flags ?? [],
   };
   const terminationLog = Deno.env.get("REINS_TERMINATION_LOG") ?? "/dev/termination-log";
   await Deno.writeTextFile(terminationLog, JSON.stringify(message)).catch(() => {});
