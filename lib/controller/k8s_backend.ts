@@ -50,7 +50,7 @@ export { jobName, jobOutcome, labelValue, renderJob } from "./k8s_job.ts";
 export type { EgressRule, NetworkPolicyConfig } from "./k8s_manifests.ts";
 
 export { type RenderedAttempt, VERIFIER_COMMAND } from "./k8s_pod.ts";
-export { type DryRunOptions, dryRunObjects, dryRunYaml } from "./k8s_dry_run.ts";
+export { dryRunObjects, type DryRunOptions, dryRunYaml } from "./k8s_dry_run.ts";
 
 /** Options of {@link K8sBackend}. */
 export interface K8sBackendOptions {
