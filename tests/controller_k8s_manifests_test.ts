@@ -83,8 +83,15 @@ Deno.test("k8s manifests: every object the backend creates validates against the
     verified.objects.configMap!,
     verified.objects.secret!,
     ...k8s.sharedObjects(),
-    await probePod("ctl:1", "example.com/agent:1"),
+    await probePod("ctl:1", "example.com/agent:1", {
+      containers: [],
+      imagePullSecrets: [{ name: "regcred" }],
+      serviceAccountName: "reins-agent",
+    }),
   ].map((o) => JSON.parse(JSON.stringify(o)));
+  // The probe pulls as the Job's pods would: same pull secrets and account.
+  assert.deepEqual(objects[7].spec.imagePullSecrets, [{ name: "regcred" }]);
+  assert.equal(objects[7].spec.serviceAccountName, "reins-agent");
   assert.deepEqual(objects.map((o) => o.kind), [
     "Job",
     "Job",

@@ -385,9 +385,7 @@ export class K8sBackend implements ExecutionBackend {
     const { job: body, objects } = await this.render(spec);
     await this.#init();
     const pod = body.spec!.template.spec!;
-    await this.#probe?.ensure(
-      [...(pod.initContainers ?? []), ...pod.containers].map((c) => c.image!),
-    );
+    await this.#probe?.ensure(pod);
     const name = body.metadata!.name!;
     const watched = this.#track(spec, name);
     await this.#rateLimit();

@@ -5,7 +5,13 @@
  *
  * @module
  */
-import type { V1ConfigMap, V1NetworkPolicy, V1Pod, V1Secret } from "@kubernetes/client-node";
+import type {
+  V1ConfigMap,
+  V1NetworkPolicy,
+  V1Pod,
+  V1PodSpec,
+  V1Secret,
+} from "@kubernetes/client-node";
 import { LABEL, labelValue } from "./k8s_job.ts";
 
 /** The shim that replaces `git` in the agent's container. */
@@ -122,7 +128,11 @@ export function shimConfigMap(controller: string): V1ConfigMap {
  * assert.match(pod.metadata?.name ?? "", /^reins-probe-[0-9a-f]{16}$/);
  * ```
  */
-export async function probePod(controller: string, image: string): Promise<V1Pod> {
+export async function probePod(
+  controller: string,
+  image: string,
+  like: V1PodSpec = { containers: [] },
+): Promise<V1Pod> {
   const digest = await crypto.subtle.digest("SHA-1", new TextEncoder().encode(image));
   const hex = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
   return {
@@ -134,6 +144,11 @@ export async function probePod(controller: string, image: string): Promise<V1Pod
       annotations: { [`${LABEL}/image`]: image },
     },
     spec: {
+      // Pulled the way the Job's pods pull: the same pull secrets, account and nodes.
+      ...(like.imagePullSecrets ? { imagePullSecrets: like.imagePullSecrets } : {}),
+      ...(like.serviceAccountName ? { serviceAccountName: like.serviceAccountName } : {}),
+      ...(like.nodeSelector ? { nodeSelector: like.nodeSelector } : {}),
+      ...(like.tolerations ? { tolerations: like.tolerations } : {}),
       restartPolicy: "Never",
       automountServiceAccountToken: false,
       enableServiceLinks: false,

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import type { CoreV1Api, V1Pod } from "@kubernetes/client-node";
+import type { CoreV1Api, V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import { SpecError } from "./backend.ts";
 import { probePod } from "./k8s_manifests.ts";
 import { codeOf } from "./k8s_outcome.ts";
@@ -73,12 +73,16 @@ export class ImageProbe {
     readonly options: { timeoutMs: number; pollMs: number } = { timeoutMs: 300_000, pollMs: 500 },
   ) {}
 
-  /** Resolves once every image is pullable; throws naming the image otherwise. */
-  async ensure(images: string[]): Promise<void> {
+  /**
+   * Resolves once every image of `pod` (a Job's pod spec, whose pull secrets, account and node
+   * selection the probe copies) is pullable; throws naming the image otherwise.
+   */
+  async ensure(pod: V1PodSpec): Promise<void> {
+    const images = [...(pod.initContainers ?? []), ...pod.containers].map((c) => c.image!);
     await Promise.all([...new Set(images)].map((image) => {
       let ready = this.#ready.get(image);
       if (!ready) {
-        ready = this.#probe(image);
+        ready = this.#probe(image, pod);
         this.#ready.set(image, ready);
         ready.then(() => this.checked.push(image), () => this.#ready.delete(image));
       }
@@ -86,8 +90,8 @@ export class ImageProbe {
     }));
   }
 
-  async #probe(image: string): Promise<void> {
-    const body = await probePod(this.controller, image);
+  async #probe(image: string, like: V1PodSpec): Promise<void> {
+    const body = await probePod(this.controller, image, like);
     const name = body.metadata!.name!;
     const namespace = this.namespace;
     try {
