@@ -123,7 +123,7 @@ export async function main(args: string[]): Promise<number> {
   }
   if (values["dry-run"]) {
     // Loaded only here, as the k8s backend below.
-    const { dryRunMain } = await import("./k8s_dry_run.ts");
+    const { dryRunMain } = await import("../lib/controller/k8s_dry_run.ts");
     console.log(await dryRunMain(values, rule));
     return 0;
   }

@@ -28,12 +28,13 @@ RUN apt-get update \
 WORKDIR /opt/reins
 COPY deno.json deno.lock ./
 COPY mod.ts ./
+COPY bin ./bin
 COPY lib ./lib
 COPY scripts ./scripts
 # Cache every npm dependency at build time: the pods run without registry access.
 ENV DENO_DIR=/opt/deno-dir REINS_HOME=/opt/reins-home
 RUN deno install --frozen \
- && deno cache lib/controller/k8s_verifier.ts lib/harness/mod.ts lib/controller/cli.ts
+ && deno cache lib/controller/k8s_verifier.ts lib/harness/mod.ts bin/controller.ts bin/gateway.ts
 
 # The CLIs at the versions reins pins, where reins' harness runner looks for them.
 RUN for harness in $HARNESSES; do \

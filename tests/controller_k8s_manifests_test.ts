@@ -278,7 +278,7 @@ Deno.test("k8s pod: init containers run in order; a failing agent never reaches 
 
 async function controller(args: string[], env: Record<string, string> = {}) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("../lib/controller/cli.ts", import.meta.url).pathname, ...args],
+    args: ["run", "-A", new URL("../bin/controller.ts", import.meta.url).pathname, ...args],
     env,
     stdout: "piped",
     stderr: "piped",
