@@ -9,7 +9,7 @@ import type { LogChunk } from "../lib/controller/backend.ts";
 import { K8sBackend } from "../lib/controller/k8s_backend.ts";
 import { probePod } from "../lib/controller/k8s_manifests.ts";
 import { FakeK8s, type K8sObject, selectorMatcher } from "./support/fake_k8s.ts";
-import { schemaErrors } from "./support/k8s_schema.ts";
+import { schemaErrors } from "../lib/controller/k8s_schema.ts";
 import { runningAttempt, runningRollout } from "./support/records.ts";
 
 const TEMPLATE: JsonObject = {
@@ -369,4 +369,33 @@ Deno.test("k8s dry run: bad input is refused naming the flag or field", async ()
   const local = await controller(["--dry-run", "--config", `${dir}/bad.json`]);
   assert.match(local.stderr, /--dry-run: only with --backend k8s/);
   await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("k8s manifests: a template the API would refuse is a spec error before anything is created", async () => {
+  const fake = new FakeK8s();
+  const k8s = backend(fake, { networkPolicy: false, imageCheck: false });
+  const typo = {
+    spec: { template: { spec: { containers: [{ name: "agent", image: "a:1", comand: ["x"] }] } } },
+  };
+  // The Kubernetes client would silently drop `comand` and run the image's default command.
+  await assert.rejects(
+    () => k8s.start(spec("typo", { template: typo })),
+    (e: Error & { field?: string }) =>
+      e.field === "config.template" &&
+      /spec\.template\.spec\.containers\[0\]\.comand: unknown field/.test(e.message),
+  );
+  const badPolicy = {
+    spec: {
+      template: {
+        spec: { containers: [{ name: "agent", image: "a:1", imagePullPolicy: "Sometimes" }] },
+      },
+    },
+  };
+  await assert.rejects(
+    () => k8s.start(spec("policy", { template: badPolicy })),
+    /imagePullPolicy must be equal to one of the allowed values/,
+  );
+  assert.equal(fake.requests.length, 0, "nothing reached the API server");
+  await k8s.close();
+  await fake.close();
 });

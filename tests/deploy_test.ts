@@ -10,7 +10,7 @@ import { DockerfileParser } from "dockerfile-ast";
 import { validate } from "dockerfile-utils";
 import { CLI_ADAPTERS } from "../lib/harness/cli/registry.ts";
 import { VERIFIER_COMMAND } from "../lib/controller/k8s_pod.ts";
-import { schemaErrors } from "./support/k8s_schema.ts";
+import { schemaErrors } from "../lib/controller/k8s_schema.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const read = (path: string) => Deno.readTextFileSync(`${ROOT}${path}`);

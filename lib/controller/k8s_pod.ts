@@ -30,6 +30,7 @@ import { K8sHarnessSchema, parseOrThrow, ValidationError } from "../schema.ts";
 import { type AttemptSpec, SpecError } from "./backend.ts";
 import { LABEL, renderJob } from "./k8s_job.ts";
 import { sharedNames } from "./k8s_manifests.ts";
+import { schemaErrors } from "./k8s_schema.ts";
 
 /** Where the reins containers find their volumes. */
 export const POD_PATHS = {
@@ -277,6 +278,14 @@ export function verifiedPod(
   return { configMap, secret };
 }
 
+/** Refuses a rendered Job the API server would refuse (or the client would silently cut). */
+function checkSchema(job: V1Job): void {
+  const errors = schemaErrors(JSON.parse(JSON.stringify(job)));
+  if (errors.length) {
+    throw new SpecError("config.template", `the rendered Job is invalid: ${errors.join("; ")}`);
+  }
+}
+
 /** What {@link renderAttempt} needs of the backend's settings. */
 export interface RenderOptions {
   controller: string;
@@ -320,6 +329,7 @@ export async function renderAttempt(
   const harnessSpec = spec.rollout.config.harness;
   if (!harnessSpec || harnessSpec.name !== "k8s") {
     job.spec!.template.spec!.automountServiceAccountToken ??= false;
+    checkSchema(job);
     return { job, objects: { configMap: null, secret: null }, stages: null };
   }
   let harness;
@@ -386,5 +396,6 @@ export async function renderAttempt(
     );
   }
   job.metadata!.annotations![`${LABEL}/sandbox-stages`] = JSON.stringify(stages);
+  checkSchema(job);
   return { job, objects, stages };
 }

@@ -21,7 +21,7 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { type Access, accessOf, allowed, loadRole, type PolicyRule } from "./fake_rbac.ts";
 import { type JobScript, type KubeletHost, PodRun } from "./fake_kubelet.ts";
-import { schemaErrors } from "./k8s_schema.ts";
+import { schemaErrors } from "../../lib/controller/k8s_schema.ts";
 
 export type { JobScript } from "./fake_kubelet.ts";
 

@@ -1,15 +1,22 @@
 /**
  * Validates Kubernetes objects against the API's published OpenAPI definitions, as the API
- * server does before it stores them:
+ * server does before it stores them. The backend checks every Job it renders with it (a bad
+ * template is a spec error naming the field, before anything is created), and the tests' fake
+ * API server admits objects with it. Checks:
  *
  * - types, enums, formats and required fields: the validators `kubernetes-models` (pinned in
  *   deno.json) generates from the Kubernetes OpenAPI schema, one per kind;
  * - unknown fields (the server's `fieldValidation=Strict`, which `kubectl` uses): those
  *   definitions allow any extra key, so every key is also checked against the attribute maps of
- *   `@kubernetes/client-node`'s models, generated from the same OpenAPI document;
+ *   `@kubernetes/client-node`'s models, generated from the same OpenAPI document — the client
+ *   itself silently drops a key its models do not know, so a misspelt field would otherwise
+ *   vanish on the way to the cluster;
  * - what the OpenAPI schema cannot say but the API server's validation does and reins relies on:
  *   object names are DNS subdomains, label values ≤63 characters of `[A-Za-z0-9._-]`, container
  *   names unique and DNS labels, every volume mount naming a volume of the pod.
+ *
+ * Hand-written: the walk over the attribute maps and the name/label/mount rules; the type
+ * checks are `kubernetes-models`'.
  *
  * @module
  */
@@ -100,8 +107,12 @@ function podSpecErrors(spec: Obj | undefined, path: string, out: string[]): void
  * Every problem the API server would report for `object` (empty when it is valid).
  *
  * @example
- * ```ts ignore
- * assert.deepEqual(schemaErrors({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a" } }), []);
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { schemaErrors } from "./k8s_schema.ts";
+ * const configMap = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a" } };
+ * assert.deepEqual(schemaErrors(configMap), []);
+ * assert.deepEqual(schemaErrors({ ...configMap, date: { x: "1" } }), ["date: unknown field"]);
  * ```
  */
 export function schemaErrors(object: Obj): string[] {
