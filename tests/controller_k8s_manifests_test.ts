@@ -272,6 +272,26 @@ Deno.test("k8s pod: init containers run in order; a failing agent never reaches 
     );
   }
   assert.equal(good.logs.map((l) => l.text).join(""), "agent done\n");
+  // The task files and answers are owned by their Job: deleting it (as the TTL controller does,
+  // not through the backend) takes them along.
+  const goodJob = [...fake.jobs.values()].find((j) =>
+    j.metadata.annotations["reins.dev/rollout-id"] === "good"
+  )!;
+  const owned = [...fake.configMaps.values(), ...fake.secrets.values()].filter((o) =>
+    o.metadata.ownerReferences?.[0]?.uid === goodJob.metadata.uid
+  );
+  assert.deepEqual(owned.map((o) => o.kind).sort(), ["ConfigMap", "Secret"]);
+  fake.role = null;
+  const res = await fetch(
+    `${fake.url}/apis/batch/v1/namespaces/reins/jobs/${goodJob.metadata.name}`,
+    { method: "DELETE" },
+  );
+  await res.body?.cancel();
+  assert.ok(
+    [...fake.configMaps.keys(), ...fake.secrets.keys()].every((k) =>
+      !k.includes(goodJob.metadata.name)
+    ),
+  );
   await k8s.close();
   await fake.close();
 });

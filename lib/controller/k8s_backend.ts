@@ -28,7 +28,6 @@ import {
   NetworkingV1Api,
   type V1ConfigMap,
   type V1Job,
-  type V1NetworkPolicy,
   type V1Secret,
   Watch,
 } from "@kubernetes/client-node";
@@ -37,17 +36,17 @@ import type { AttemptHandle, AttemptOutcome, AttemptSpec, ExecutionBackend } fro
 import { SpecError } from "./backend.ts";
 import { jobName, jobOutcome, LABEL, labelValue } from "./k8s_job.ts";
 import {
-  networkPolicy,
   type NetworkPolicyConfig,
-  reporterSecret,
-  shimConfigMap,
+  ownedBy,
+  type SharedObject,
+  sharedObjects,
 } from "./k8s_manifests.ts";
 import { apiMessage, codeOf, collectPods } from "./k8s_outcome.ts";
 import { renderAttempt, type RenderedAttempt, VERIFIER_COMMAND } from "./k8s_pod.ts";
 import { ImageProbe } from "./k8s_probe.ts";
 
 export { jobName, jobOutcome, labelValue, renderJob } from "./k8s_job.ts";
-export type { EgressRule, NetworkPolicyConfig } from "./k8s_manifests.ts";
+export type { EgressRule, NetworkPolicyConfig, SharedObject } from "./k8s_manifests.ts";
 
 export { type RenderedAttempt, VERIFIER_COMMAND } from "./k8s_pod.ts";
 export { dryRunObjects, type DryRunOptions, dryRunYaml } from "./k8s_dry_run.ts";
@@ -85,9 +84,6 @@ export interface K8sBackendOptions {
   /** Probe each image with a Pod before Jobs use it (default on, 300 s per image). */
   imageCheck?: { timeoutMs?: number; pollMs?: number } | false;
 }
-
-/** A controller-wide object the backend applies. */
-export type SharedObject = V1NetworkPolicy | V1Secret | V1ConfigMap;
 
 interface Watched {
   spec: AttemptSpec;
@@ -178,16 +174,12 @@ export class K8sBackend implements ExecutionBackend {
   }
 
   /** The controller-wide objects this backend applies: NetworkPolicy, reporter Secret, shim. */
-  sharedObjects(): Array<SharedObject> {
-    const { controller, reporterKey } = this.#options;
-    return [
-      ...(this.#options.networkPolicy
-        ? [networkPolicy(controller, this.#options.networkPolicy)]
-        : []),
-      ...(reporterKey !== undefined
-        ? [reporterSecret(controller, reporterKey), shimConfigMap(controller)]
-        : []),
-    ];
+  sharedObjects(): SharedObject[] {
+    return sharedObjects(
+      this.#options.controller,
+      this.#options.networkPolicy,
+      this.#options.reporterKey,
+    );
   }
 
   /** Creates an object, or replaces it when it exists (409). */
@@ -394,8 +386,15 @@ export class K8sBackend implements ExecutionBackend {
       for (const object of [objects.configMap, objects.secret]) {
         if (object) await this.#create(object);
       }
-      await this.#batch.createNamespacedJob({ namespace: this.#options.namespace, body });
+      const created = await this.#batch.createNamespacedJob({
+        namespace: this.#options.namespace,
+        body,
+      });
       watched.createdAt = Date.now();
+      // Owned by the Job from now on: the TTL's deletion (or anyone's) takes them along.
+      for (const object of [objects.configMap, objects.secret]) {
+        if (object) await this.#own(ownedBy(object, created)).catch(() => {});
+      }
     } catch (error) {
       const code = codeOf(error);
       if (code === 409) {
@@ -406,12 +405,21 @@ export class K8sBackend implements ExecutionBackend {
         return watched.handle;
       }
       this.#watched.delete(spec.attempt.attempt_id);
+      await this.#delete(name).catch(() => {}); // the task files and answers made for it
       if (code === 422 || code === 400) {
         throw new SpecError("config.template", `rejected by the API server: ${apiMessage(error)}`);
       }
       throw new Error(`creating job ${name} failed: ${apiMessage(error)}`);
     }
     return watched.handle;
+  }
+
+  /** Replaces a per-attempt object with its owned copy (best effort: release deletes it too). */
+  async #own(body: V1ConfigMap | V1Secret): Promise<void> {
+    const namespace = this.#options.namespace;
+    const name = body.metadata!.name!;
+    if (body.kind === "Secret") await this.#core.replaceNamespacedSecret({ namespace, name, body });
+    else await this.#core.replaceNamespacedConfigMap({ namespace, name, body });
   }
 
   /** Creates a per-attempt ConfigMap or Secret (409: this attempt's own, from an earlier try). */

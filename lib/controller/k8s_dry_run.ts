@@ -14,13 +14,7 @@ import { dump } from "js-yaml";
 import { openSqliteStore } from "../gateway/sqlite_store.ts";
 import type { JsonObject } from "../schema.ts";
 import { parseOrThrow, RolloutCreateSchema } from "../schema.ts";
-import {
-  type EgressRule,
-  networkPolicy,
-  type NetworkPolicyConfig,
-  reporterSecret,
-  shimConfigMap,
-} from "./k8s_manifests.ts";
+import { type EgressRule, type NetworkPolicyConfig, sharedObjects } from "./k8s_manifests.ts";
 import { renderAttempt, VERIFIER_COMMAND } from "./k8s_pod.ts";
 
 /** What the dry run needs (the backend's options, without a cluster). */
@@ -87,9 +81,11 @@ export async function dryRunObjects(options: DryRunOptions): Promise<JsonObject[
       networkPolicy: Boolean(options.networkPolicy),
     });
     const all = [
-      ...(options.networkPolicy ? [networkPolicy(options.controller, options.networkPolicy)] : []),
-      reporterSecret(options.controller, DRY_RUN_PLACEHOLDERS.reporterKey),
-      shimConfigMap(options.controller),
+      ...sharedObjects(
+        options.controller,
+        options.networkPolicy,
+        DRY_RUN_PLACEHOLDERS.reporterKey,
+      ),
       ...(objects.configMap ? [objects.configMap] : []),
       ...(objects.secret ? [objects.secret] : []),
       job,

@@ -157,3 +157,51 @@ export async function probePod(
     },
   };
 }
+
+/**
+ * A copy of a per-attempt object owned by its Job: the garbage collector deletes it with the Job
+ * (the TTL's deletion, a user's, or the controller's), so a crash leaves no task files behind.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ownedBy } from "./k8s_manifests.ts";
+ * const owned = ownedBy({ kind: "ConfigMap", metadata: { name: "j-task" } },
+ *   { metadata: { name: "j", uid: "u-1" } });
+ * assert.equal(owned.metadata?.ownerReferences?.[0].uid, "u-1");
+ * ```
+ */
+export function ownedBy<T extends V1ConfigMap | V1Secret>(
+  object: T,
+  job: { metadata?: { name?: string; uid?: string } },
+): T {
+  return {
+    ...object,
+    metadata: {
+      ...object.metadata,
+      ownerReferences: [{
+        apiVersion: "batch/v1",
+        kind: "Job",
+        name: job.metadata?.name ?? "",
+        uid: job.metadata?.uid ?? "",
+      }],
+    },
+  };
+}
+
+/** A controller-wide object the backend applies. */
+export type SharedObject = V1NetworkPolicy | V1Secret | V1ConfigMap;
+
+/** The controller-wide objects: the NetworkPolicy (when configured), reporter Secret and shim. */
+export function sharedObjects(
+  controller: string,
+  policy: NetworkPolicyConfig | false | undefined,
+  reporterKey: string | undefined,
+): SharedObject[] {
+  return [
+    ...(policy ? [networkPolicy(controller, policy)] : []),
+    ...(reporterKey !== undefined
+      ? [reporterSecret(controller, reporterKey), shimConfigMap(controller)]
+      : []),
+  ];
+}

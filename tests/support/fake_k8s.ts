@@ -559,6 +559,14 @@ export class FakeK8s {
             this.pods.delete(podKey);
           }
         }
+        // The garbage collector: what the Job owns goes with it.
+        for (const owned of [this.configMaps, this.secrets]) {
+          for (const [k, o] of owned) {
+            if (o.metadata.ownerReferences?.some((r: K8sObject) => r.uid === object.metadata.uid)) {
+              owned.delete(k);
+            }
+          }
+        }
         this.#rv++;
         this.#emit("DELETED", {
           ...object,
