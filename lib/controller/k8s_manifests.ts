@@ -32,7 +32,16 @@ export interface NetworkPolicyConfig {
   dns?: boolean;
 }
 
-/** Names of a controller's shared objects. */
+/**
+ * Names of a controller's shared objects (DNS subdomains whatever the worker id).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { sharedNames } from "./k8s_manifests.ts";
+ * assert.equal(sharedNames("GPU_ctl:1").reporterSecret, "reins-reporter-gpu-ctl-1");
+ * ```
+ */
 export function sharedNames(controller: string): {
   networkPolicy: string;
   reporterSecret: string;
@@ -165,9 +174,10 @@ export async function probePod(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
+ * import type { V1ConfigMap } from "@kubernetes/client-node";
  * import { ownedBy } from "./k8s_manifests.ts";
- * const owned = ownedBy({ kind: "ConfigMap", metadata: { name: "j-task" } },
- *   { metadata: { name: "j", uid: "u-1" } });
+ * const task: V1ConfigMap = { kind: "ConfigMap", metadata: { name: "j-task" } };
+ * const owned = ownedBy(task, { metadata: { name: "j", uid: "u-1" } });
  * assert.equal(owned.metadata?.ownerReferences?.[0].uid, "u-1");
  * ```
  */
@@ -192,7 +202,17 @@ export function ownedBy<T extends V1ConfigMap | V1Secret>(
 /** A controller-wide object the backend applies. */
 export type SharedObject = V1NetworkPolicy | V1Secret | V1ConfigMap;
 
-/** The controller-wide objects: the NetworkPolicy (when configured), reporter Secret and shim. */
+/**
+ * The controller-wide objects: the NetworkPolicy (when configured), reporter Secret and shim.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { sharedObjects } from "./k8s_manifests.ts";
+ * const objects = sharedObjects("ctl-1", false, "rp_reporter-key");
+ * assert.deepEqual(objects.map((o) => o.metadata?.name), ["reins-reporter-ctl-1", "reins-shims-ctl-1"]);
+ * ```
+ */
 export function sharedObjects(
   controller: string,
   policy: NetworkPolicyConfig | false | undefined,

@@ -39,6 +39,18 @@ async function exists(p: string): Promise<boolean> {
  * Removes every symbolic link of the tree that leads outside it: the agent could otherwise plant
  * `answer.txt -> /reins/answers/expected`, which resolves in the verifier's container, where the
  * answers are mounted. Returns the removed links (relative paths).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { removeEscapingLinks } from "./k8s_verifier.ts";
+ * const tree = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${tree}/solution.txt`, "3");
+ * await Deno.symlink("solution.txt", `${tree}/inside.txt`);
+ * await Deno.symlink("/etc/hostname", `${tree}/answer.txt`);
+ * assert.deepEqual(await removeEscapingLinks(tree), ["answer.txt"]);
+ * await Deno.remove(tree, { recursive: true });
+ * ```
  */
 export async function removeEscapingLinks(tree: string): Promise<string[]> {
   const removed: string[] = [];
