@@ -33,7 +33,7 @@ export const LAYERS: readonly (readonly [name: string, packages: readonly string
   ]],
   ["stored state", ["gateway"]],
   ["services over the store", ["proxy", "monitors", "controller", "trainer"]],
-  ["services over services", ["ui", "harness"]],
+  ["services over services", ["ui", "harness", "engine"]],
   ["composition root", ["stack"]],
   ["orchestration", ["loop", "curation"]],
   ["public surface", ["mod"]],
