@@ -91,6 +91,9 @@ export const LOOP_CELL_CANARY: CanarySpec = {
     val_tasks: 4,
     ppo_epochs: 2,
     warmup_steps: 2,
+    // Pinned so that a new cell setting's default (e.g. a held-out evaluation) does not change
+    // what the canary runs.
+    heldout_tasks: 0,
   },
 };
 

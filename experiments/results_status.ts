@@ -10,7 +10,8 @@
  * | `stale`     | the canary differs (the first differing number and the changed files are named), or the fingerprint moved and no canary was recorded |
  *
  * A confirmation can be recorded into `provenance.json` (`--record`): the newer code the result
- * was confirmed on. Canary reruns are cached per (result, fingerprint, commit, diff) under
+ * was confirmed on; a later check of that same code takes the recorded confirmation instead of
+ * rerunning the canary (`--all-canaries` reruns them all, as CI does). Canary reruns are cached per (result, fingerprint, commit, diff) under
  * `runs/canary-cache/`, so the notebooks reuse what `results:check` ran.
  *
  * Usage: `deno run -A experiments/results_status.ts [--all-canaries] [--record] [dir...]`
@@ -21,7 +22,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { type CanaryOutcome, readCanary, rerunCanary } from "./canary.ts";
+import { type CanaryOutcome, type CanaryRecord, readCanary, rerunCanary } from "./canary.ts";
 import {
   codeFingerprint,
   describeDiff,
@@ -66,6 +67,8 @@ export interface ResultStatusOptions {
   /** Use and fill the canary cache (default true). */
   cache?: boolean;
   root?: string;
+  /** How a canary is rerun (default {@link rerunCanary}; replaceable in tests). */
+  rerun?: (record: CanaryRecord) => Promise<CanaryOutcome>;
 }
 
 const CACHE_DIR = `${REPO_ROOT}/runs/canary-cache`;
@@ -126,6 +129,22 @@ export async function resultStatus(
       code,
     };
   }
+  const confirmed = provenance.confirmations.find((c) => c.code_hash === current.hash);
+  if (confirmed && !options.alwaysCanary) {
+    return {
+      dir,
+      state: "confirmed",
+      reason: `code changed since the results (${describeDiff(diff)}); the canary reproduced ` +
+        `every recorded number exactly on this code (commit ${
+          confirmed.git.commit?.slice(0, 7) ?? "unknown"
+        }${confirmed.git.dirty ? ", dirty" : ""}, ${confirmed.at.slice(0, 10)})`,
+      diff,
+      canary: null,
+      canary_failed: false,
+      provenance,
+      code,
+    };
+  }
   const record = await readCanary(dir);
   if (!record) {
     return {
@@ -153,9 +172,10 @@ export async function resultStatus(
     ]
       .join("|"),
   );
+  const rerun = options.rerun ?? rerunCanary;
   const outcome = options.cache === false
-    ? await rerunCanary(record)
-    : await cached(key, () => rerunCanary(record));
+    ? await rerun(record)
+    : await cached(key, () => rerun(record));
   const files = diffPaths(diff);
   const what = moved ? `code changed since the results (${describeDiff(diff)})` : "same code";
   if (outcome.exact) {
@@ -194,16 +214,19 @@ export async function resultStatus(
  * Appends a confirmation (the newer code the canary reproduced on) to `provenance.json`.
  * Nothing is written unless the state is `confirmed`.
  */
-export async function recordConfirmation(status: ResultStatus): Promise<boolean> {
+export async function recordConfirmation(
+  status: ResultStatus,
+  root: string = REPO_ROOT,
+): Promise<boolean> {
   if (status.state !== "confirmed" || !status.provenance || !status.canary) return false;
   const p = status.provenance;
-  const current = await codeFingerprint(p.code.spec);
+  const current = await codeFingerprint(p.code.spec, root);
   if (p.confirmations.some((c) => c.code_hash === current.hash)) return false;
   p.confirmations.push({
     git: status.canary.git,
     code_hash: current.hash,
     changed: status.diff ? diffPaths(status.diff) : [],
-    runtime: await runtimeInfo(),
+    runtime: await runtimeInfo(root),
     at: new Date().toISOString(),
   });
   await writeProvenanceFile(status.dir, p);
