@@ -26,7 +26,7 @@
 import { parseArgs } from "node:util";
 import { meanCi } from "./ci.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
-import { gridEffects, readEvaluationVariances } from "./grid_effects.ts";
+import { gridEffects, readEvaluationVariances, readStartRewards } from "./grid_effects.ts";
 import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { CELL_SETTINGS, startLoopCells } from "./loop_cell.ts";
 import { readStudy, studyDir } from "./mechanism.ts";
@@ -220,6 +220,7 @@ async function main(): Promise<void> {
       results,
       PLAN_REFERENCE,
       await readEvaluationVariances(values.results, grid.name, results),
+      await readStartRewards(values.results, grid.name) ?? undefined,
     );
     for (const s of effects.settings) {
       if (!s.diff) continue;
@@ -228,6 +229,13 @@ async function main(): Promise<void> {
         `effect ${s.setting} − ${PLAN_REFERENCE}: ${sign}${s.diff.mean.toFixed(3)} ± ${
           s.diff.ci95.toFixed(3)
         } (95%; ± ${s.diff.ci_family.toFixed(3)} family-wise: ${s.verdict})`,
+      );
+    }
+    for (const c of effects.contrasts) {
+      console.log(
+        `factor ${c.name}: ${c.mean >= 0 ? "+" : ""}${c.mean.toFixed(3)} ± ${
+          c.ci95.toFixed(3)
+        } (${c.verdict})`,
       );
     }
     console.log(effects.power_line);
