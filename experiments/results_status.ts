@@ -146,6 +146,20 @@ export async function resultStatus(
     };
   }
   const record = await readCanary(dir);
+  if (!record && provenance.code.rule !== current.rule) {
+    return {
+      dir,
+      state: "stale",
+      reason: `recorded under the earlier fingerprint rule (${provenance.code.rule}, the whole ` +
+        `import graph) by code other than this checkout's, with no canary to confirm it — rerun ` +
+        `\`${provenance.command}\``,
+      diff,
+      canary: null,
+      canary_failed: false,
+      provenance,
+      code,
+    };
+  }
   if (!record) {
     return {
       dir,
