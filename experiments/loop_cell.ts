@@ -187,6 +187,12 @@ export interface LoopCellOptions {
    * by other code is not reused.
    */
   cacheTag?: string;
+  /**
+   * Seed every training rollout's sampling (`rollout_seeds` of the loop config): what makes a
+   * cell reproducible bit for bit (the canary's cell, `canary.ts`). The grid's cells ran
+   * without it.
+   */
+  rolloutSeeds?: boolean;
   log?: (line: string) => void;
 }
 
@@ -317,6 +323,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       schedule: { mode: "sync", poll_ms: 50 },
       checkpoint_every: 0,
       seed: cell.seed,
+      ...(options.rolloutSeeds ? { rollout_seeds: true } : {}),
     });
     const startKey = `${checkpoint}|${s.val_tasks}|${s.eval_seed}|${s.max_tokens}|${s.temperature}`;
     const startFile = `${dir.slice(0, dir.lastIndexOf("/"))}/start_eval.json`;
