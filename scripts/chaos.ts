@@ -18,11 +18,11 @@ import { parseArgs } from "node:util";
 import {
   evaluatePolicy,
   type LoopContext,
-  mulberry32,
   readMetrics,
   terminalProgress,
   writeToyDataset,
 } from "../lib/loop/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import { runLoopSupervised, type SupervisedRole, Supervisor } from "../lib/loop/supervisor.ts";
 import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
 import type { Rollout } from "../lib/schema.ts";

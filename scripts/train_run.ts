@@ -11,7 +11,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { assembleRollout } from "../lib/samples/mod.ts";
 import { Plot, plot, saveFigure, table } from "../lib/plot/mod.ts";
 import type { HarnessSpec, TrainingRow } from "../lib/schema.ts";
-import type { LoopConfig, LoopConfigInput, LoopStepMetrics, LoopTask } from "../lib/schema/loop.ts";
+import type { LoopConfig, LoopConfigInput, LoopStepMetrics, LoopTask } from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
@@ -25,7 +25,6 @@ import {
   formatCi,
   type LoopContext,
   type LoopServices,
-  meanCi,
   parseLoopConfig,
   runLoop,
   startEmbedded,
@@ -46,6 +45,7 @@ import {
   workerModelOf,
 } from "../lib/loop/run_config.ts";
 import { splitHarness, splitSftRows } from "../experiments/split_env.ts";
+import { meanCi } from "../lib/util/stats.ts";
 import { runLoopSupervised, Supervisor } from "../lib/loop/supervisor.ts";
 import type { RunLoopOptions } from "../lib/loop/run.ts";
 

@@ -21,9 +21,9 @@
  */
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "../schema/algo.ts";
+import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "../algo/schema.ts";
 import { IdSchema, JsonObjectSchema } from "../schema/core.ts";
-import { type LoopConfigInput, type LoopTask, LoopTaskSchema } from "../schema/loop.ts";
+import { type LoopConfigInput, type LoopTask, LoopTaskSchema } from "./schema.ts";
 import type { HarnessSpec, WorkerModelSpec } from "../schema.ts";
 
 const positiveInt = z.number().int().min(1);

@@ -22,7 +22,7 @@ import { GatewayClient } from "../gateway/client.ts";
 import { startLocalWorker } from "../trainer/local_worker.ts";
 import { TrainerClient } from "../trainer/client.ts";
 import type { LocalWorker } from "../trainer/local_worker.ts";
-import type { LoopConfigInput } from "../schema/loop.ts";
+import type { LoopConfigInput } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { type LoopResult, runLoop, type RunLoopOptions } from "./run.ts";
 
