@@ -46,3 +46,21 @@ Deno.test("the UI's reward band is the CLI's interval for the same numbers", () 
   assert.ok(Math.abs((point.hi! - point.y) - cli.ci95) < 1e-12);
   assert.ok(Math.abs((point.y - point.lo!) - cli.ci95) < 1e-12);
 });
+
+Deno.test("lib/ has one meanCi and no hand-typed normal or t quantiles", async () => {
+  const offenders: string[] = [];
+  const walk = async (dir: string) => {
+    for await (const entry of Deno.readDir(new URL(dir, import.meta.url))) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) await walk(path);
+      else if (entry.name.endsWith(".ts") && !path.endsWith("/util/stats.ts")) {
+        const text = await Deno.readTextFile(new URL(path, import.meta.url));
+        if (/function meanCi\b/.test(text)) offenders.push(`${path}: defines meanCi`);
+        if (/\b1\.96\b|\b12\.706\b/.test(text)) offenders.push(`${path}: a hand-typed quantile`);
+        if (/t-quantile/.test(text)) offenders.push(`${path}: its own t quantile`);
+      }
+    }
+  };
+  await walk("../lib");
+  assert.deepEqual(offenders, []);
+});
