@@ -111,6 +111,13 @@ export const ServerDeadlinesSchema = z.strictObject({
   max_concurrent_per_key: z.number().int().positive().default(4_096),
   /** Largest request head (request line and headers) in bytes (431 above). */
   max_header_bytes: z.number().int().positive().default(64 * 1024),
+  /** Most connections open at once from one client address (503 and closed above). */
+  max_connections_per_client: z.number().int().positive().default(256),
+  /**
+   * Most connections open at once in total (closed at once above); lowered at start to half
+   * the process's descriptor limit (`ulimit -n`) less 64, so descriptors never run out.
+   */
+  max_connections: z.number().int().positive().default(4_096),
 });
 /** Server deadlines. */
 export type ServerDeadlines = z.infer<typeof ServerDeadlinesSchema>;
