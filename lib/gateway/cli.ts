@@ -43,7 +43,8 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
   [--upstream URL ... [--upstream-kind token_level|sglang|openai_compatible]
    [--upstream-timeout-ms N] [--upstream-retries N]]
   [--headers-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
-  [--max-concurrent-per-token N] [--tokenizer qwen3|char|DIR] [--no-ui]`;
+  [--max-concurrent-per-token N] [--max-connections N] [--max-connections-per-client N]
+  [--tokenizer qwen3|char|DIR] [--no-ui]`;
 
 /**
  * Runs the gateway until SIGINT/SIGTERM.
@@ -71,6 +72,8 @@ export async function main(args: string[]): Promise<void> {
       "body-timeout-ms": { type: "string" },
       "idle-timeout-ms": { type: "string" },
       "max-concurrent-per-token": { type: "string" },
+      "max-connections": { type: "string" },
+      "max-connections-per-client": { type: "string" },
       "print-key": { type: "boolean", default: false },
       synchronous: { type: "string", default: "FULL" },
       "lease-sweep-ms": { type: "string", default: "1000" },
@@ -103,6 +106,11 @@ export async function main(args: string[]): Promise<void> {
       [
         "max_concurrent_per_token",
         intFlag("max-concurrent-per-token", values["max-concurrent-per-token"], 1),
+      ],
+      ["max_connections", intFlag("max-connections", values["max-connections"], 1)],
+      [
+        "max_connections_per_client",
+        intFlag("max-connections-per-client", values["max-connections-per-client"], 1),
       ],
     ] as const).filter(([, v]) => v !== undefined),
   );

@@ -61,7 +61,7 @@ export interface GuardedServer {
   readonly connections: number;
   /** Requests closed by a header or request deadline so far. */
   readonly timedOut: number;
-  /** Connections refused by the per-client or total cap so far. */
+  /** Connections refused by the per-client cap so far (the total cap closes them unseen). */
   readonly refused: number;
   /** The total connection cap in force (after fitting it to the descriptor limit). */
   readonly maxConnections: number;
@@ -166,7 +166,6 @@ export async function serveGuarded(
   let inFlight = 0;
   const idle = new Set<() => void>();
 
-  server.on("drop", () => refused++);
   server.on("connection", (socket: Socket) => {
     const address = socket.remoteAddress ?? "";
     const open = perAddress.get(address) ?? 0;
@@ -212,7 +211,7 @@ export async function serveGuarded(
     inFlight++;
     outgoing.once("close", () => {
       inFlight--;
-      if (inFlight === 0) for (const wake of [...idle]) wake();
+      if (inFlight === 0) { for (const wake of [...idle]) wake(); }
     });
     respond(handler, incoming, outgoing, options.hostname);
   });
