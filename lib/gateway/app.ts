@@ -28,7 +28,6 @@ import {
   type GatewayLimits,
   type GatewayLimitsInput,
   GatewayLimitsSchema,
-  isReservedEventKey,
   ListEventsQuerySchema,
   ListRolloutsQuerySchema,
   parseOrThrow,
@@ -36,7 +35,6 @@ import {
   PostEventsRequestSchema,
   RegisterModelRequestSchema,
   RenewLeaseRequestSchema,
-  RESERVED_EVENT_KEY_PREFIX,
   type ServerDeadlines,
   type ServerDeadlinesInput,
   ServerDeadlinesSchema,
@@ -46,6 +44,7 @@ import { changeFeedResponse } from "./change_feed.ts";
 import { LiveAttempts } from "./live_attempts.ts";
 import type { PhaseGate } from "./phase.ts";
 import type { Store } from "./store.ts";
+import { checkCredential } from "./store_rules.ts";
 import { eventToWire } from "./wire.ts";
 
 /** Options of {@link createGatewayApp}. */
@@ -120,8 +119,9 @@ export function keyConcurrencyCap(deadlines: ServerDeadlines) {
 }
 
 /**
- * Refuses (403, naming the event) what a credential may not post: rewards from a capability
- * token, and reserved event keys from anyone but the admin.
+ * Refuses (403, naming the event) what a credential may not post: the store's own rule
+ * ({@link checkCredential}), checked before the attempt's liveness so a refused post costs
+ * nothing.
  *
  * @example
  * ```ts
@@ -140,25 +140,7 @@ export function checkEventsAllowed(
   kind: "admin" | "reporter" | "capability",
   events: readonly EventInput[],
 ): void {
-  if (kind === "admin") return;
-  events.forEach((event, i) => {
-    if (kind === "capability" && event.type === "reward") {
-      throw new HttpError(
-        403,
-        `events[${i}].type: a capability token may not post rewards (they come from the ` +
-          "verifier, with the admin or reporter key)",
-        { field: `events[${i}].type` },
-      );
-    }
-    if (isReservedEventKey(event.event_key)) {
-      throw new HttpError(
-        403,
-        `events[${i}].event_key: keys starting with '${RESERVED_EVENT_KEY_PREFIX}' are ` +
-          "reserved for reins itself",
-        { field: `events[${i}].event_key` },
-      );
-    }
-  });
+  checkCredential(events, kind);
 }
 
 /**

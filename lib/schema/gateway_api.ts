@@ -39,6 +39,15 @@ import { ClaimedSchema, EventAckSchema } from "./gateway.ts";
  */
 export const RESERVED_EVENT_KEY_PREFIX = "reins:";
 
+/**
+ * Prefix every event key a capability token posts must carry: the agent has its own namespace,
+ * so no key it posts can be one the verifier, the reporter or reins will use (`reward:<n>`).
+ */
+export const AGENT_EVENT_KEY_PREFIX = "agent:";
+
+/** Prefix of the reporter key's own event keys (only the reporter and the admin post them). */
+export const REPORTER_EVENT_KEY_PREFIX = "reporter:";
+
 /** True for event keys in the reserved namespace ({@link RESERVED_EVENT_KEY_PREFIX}). */
 export function isReservedEventKey(key: string | null | undefined): boolean {
   return typeof key === "string" && key.startsWith(RESERVED_EVENT_KEY_PREFIX);

@@ -155,8 +155,10 @@ export async function startSecurityFixture(
 }
 
 /** The `{error: {code, message}}` of an answer. */
-export function errorOf(body: Record<string, unknown>): { code: string; message: string } {
-  const error = body.error as { code: string; message: string } | undefined;
+export function errorOf(
+  body: Record<string, unknown>,
+): { code: string; message: string; field?: string } {
+  const error = body.error as { code: string; message: string; field?: string } | undefined;
   assert.ok(error, `expected an error body, got ${JSON.stringify(body).slice(0, 300)}`);
   return error;
 }
