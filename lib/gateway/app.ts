@@ -40,6 +40,7 @@ import {
   ServerDeadlinesSchema,
   TransitionRequestSchema,
 } from "../schema.ts";
+import { AttemptBudgets } from "./attempt_budget.ts";
 import { changeFeedResponse } from "./change_feed.ts";
 import { LiveAttempts } from "./live_attempts.ts";
 import type { PhaseGate } from "./phase.ts";
@@ -176,6 +177,7 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
   };
   const notifier = options.notifier ?? new ChangeNotifier();
   const live = options.live ?? new LiveAttempts(store);
+  const budgets = new AttemptBudgets(store, limits);
   const pollMs = options.streamPollMs ?? 1_000;
   const app = new Hono<AuthEnv>();
 
@@ -309,8 +311,18 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
     const { events } = parseOrThrow(PostEventsRequestSchema, raw);
     const credential = c.var.credential.kind;
     checkEventsAllowed(credential, events);
-    if (credential === "capability") await live.require(id, aid);
-    const stored = await store.appendEvents(id, aid, events, { credential });
+    let refund = () => {};
+    if (credential === "capability") {
+      await live.require(id, aid);
+      refund = await budgets.charge(id, aid, events);
+    }
+    let stored;
+    try {
+      stored = await store.appendEvents(id, aid, events, { credential });
+    } catch (error) {
+      refund();
+      throw error;
+    }
     notifier.notify();
     if (/\breturn=minimal\b/.test(c.req.header("prefer") ?? "")) {
       return c.json({

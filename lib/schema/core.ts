@@ -23,11 +23,19 @@ export * from "./json.ts";
 export * from "./training.ts";
 export * from "./validation.ts";
 
-/** Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters. */
+/**
+ * Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters, and
+ * not `.` or `..` (a URL path cannot hold those as a segment: `/v1/rollouts/..` is `/v1`).
+ */
 export const IdSchema = z.string().min(1).max(200).regex(
   /^[A-Za-z0-9._:@-]+$/,
   "must use only letters, digits and . _ : @ -",
-);
+).refine((id) => id !== "." && id !== "..", "must not be '.' or '..' (no URL can reach it)");
+
+/** Longest name of a custom event or a reward component (they are rendered in the UI). */
+export const MAX_EVENT_NAME_CHARS = 200;
+/** Longest text of one log event (1 MiB; the controller posts longer output in chunks). */
+export const MAX_LOG_TEXT_CHARS = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------------
 // Rollouts and attempts
@@ -302,14 +310,17 @@ export interface ModelRequest {
 export const RewardPayloadSchema = z.object({
   value: finite,
   /** Name of the reward component (default "reward"). */
-  name: z.string().default("reward"),
+  name: z.string().min(1).max(MAX_EVENT_NAME_CHARS).default("reward"),
   info: JsonObjectSchema.default({}),
 });
 /** An outcome reward. */
 export type RewardPayload = z.infer<typeof RewardPayloadSchema>;
 
 /** A user-defined event. */
-export const CustomPayloadSchema = z.object({ name: z.string().min(1), data: JsonValueSchema });
+export const CustomPayloadSchema = z.object({
+  name: z.string().min(1).max(MAX_EVENT_NAME_CHARS),
+  data: JsonValueSchema,
+});
 /** A user-defined event. */
 export type CustomPayload = z.infer<typeof CustomPayloadSchema>;
 
@@ -317,7 +328,7 @@ export type CustomPayload = z.infer<typeof CustomPayloadSchema>;
 export const StatusPayloadSchema = z.object({
   from: RolloutStatusSchema.nullable(),
   to: RolloutStatusSchema,
-  reason: z.string().nullable().default(null),
+  reason: z.string().max(10_000).nullable().default(null),
 });
 /** A status change the gateway recorded. */
 export type StatusPayload = z.infer<typeof StatusPayloadSchema>;
@@ -325,7 +336,7 @@ export type StatusPayload = z.infer<typeof StatusPayloadSchema>;
 /** A chunk of harness output. */
 export const LogPayloadSchema = z.object({
   stream: z.enum(["stdout", "stderr", "system"]),
-  text: z.string(),
+  text: z.string().max(MAX_LOG_TEXT_CHARS),
 });
 /** A chunk of harness output. */
 export type LogPayload = z.infer<typeof LogPayloadSchema>;

@@ -42,6 +42,10 @@ export const GatewayLimitsSchema = strictObject({
   max_page: z.number().int().positive().default(1_000),
   /** Most rollouts one claim may take (400 above). */
   max_claim: z.number().int().positive().default(256),
+  /** Most events one attempt's capability token may store (429 above). */
+  max_events_per_attempt: z.number().int().positive().default(10_000),
+  /** Most payload bytes (JSON) one attempt's capability token may store (413 above). */
+  max_event_bytes_per_attempt: z.number().int().positive().default(64 * 1024 * 1024),
 });
 /** Limits the gateway enforces. */
 export type GatewayLimits = z.infer<typeof GatewayLimitsSchema>;

@@ -10,7 +10,11 @@ import { GatewayClient } from "../../lib/gateway/client.ts";
 import { type RunningGateway, startGateway } from "../../lib/gateway/server.ts";
 import { proxyMount } from "../../lib/proxy/app.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../../lib/proxy/scripted_upstream.ts";
-import type { ProxyOptionsInput, ServerDeadlinesInput } from "../../lib/schema.ts";
+import type {
+  GatewayLimitsInput,
+  ProxyOptionsInput,
+  ServerDeadlinesInput,
+} from "../../lib/schema.ts";
 import { loadQwen3Tokenizer } from "../../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../../lib/tokens/types.ts";
 import { createUi, type Ui, type UiOptions } from "../../lib/ui/app.ts";
@@ -44,6 +48,8 @@ export interface SecurityFixture {
 /** Options of {@link startSecurityFixture}. */
 export interface SecurityOptions {
   deadlines?: ServerDeadlinesInput;
+  /** Gateway limits (batch, page, per-attempt budgets). */
+  limits?: GatewayLimitsInput;
   proxy?: ProxyOptionsInput;
   ui?: UiOptions;
   /** Delay between the policy's streamed tokens (ms), to hold calls in flight. */
@@ -81,6 +87,7 @@ export async function startSecurityFixture(
     secret: SECRET,
     leaseSweepMs: 0,
     ...(options.deadlines ? { deadlines: options.deadlines } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
     mounts: [
       proxyMount({
         tokenizer,
