@@ -34,7 +34,7 @@ import { loadHfTokenizerFromDir } from "../tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { createUi } from "../ui/app.ts";
-import { readOrCreateKey } from "../http/credentials.ts";
+import { readOrNewKey } from "../http/credentials.ts";
 import { type Mount, startGateway } from "./server.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
@@ -118,19 +118,27 @@ export async function main(args: string[]): Promise<void> {
     throw new Error("--db and --postgres: give one store, not both");
   }
   const db = values.db ?? (values.postgres ? undefined : "runs/gateway.db");
-  if (db && db !== ":memory:") await Deno.mkdir(dirname(db), { recursive: true });
+  // Only the default location is created; a --db whose directory is missing is refused (by the
+  // store, naming the directory) rather than silently created.
+  if (db && !values.db) await Deno.mkdir(dirname(db), { recursive: true });
+  // Key files are written only once the gateway has started: a failed start leaves none.
+  const saves: Array<() => Promise<void>> = [];
 
   let adminKey = Deno.env.get("REINS_ADMIN_KEY");
   let keySource = "environment variable REINS_ADMIN_KEY";
   if (!adminKey) {
     const file = values["admin-key-file"] ??
       (db && db !== ":memory:" ? `${db}.key` : "runs/gateway.key");
-    adminKey = await readOrCreateKey(file);
+    const read = await readOrNewKey(file);
+    adminKey = read.key;
+    saves.push(read.save);
     keySource = `file ${file} (export REINS_ADMIN_KEY=$(cat ${file}))`;
   }
   let reporterKey = Deno.env.get("REINS_REPORTER_KEY") || undefined;
   if (!reporterKey && values["reporter-key-file"]) {
-    reporterKey = await readOrCreateKey(values["reporter-key-file"], "rp_");
+    const read = await readOrNewKey(values["reporter-key-file"], "rp_");
+    reporterKey = read.key;
+    saves.push(read.save);
   }
 
   const upstreamKind = UpstreamKindSchema.safeParse(values["upstream-kind"]);
@@ -159,18 +167,25 @@ export async function main(args: string[]): Promise<void> {
   const ui = values["no-ui"] ? null : createUi({ tokenizer });
   if (ui) mounts.push(ui.mount);
 
-  const gateway = await startGateway({
-    db,
-    postgres: values.postgres,
-    port,
-    hostname: values.host,
-    adminKey,
-    ...(reporterKey ? { reporterKey } : {}),
-    deadlines,
-    sqlite: { synchronous },
-    leaseSweepMs,
-    mounts,
-  });
+  let gateway;
+  try {
+    gateway = await startGateway({
+      db,
+      postgres: values.postgres,
+      port,
+      hostname: values.host,
+      adminKey,
+      ...(reporterKey ? { reporterKey } : {}),
+      deadlines,
+      sqlite: { synchronous },
+      leaseSweepMs,
+      mounts,
+    });
+  } catch (err) {
+    await ui?.close();
+    throw new StartError(err instanceof Error ? err.message : String(err), { cause: err });
+  }
+  for (const save of saves) await save();
   const store = values.postgres ? "postgres" : `sqlite ${db}`;
   // One write, so that whoever waits for the banner (a supervisor, a test) reads it whole.
   const banner = [
@@ -215,11 +230,15 @@ async function loadTokenizer(name: string): Promise<ChatTokenizer> {
   }
 }
 
+/** A failure to start with valid arguments (a store that cannot open): no usage after it. */
+class StartError extends Error {}
+
 if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
     console.error(`gateway: ${err instanceof Error ? err.message : err}`);
+    if (err instanceof StartError) Deno.exit(1);
     console.error(USAGE);
     Deno.exit(2);
   }

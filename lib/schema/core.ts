@@ -307,7 +307,7 @@ export interface ModelRequest {
 }
 
 /** An outcome reward. */
-export const RewardPayloadSchema = z.object({
+export const RewardPayloadSchema = strictObject({
   value: finite,
   /** Name of the reward component (default "reward"). */
   name: z.string().min(1).max(MAX_EVENT_NAME_CHARS).default("reward"),
@@ -317,7 +317,7 @@ export const RewardPayloadSchema = z.object({
 export type RewardPayload = z.infer<typeof RewardPayloadSchema>;
 
 /** A user-defined event. */
-export const CustomPayloadSchema = z.object({
+export const CustomPayloadSchema = strictObject({
   name: z.string().min(1).max(MAX_EVENT_NAME_CHARS),
   data: JsonValueSchema,
 });
@@ -334,7 +334,7 @@ export const StatusPayloadSchema = z.object({
 export type StatusPayload = z.infer<typeof StatusPayloadSchema>;
 
 /** A chunk of harness output. */
-export const LogPayloadSchema = z.object({
+export const LogPayloadSchema = strictObject({
   stream: z.enum(["stdout", "stderr", "system"]),
   text: z.string().max(MAX_LOG_TEXT_CHARS),
 });
@@ -343,22 +343,22 @@ export type LogPayload = z.infer<typeof LogPayloadSchema>;
 
 /** An event as a client posts it (JSON). */
 export const EventInputSchema = z.discriminatedUnion("type", [
-  z.object({
+  strictObject({
     type: z.literal("model_request"),
     event_key: EventKeySchema.optional(),
     payload: ModelRequestWireSchema,
   }),
-  z.object({
+  strictObject({
     type: z.literal("reward"),
     event_key: EventKeySchema.optional(),
     payload: RewardPayloadSchema,
   }),
-  z.object({
+  strictObject({
     type: z.literal("custom"),
     event_key: EventKeySchema.optional(),
     payload: CustomPayloadSchema,
   }),
-  z.object({
+  strictObject({
     type: z.literal("log"),
     event_key: EventKeySchema.optional(),
     payload: LogPayloadSchema,
