@@ -71,6 +71,8 @@ export interface GatewayAppOptions {
   streamPollMs?: number;
   /** Ends open `GET /v1/stream` responses when aborted (the server aborts it on close). */
   signal?: AbortSignal;
+  /** Process figures for `GET /v1/stats` (admin): event-loop lag, memory, connections. */
+  stats?: () => Record<string, number>;
 }
 
 /**
@@ -213,6 +215,9 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
   app.get("/v1/health", async (c) => {
     return c.json({ ok: true, store: store.kind, phase: phase.phase, seq: await store.lastSeq() });
   });
+
+  // The longest event-loop stall since the last read, the RSS and the open connections.
+  app.get("/v1/stats", admin, (c) => c.json(options.stats?.() ?? {}));
 
   // ---- rollouts ---------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@
  */
 import type { Hono } from "hono";
 import { CAPABILITY_PREFIX, randomKey } from "../http/credentials.ts";
-import { serveGuarded } from "../http/serve.ts";
+import { EventLoopLag } from "../http/lag.ts";
+import { type GuardedServer, serveGuarded } from "../http/serve.ts";
 import {
   type GatewayLimitsInput,
   parseOrThrow,
@@ -113,6 +114,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
     (options.postgres
       ? await openPostgresStore(options.postgres, options.postgresOptions)
       : openSqliteStore(options.db ?? ":memory:", options.sqlite));
+  let lag: EventLoopLag | undefined;
   try {
     const adminKey = options.adminKey ?? Deno.env.get("REINS_ADMIN_KEY") ?? randomKey("ra_");
     if (adminKey.startsWith(CAPABILITY_PREFIX)) {
@@ -144,7 +146,14 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       live,
       deadlines,
     };
+    lag = new EventLoopLag();
+    let server: GuardedServer | undefined;
     const app = createGatewayApp({
+      stats: () => ({
+        event_loop_max_lag_ms: Math.round((lag?.takeMax() ?? 0) * 10) / 10,
+        rss_bytes: Deno.memoryUsage().rss,
+        connections: server?.connections ?? 0,
+      }),
       store,
       phase,
       adminKey,
@@ -159,7 +168,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
         "app" in m ? m : { path: m.path, app: m.create(context) }
       ),
     });
-    const server = await serveGuarded(app.fetch, {
+    server = await serveGuarded(app.fetch, {
       port: options.port ?? 0,
       hostname: options.hostname ?? "127.0.0.1",
       deadlines,
@@ -197,6 +206,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
         if (closed) return;
         closed = true;
         clearInterval(sweep);
+        lag?.stop();
         closing.abort();
         await server.shutdown();
         while (sweeping) await sleep(5);
@@ -204,6 +214,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       },
     };
   } catch (err) {
+    lag?.stop();
     if (ownStore) await store.close();
     throw err;
   }
