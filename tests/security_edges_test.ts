@@ -11,7 +11,7 @@ import { ADMIN_KEY, errorOf, withSecurityFixture } from "./support/security.ts";
 import { spawnGatewayProcess } from "./support/gateway_process.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const CLI = "lib/gateway/cli.ts";
+const CLI = "bin/gateway.ts";
 
 async function runCli(args: string[]): Promise<{ code: number; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {

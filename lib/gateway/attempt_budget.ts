@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import { AGENT_EVENT_KEY_PREFIX } from "../schema.ts";
 import type { Store } from "./store.ts";
 

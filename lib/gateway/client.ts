@@ -13,7 +13,7 @@
  */
 import type { z } from "zod";
 import { CAPABILITY_PREFIX } from "../http/credentials.ts";
-import { HttpError, httpErrorFrom } from "../http/error.ts";
+import { HttpError, httpErrorFrom } from "../util/error.ts";
 import { backoffDelay, sleep } from "../http/retry.ts";
 import { readSse } from "../http/sse.ts";
 import {
@@ -72,7 +72,7 @@ export interface GatewayClientOptions {
 /**
  * The gateway client's error: {@link HttpError} itself (kept as a name for existing code).
  *
- * @deprecated Use `HttpError` from `lib/http/error.ts`.
+ * @deprecated Use `HttpError` from `lib/util/error.ts`.
  */
 export const GatewayError = HttpError;
 /** The gateway client's error (see {@link HttpError}). */
