@@ -43,6 +43,7 @@ export function eventBytes(event: { payload: unknown }): number {
  * import { AttemptBudgets } from "./attempt_budget.ts";
  * import { openSqliteStore } from "./sqlite_store.ts";
  * const store = openSqliteStore(":memory:");
+ * await store.createRollouts([{ rollout_id: "r", input: {} }]);
  * const budgets = new AttemptBudgets(store, {
  *   max_events_per_attempt: 2, max_event_bytes_per_attempt: 1_000,
  * });
