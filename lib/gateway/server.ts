@@ -147,12 +147,13 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       deadlines,
     };
     lag = new EventLoopLag();
-    let server: GuardedServer | undefined;
+    // The server starts after the app it serves; the stats read it once it exists.
+    const serverRef: { current?: GuardedServer } = {};
     const app = createGatewayApp({
       stats: () => ({
         event_loop_max_lag_ms: Math.round((lag?.takeMax() ?? 0) * 10) / 10,
         rss_bytes: Deno.memoryUsage().rss,
-        connections: server?.connections ?? 0,
+        connections: serverRef.current?.connections ?? 0,
       }),
       store,
       phase,
@@ -168,11 +169,12 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
         "app" in m ? m : { path: m.path, app: m.create(context) }
       ),
     });
-    server = await serveGuarded(app.fetch, {
+    const server = await serveGuarded(app.fetch, {
       port: options.port ?? 0,
       hostname: options.hostname ?? "127.0.0.1",
       deadlines,
     });
+    serverRef.current = server;
     const sweepMs = options.leaseSweepMs ?? 1_000;
     let sweeping = false;
     const sweep = sweepMs > 0
