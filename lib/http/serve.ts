@@ -285,6 +285,35 @@ async function respond(
 }
 
 const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
+/** Bodies up to this size (declared by `Content-Length`) are collected before the handler runs. */
+const SMALL_BODY_BYTES = 64 * 1024;
+
+/** The body of `incoming`, as a stream that yields it in one piece once it has all arrived. */
+function collect(incoming: http.IncomingMessage, length: number): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      const whole = new Uint8Array(length);
+      let at = 0;
+      incoming.on("data", (chunk: Uint8Array) => {
+        whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
+        at += chunk.byteLength;
+      });
+      incoming.once("end", () => {
+        try {
+          controller.enqueue(whole.subarray(0, Math.min(at, length)));
+          controller.close();
+        } catch { /* cancelled */ }
+      });
+      const fail = () => {
+        try {
+          controller.error(new DOMException("the client closed the connection", "AbortError"));
+        } catch { /* cancelled */ }
+      };
+      incoming.once("aborted", fail);
+      incoming.once("error", fail);
+    },
+  });
+}
 
 /** A fetch `Request` over a `node:http` request; its body streams with backpressure. */
 function toRequest(
@@ -302,6 +331,12 @@ function toRequest(
     headers.has("transfer-encoding");
   if (!hasBody || headers.get("content-length") === "0") {
     return new Request(url, { method, headers, signal });
+  }
+  // A small declared body is collected here and handed over whole: a stream per request costs
+  // more than the body (the common case: an events post of a few hundred bytes).
+  const declared = Number(headers.get("content-length") ?? NaN);
+  if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
+    return new Request(url, { method, headers, signal, body: collect(incoming, declared) });
   }
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -359,6 +394,15 @@ async function writeResponse(
   const closing = response.headers.get("connection")?.toLowerCase() === "close";
   if (!response.body) {
     outgoing.end();
+    if (closing) outgoing.socket?.destroySoon?.();
+    return;
+  }
+  // A JSON answer is already whole in memory: one write, with its length.
+  if (response.headers.get("content-type")?.startsWith("application/json")) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (signal.aborted) return;
+    outgoing.setHeader("content-length", bytes.byteLength);
+    outgoing.end(bytes);
     if (closing) outgoing.socket?.destroySoon?.();
     return;
   }
