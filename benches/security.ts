@@ -21,7 +21,7 @@
  */
 import http from "node:http";
 import { parseArgs } from "node:util";
-import { sleep } from "../lib/http/retry.ts";
+import { sleep } from "../lib/util/time.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { loadCharTokenizer } from "../lib/tokens/char.ts";

@@ -19,7 +19,7 @@ import { type AuthEnv, requireCredential } from "../http/auth.ts";
 import { bodyLimits } from "../http/body.ts";
 import { keyConcurrencyCap } from "../http/concurrency.ts";
 import { HttpError, toHttpError } from "../util/error.ts";
-import { sleep } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import {
   type EventInput,
   type GatewayLimits,

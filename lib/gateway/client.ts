@@ -14,7 +14,8 @@
 import type { z } from "zod";
 import { CAPABILITY_PREFIX } from "../http/credentials.ts";
 import { HttpError, httpErrorFrom } from "../util/error.ts";
-import { backoffDelay, sleep } from "../http/retry.ts";
+import { backoffDelay } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import { readSse } from "../http/sse.ts";
 import {
   AGENT_EVENT_KEY_PREFIX,
