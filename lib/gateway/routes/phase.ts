@@ -1,7 +1,7 @@
 /** `/v1/phase`: read and set the rollout/update phase, optionally draining calls (admin). @module */
 import { Hono } from "hono";
 import type { AuthEnv } from "../../http/auth.ts";
-import { sleep } from "../../http/retry.ts";
+import { sleep } from "../../util/time.ts";
 import { PhaseRequestSchema } from "../../schema.ts";
 import { HttpError } from "../../util/error.ts";
 import { type GatewayContext, jsonBody } from "./context.ts";
