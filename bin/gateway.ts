@@ -88,12 +88,7 @@ export async function main(args: string[]): Promise<void> {
   if (synchronous !== "FULL" && synchronous !== "NORMAL") {
     throw new Error(`--synchronous: expected FULL or NORMAL, got '${values.synchronous}'`);
   }
-  const leaseSweepMs = Number(values["lease-sweep-ms"]);
-  if (!Number.isInteger(leaseSweepMs) || leaseSweepMs < 0) {
-    throw new Error(
-      `--lease-sweep-ms: expected a whole number of ms, got '${values["lease-sweep-ms"]}'`,
-    );
-  }
+  const leaseSweepMs = intFlag("lease-sweep-ms", values["lease-sweep-ms"], 0)!;
   const upstreamTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"], 1);
   const upstreamRetries = intFlag("upstream-retries", values["upstream-retries"], 0);
   const deadlines = Object.fromEntries(

@@ -1,5 +1,6 @@
 /**
- * The gateway's HTTP API (SPEC §3) as a Hono app over a {@link Store} and a {@link PhaseGate}.
+ * The gateway's HTTP API (docs/architecture.md#gateway) as a Hono app over a {@link Store} and a
+ * {@link PhaseGate}.
  *
  * Every route names the credentials it accepts (middleware answers 401/403 before the
  * handler), bodies are capped in bytes while they stream in, request bodies and queries are

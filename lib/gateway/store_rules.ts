@@ -175,9 +175,48 @@ export function checkLeaseHolder(
   }
 }
 
-/** Where a running rollout goes when its attempt's lease expires. */
+/**
+ * Infrastructure failures a rollout may have retried for free before they count too: a setup
+ * that is broken for good must still end its rollouts.
+ */
+export const MAX_FREE_INFRA_RETRIES = 20;
+
+/** True for an attempt ended by the infrastructure (`info.infra_failure`, set by the
+ * controller that reported it). */
+export function isInfraAttempt(attempt: { info?: Record<string, unknown> }): boolean {
+  return attempt.info?.infra_failure === true;
+}
+
+/**
+ * Attempts that count against `max_attempts`: all but those the infrastructure ended (a
+ * worker, proxy upstream or controller that died), up to {@link MAX_FREE_INFRA_RETRIES} of
+ * them. `endingInfra`: the current attempt is being ended by the infrastructure right now.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { countedAttempts } from "./store_rules.ts";
+ * const attempts = [{ info: { infra_failure: true } }, { info: {} }, { info: {} }];
+ * assert.equal(countedAttempts(attempts), 2);
+ * assert.equal(countedAttempts(attempts, true), 1);
+ * ```
+ */
+export function countedAttempts(
+  attempts: readonly { info?: Record<string, unknown> }[],
+  endingInfra = false,
+): number {
+  const last = attempts.length - 1;
+  const infra = attempts.filter((a, i) => isInfraAttempt(a) || (endingInfra && i === last)).length;
+  return attempts.length - Math.min(infra, MAX_FREE_INFRA_RETRIES);
+}
+
+/**
+ * Where a running rollout goes when its attempt's lease expires. The expired attempt counts:
+ * a controller that comes back within the lease reports its attempts lost itself, as
+ * infrastructure failures that do not.
+ */
 export function statusAfterLostLease(rollout: Rollout): RolloutStatus {
-  return rollout.attempts.length < rollout.config.max_attempts ? "requeuing" : "failed";
+  return countedAttempts(rollout.attempts) < rollout.config.max_attempts ? "requeuing" : "failed";
 }
 
 /** How an attempt ends: its final status and what to record. */
