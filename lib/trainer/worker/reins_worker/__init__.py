@@ -4,7 +4,8 @@ Modules: `server` (HTTP routes; `python -m reins_worker` runs it), `engine` (mod
 log-probs, forward/backward, checkpoints), `generation` (the one generation path: continuous
 batching over a shared KV cache), `sampling`, `batch` (rows → tensors), `losses`, `model` (the
 built-in decoder), `hf_model` (optional: `transformers`), `validate` (request parsing), and
-`gpu_bench` (`python -m reins_worker.gpu_bench`) and `gpu_check`, which share `measure`.
+the sub-package `tools`: `cpu_probe`, `gpu_bench` (`python -m reins_worker.tools.gpu_bench`) and
+`gpu_check` (`python -m reins_worker.tools.gpu_check`), which share `tools.measure`.
 
 Only `torch` is required; `transformers` (and `safetensors`) only for `{"kind": "hf"}` models.
 """

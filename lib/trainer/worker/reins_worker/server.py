@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .coordinator import Coordinator, follow
-from .cpu_probe import cpu_probe
+from .tools.cpu_probe import cpu_probe
 from .dist_env import (
     DEFAULT_TIMEOUT_S,
     init_groups,
@@ -42,7 +42,7 @@ from .validate import (
 )
 
 MAX_BODY_BYTES = 512 * 1024 * 1024
-# Measured once at start-up (cpu_probe.py); served by /health.
+# Measured once at start-up (tools/cpu_probe.py); served by /health.
 CPU_PROBE: Dict[str, Any] = {}
 
 

@@ -16,11 +16,11 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .batch import Batch
-from .engine import Engine
-from .generation import GenerateScheduler, GenJob
-from .model import ModelConfig, non_embedding_matmul_params
-from .validate import GenerateSpec, LossSpec, RequestError
+from ..batch import Batch
+from ..engine import Engine
+from ..generation import GenerateScheduler, GenJob
+from ..model import ModelConfig, non_embedding_matmul_params
+from ..validate import GenerateSpec, LossSpec, RequestError
 
 # ~0.46B parameters (465M, tied embeddings); head_dim 128 (flash friendly), GQA 5:1.
 HALF_B: Dict[str, object] = {
