@@ -159,6 +159,8 @@ class Coordinator:
     # -- the training API (as Engine's) ----------------------------------------------------------
 
     def init(self, spec: InitSpec) -> Dict[str, Any]:
+        if spec.reference_path is not None:
+            raise bad("reference_path", "not supported by a data-parallel worker yet")
         device = self.ops.device_of(self.engine.resolve_device(spec.device).type)
         built = self.engine.build(spec)  # bad paths and configs fail here, before any rank
         msg = self.ops.init_message(built, device.type, spec.dtype, spec.optimizer)

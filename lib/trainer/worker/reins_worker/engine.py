@@ -19,6 +19,7 @@ from torch import nn
 from .batch import Batch, build_batch, linear_batch
 from .losses import LossInputs, policy_loss
 from .model import Decoder, ModelConfig, build_builtin, parameter_count
+from .reference import ReferenceSlot, token_logprobs
 from .validate import (
     InitSpec,
     LossSpec,
@@ -73,6 +74,7 @@ class Engine:
         self.source: Optional[str] = None
         self.vocab_size = 0
         self.max_seq_len = 0
+        self.reference = ReferenceSlot(0)  # π_ref of the KL penalty, held only once asked for
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -143,8 +145,16 @@ class Engine:
     def init(self, spec: InitSpec) -> Dict[str, Any]:
         device = self.resolve_device(spec.device)
         built = self.build(spec)
+        reference: Optional[ReferenceSlot] = None
+        if spec.reference_path is not None:  # read and checked before anything changes
+            reference = ReferenceSlot(built.version)
+            checkpoint = self._read_checkpoint(spec.reference_path, "reference_path")
+            reference.load(spec.reference_path, checkpoint, built.config)
         with self.weights_change(), self.lock:
-            return self.install(built, device, spec.dtype, spec.optimizer)
+            self.install(built, device, spec.dtype, spec.optimizer)
+            if reference is not None:
+                self.reference = reference.to(device, self.dtype)
+            return self.state()
 
     def install(
         self,
@@ -169,6 +179,7 @@ class Engine:
         self.source = built.source
         self.vocab_size = built.config.vocab_size
         self.max_seq_len = built.config.max_seq_len
+        self.reference = ReferenceSlot(built.version)
         return self.state()
 
     def state(self) -> Dict[str, Any]:
@@ -191,6 +202,7 @@ class Engine:
                 "param_checksum": self._param_checksum(),
                 "optimizer_checksum": self._optimizer_checksum(),
                 "torch_version": torch.__version__,
+                "reference": self.reference.describe(),
             }
 
     def _param_checksum(self) -> float:
@@ -351,6 +363,10 @@ class Engine:
             old = batch.proximal[b_idx, t_idx]
         else:
             old = new.detach()
+        reference = None
+        if spec.kl_coef > 0:
+            ref_model = self.reference.ensure(model, self.optimizer_steps, self.policy_version)
+            reference = token_logprobs(ref_model, batch, b_idx, t_idx, p_idx, self.autocast)
         seq = batch.sequence[b_idx, t_idx]
         if seq.numel():
             seq = torch.unique(seq, return_inverse=True)[1]
@@ -362,6 +378,7 @@ class Engine:
             weights=batch.weights[b_idx, t_idx],
             sequence_ids=seq,
             entropy=entropy,
+            reference_logprobs=reference,
         )
         loss, metrics = policy_loss(spec, inputs)
         if new.numel() == 0:

@@ -52,6 +52,7 @@ def merge_metrics(parts: Sequence[Dict[str, float]]) -> Dict[str, float]:
             "ratio_max": 1.0,
             "ratio_min": 1.0,
             "kl": 0.0,
+            "kl_ref_mean": 0.0,
             "entropy": 0.0,
         }
 
@@ -65,6 +66,7 @@ def merge_metrics(parts: Sequence[Dict[str, float]]) -> Dict[str, float]:
         "ratio_max": max(p["ratio_max"] for p in live),
         "ratio_min": min(p["ratio_min"] for p in live),
         "kl": mean("kl"),
+        "kl_ref_mean": mean("kl_ref_mean"),
         "entropy": mean("entropy"),
     }
 
