@@ -339,6 +339,9 @@ export const WorkerStateSchema = z.object({
   })).optional(),
   /** Set once a rank died or hung: the worker can no longer train. */
   rank_error: z.string().optional(),
+  /** Where the KL penalty's reference policy came from: `init` (the policy as `/init` loaded
+   * it) or a checkpoint path; null while none is held. */
+  reference: z.string().nullable().optional(),
 });
 /** Answer of `GET /state`. */
 export type WorkerState = z.infer<typeof WorkerStateSchema>;
