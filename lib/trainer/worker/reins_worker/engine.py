@@ -15,10 +15,12 @@ from typing import Any, ContextManager, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
+from torch.nn.utils.clip_grad import clip_grad_norm_
 
 from .batch import Batch, build_batch, linear_batch
 from .losses import LossInputs, policy_loss
 from .model import Decoder, ModelConfig, build_builtin, parameter_count
+from .policy_type import Policy
 from .reference import ReferenceSlot, token_logprobs
 from .validate import (
     InitSpec,
@@ -62,7 +64,7 @@ class Engine:
         self._gen_cond = threading.Condition()
         self._gen_active = 0
         self._weights_pending = 0
-        self.model: Optional[nn.Module] = None
+        self.model: Optional[Policy] = None
         self.config: Optional[ModelConfig] = None
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.optimizer_spec = OptimizerSpec()
@@ -82,7 +84,7 @@ class Engine:
     def initialized(self) -> bool:
         return self.model is not None
 
-    def _require(self) -> nn.Module:
+    def _require(self) -> Policy:
         if self.model is None:
             raise not_initialized()
         return self.model
@@ -109,7 +111,7 @@ class Engine:
         try:
             device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
         except RuntimeError as e:
-            raise bad("device", f"not a torch device: {e}")
+            raise bad("device", f"not a torch device: {e}") from e
         if device.type not in ("cpu", "cuda"):
             raise bad("device", f'expected "cpu" or "cuda[:index]", got {name!r}')
         if device.type == "cuda" and not torch.cuda.is_available():
@@ -132,7 +134,8 @@ class Engine:
                 model = Decoder(config)
                 model.load_state_dict(checkpoint["model"])
             except (KeyError, TypeError, RuntimeError) as e:
-                raise bad("model.path", f"checkpoint {spec.path} does not fit its config: {e}")
+                message = f"checkpoint {spec.path} does not fit its config: {e}"
+                raise bad("model.path", message) from e
             version = int(checkpoint.get("policy_version", 0))
             # A checkpoint of a built-in model is a built-in model (and saves as one).
             return Built(model, config, version, spec.path, "builtin")
@@ -232,7 +235,7 @@ class Engine:
         try:
             data = _torch_load(path)
         except Exception as e:  # corrupt file or not a torch archive
-            raise bad(field, f"cannot read checkpoint {path}: {e}")
+            raise bad(field, f"cannot read checkpoint {path}: {e}") from e
         if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise bad(field, f"{path} is not a reins trainer checkpoint")
         return data
@@ -413,7 +416,7 @@ class Engine:
                 grad_norm = 0.0
             else:
                 clip = self.optimizer_spec.grad_clip
-                norm = torch.nn.utils.clip_grad_norm_(
+                norm = clip_grad_norm_(
                     params, clip if clip > 0 else float("inf")
                 )
                 grad_norm = float(norm.item())

@@ -31,7 +31,9 @@ class LossInputs:
 
 
 # A loss: (spec, inputs, log_ratio = new − old) → (per-token ℓ, per-token ratio, clipped flags).
-LossFn = Callable[[LossSpec, LossInputs, torch.Tensor], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+LossFn = Callable[
+    [LossSpec, LossInputs, torch.Tensor], Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+]
 LOSSES: Dict[str, LossFn] = {}
 
 # A KL estimator: (new logprobs, reference logprobs) → per-token estimate of KL(π_θ ‖ π_ref).

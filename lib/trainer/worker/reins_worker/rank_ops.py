@@ -248,7 +248,8 @@ class RankOps:
                     batch = build_batch([row], engine.device)
                     out = engine.forward_backward_batch(batch, loss, want_lp)
                 except RequestError as e:
-                    raise RequestError(e.status, e.code, f"rows[{i}]: {e.message}", f"rows[{i}]")
+                    where = f"rows[{i}]"
+                    raise RequestError(e.status, e.code, f"{where}: {e.message}", where) from e
                 loss_sum += out["loss"]
                 metrics.append(out["metrics"])
                 if want_lp:
@@ -302,7 +303,11 @@ class RankOps:
 
     def state(self) -> Dict[str, Any]:
         engine = self.engine
-        out: Dict[str, Any] = {"rank": self.env.rank, "pid": os.getpid(), "device": str(engine.device)}
+        out: Dict[str, Any] = {
+            "rank": self.env.rank,
+            "pid": os.getpid(),
+            "device": str(engine.device),
+        }
         if engine.initialized:
             out["param_checksum"] = engine._param_checksum()
             out["optimizer_checksum"] = engine._optimizer_checksum()

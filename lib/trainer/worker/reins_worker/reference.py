@@ -16,6 +16,7 @@ from torch import nn
 
 from .batch import Batch
 from .model import Decoder, ModelConfig
+from .policy_type import Policy
 from .validate import RequestError, bad
 
 
@@ -28,7 +29,7 @@ def _frozen(model: nn.Module) -> nn.Module:
 
 
 def token_logprobs(
-    model: nn.Module,
+    model: Policy,
     batch: Batch,
     b_idx: torch.Tensor,
     t_idx: torch.Tensor,
@@ -68,7 +69,7 @@ class ReferenceSlot:
         try:
             model.load_state_dict(checkpoint["model"])
         except (KeyError, RuntimeError) as e:
-            raise bad("reference_path", f"checkpoint {path} does not fit its config: {e}")
+            raise bad("reference_path", f"checkpoint {path} does not fit its config: {e}") from e
         self.model = _frozen(model)
         self.source = path
 

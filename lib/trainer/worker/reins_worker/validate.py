@@ -282,7 +282,8 @@ def parse_init(body: Any) -> InitSpec:
         seed_schema = contract.node("init", "model", "builtin", "seed")
         seed = field_or_default(model, "seed", "model.seed", seed_schema)
     else:
-        path = checked(model.get("path"), "model.path", contract.node("init", "model", kind, "path"))
+        path_schema = contract.node("init", "model", kind, "path")
+        path = checked(model.get("path"), "model.path", path_schema)
     optional: Dict[str, Optional[str]] = {}
     for key in ("dtype", "device", "reference_path"):
         value = b.get(key)

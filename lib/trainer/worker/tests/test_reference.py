@@ -100,7 +100,9 @@ class ReferenceEngineTest(unittest.TestCase):
             rows, _, _ = parse_forward_backward({"rows": ROWS, "loss": {"kind": "ce"}}, 32, 64)
             new = self.logprobs(engine.model, rows)
             ref = self.logprobs(engine.reference.model, rows)
-            weights = torch.tensor([w for r in ROWS for w, m in zip(r["loss_weights"], r["loss_mask"]) if m])
+            weights = torch.tensor(
+                [w for r in ROWS for w, m in zip(r["loss_weights"], r["loss_mask"]) if m]
+            )
             k = KL_ESTIMATORS[name](new, ref)
             self.assertAlmostEqual(out["metrics"]["kl_ref_mean"], float(k.mean()), places=5)
             self.assertAlmostEqual(out["loss"] - plain, 0.5 * float((weights * k).sum()), places=5)

@@ -17,6 +17,8 @@ import time
 from typing import Optional
 
 import torch
+import torch.backends.cuda
+import torch.backends.cudnn
 
 from ..engine import Engine
 from ..generation import GenerateScheduler

@@ -2,8 +2,8 @@
 Face part), that measures what a GPU run of reins rests on and writes the figures as JSON.
 
     cd lib/trainer/worker
-    python3 -m reins_worker.tools.gpu_check --out gpu_check.json      # one H200/H100: < 8 minutes
-    python3 -m reins_worker.tools.gpu_check --tiny --out check.json   # CPU: the same code, tiny models
+    python3 -m reins_worker.tools.gpu_check --out gpu_check.json      # one H200/H100: < 8 min
+    python3 -m reins_worker.tools.gpu_check --tiny --out check.json   # CPU: same code, tiny models
 
 Sections (each records its figures, or `{"error": ...}` / `{"skipped": ...}`, and the next runs):
 
@@ -38,6 +38,8 @@ import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
+import torch.backends.cuda
+import torch.backends.cudnn
 
 from ..batch import Batch
 from ..engine import Built, Engine
@@ -349,7 +351,7 @@ def run_section(
     try:
         out = fn()
     except Exception as e:  # one broken section must not lose the others' figures
-        out = {"error": f"{type(e).__name__}: {e}"}
+        out: Dict[str, Any] = {"error": f"{type(e).__name__}: {e}"}
     out["section_s"] = time.perf_counter() - t0
     print(f"{name}: {json.dumps(out)[:2000]}", flush=True)
     if torch.cuda.is_available():
