@@ -29,7 +29,7 @@ Deno.test("trainer python: the worker modules import each other only as a packag
       const text = await Deno.readTextFile(`${workerPackageDir()}/${dir}/${entry.name}`);
       assert.doesNotMatch(text, /sys\.path/, `${entry.name} edits sys.path`);
       const flat =
-        /^\s*(from|import) (batch|engine|generation|losses|measure|model|sampling|server|validate|hf_model)\b/m
+        /^\s*(from|import) (batch|contract|engine|fields|generation|losses|measure|model|policy_type|reference|sampling|server|validate|hf_model)\b/m
           .exec(text);
       assert.equal(flat, null, `${entry.name} imports a sibling flatly: ${flat?.[0]}`);
     }
