@@ -132,7 +132,7 @@ class Engine:
             try:
                 model, config = load_hf_dir(spec.path)
             except LayoutError as e:
-                raise bad("model.path", str(e))
+                raise bad("model.path", str(e)) from e
             return Built(model, config, 0, spec.path, "builtin")
         if spec.kind == "checkpoint":
             assert spec.path is not None
