@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { parseOrThrow } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { planUpdate, updatePolicy } from "../lib/loop/mod.ts";
 import { data, fakeClient } from "./support/loop_update.ts";
 

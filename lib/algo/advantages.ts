@@ -24,7 +24,7 @@ import {
   type ResolvedAdvantageOptions,
   type RolloutOutcome,
   RolloutOutcomeSchema,
-} from "../schema/algo.ts";
+} from "./schema.ts";
 import { assertSamples } from "./validate.ts";
 
 /** What {@link computeAdvantages} returns. */

@@ -25,8 +25,8 @@
  */
 import { alignmentMetrics, callAlignments } from "../algo/mod.ts";
 import { segmentTokenIndex } from "../batching/mod.ts";
-import type { AlignmentMetrics } from "../schema.ts";
-import type { LoopConfig } from "../schema/loop.ts";
+import type { AlignmentMetrics } from "../algo/schema.ts";
+import type { LoopConfig } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { type RolloutData, updatesBehind } from "./select.ts";

@@ -28,8 +28,10 @@ import {
   sampleRowView,
   segmentTokenIndex,
 } from "../batching/mod.ts";
-import type { AlignmentMetrics, LossConfigInput, MicroBatch, Sample } from "../schema.ts";
-import type { LoopConfig, LoopFilterReason } from "../schema/loop.ts";
+import type { LossConfigInput, Sample } from "../schema.ts";
+import type { AlignmentMetrics } from "../algo/schema.ts";
+import type { MicroBatch } from "../batching/schema.ts";
+import type { LoopConfig, LoopFilterReason } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { type RolloutData, type Selection, selectSamples } from "./select.ts";
 
@@ -326,7 +328,7 @@ export function planBatches(plan: SelectionPlan, config: LoopConfig, ranks: numb
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseOrThrow } from "../schema.ts";
- * import { LoopConfigSchema } from "../schema/loop.ts";
+ * import { LoopConfigSchema } from "./schema.ts";
  * import { planUpdate } from "./update_plan.ts";
  * const config = parseOrThrow(LoopConfigSchema, {
  *   name: "doc",
