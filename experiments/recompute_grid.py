@@ -128,12 +128,16 @@ def read_grid(results, grid):
 
 
 def main():
-    results = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results")
+    default_results = os.path.join(os.path.dirname(__file__), "results")
+    results = sys.argv[1] if len(sys.argv) > 1 else default_results
     grid = sys.argv[2] if len(sys.argv) > 2 else "ablation"
     cells = read_grid(results, grid)
     settings = sorted({c["setting"] for c in cells})
     finals = {s: [mean(c["final"]) for c in cells if c["setting"] == s] for s in settings}
-    gains = {s: [mean(c["final"]) - mean(c["start"]) for c in cells if c["setting"] == s] for s in settings}
+    gains = {
+        s: [mean(c["final"]) - mean(c["start"]) for c in cells if c["setting"] == s]
+        for s in settings
+    }
     start = cells[0]["start"]
     assert all(c["start"] == start for c in cells), "one shared before-RL evaluation"
     comparisons = len(settings) - 1

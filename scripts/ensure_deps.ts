@@ -51,14 +51,14 @@ async function torchPython(): Promise<string | null> {
 const WORKER_DIR = new URL("../lib/trainer/worker", import.meta.url).pathname;
 
 /**
- * Which BLAS the worker's torch uses (the worker's own probe, `cpu_probe.blas_library`): pip
+ * Which BLAS the worker's torch uses (the worker's own probe, `tools.cpu_probe.blas_library`): pip
  * wheels bundle MKL/OpenBLAS; Debian's python3-torch uses the `libblas.so.3` alternative, which
  * is the reference BLAS (~50x slower matmuls) unless an optimised one is installed.
  */
 export async function torchBlas(env: Record<string, string> = {}): Promise<string | null> {
   const python = await torchPython();
   if (!python) return null;
-  const code = "from reins_worker.cpu_probe import blas_library; print(blas_library())";
+  const code = "from reins_worker.tools.cpu_probe import blas_library; print(blas_library())";
   try {
     const out = await new Deno.Command(python, {
       args: ["-c", code],

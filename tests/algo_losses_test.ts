@@ -109,6 +109,8 @@ Deno.test("policyLoss composes tis x surrogate + kl_coef x k3 on trained tokens 
     logprobs: [ln(1.5), -1, -2],
     old_logprobs: [0, -1, -2],
     behaviour_logprobs: [ln(0.5), -1, -2],
+    // π_ref, the reference policy of the KL penalty (here equal to π_old).
+    reference_logprobs: [0, -1, -2],
     advantages: [1, 1, 1],
     loss_mask: [1, 1, 0],
   };
@@ -125,6 +127,7 @@ Deno.test("policyLoss composes tis x surrogate + kl_coef x k3 on trained tokens 
   assert.equal(out.tokens, 2);
   close(out.clip_fraction, 0.5);
   close(out.kl, k3 / 2);
+  close(out.kl_ref_mean, k3 / 2);
   close(out.ratio_max, 1.5);
   close(out.ratio_min, 1);
   close(out.ratio_mean, 1.25);
@@ -178,4 +181,39 @@ Deno.test("bad loss inputs name the field", () => {
       `expected an error on ${field}`,
     );
   }
+});
+
+Deno.test("policyLoss: kl_coef · k of KL(π_θ ‖ π_ref) with Schulman's k1, k2, k3", () => {
+  // x = ref − new = [0.5, −1]; k1 = −x, k2 = x²/2, k3 = eˣ − x − 1.
+  const input = {
+    logprobs: [-1.5, -0.5],
+    behaviour_logprobs: [-1.5, -0.5], // ratio 1: the surrogate is −A = 0 with A = 0
+    reference_logprobs: [-1, -1.5],
+    advantages: [0, 0],
+    loss_mask: [1, 1],
+  };
+  const expected = {
+    k1: [-0.5, 1],
+    k2: [0.125, 0.5],
+    k3: [Math.exp(0.5) - 1.5, Math.exp(-1)],
+  } as const;
+  for (const [name, k] of Object.entries(expected)) {
+    const out = policyLoss(input, {
+      kind: "ppo",
+      kl_coef: 0.2,
+      kl_estimator: name as keyof typeof expected,
+    });
+    close(out.loss[0], 0.2 * k[0]);
+    close(out.loss[1], 0.2 * k[1]);
+    close(out.kl_ref_mean, (k[0] + k[1]) / 2);
+    assert.equal(out.kl, 0, "the kl metric is against π_old, not π_ref");
+  }
+  // Off (kl_coef 0, the default): no reference needed, nothing added.
+  const off = policyLoss({ ...input, reference_logprobs: undefined }, { kind: "ppo" });
+  assert.deepEqual([...off.loss], [-0, -0]);
+  assert.equal(off.kl_ref_mean, 0);
+  assert.throws(
+    () => policyLoss({ ...input, reference_logprobs: undefined }, { kind: "ppo", kl_coef: 0.1 }),
+    (e) => e instanceof ValidationError && e.field === "reference_logprobs",
+  );
 });

@@ -3,11 +3,12 @@
  * same random inputs: Σ w·ℓ and the reported metrics must agree to float64 error, on every path:
  * π_old = μ (`rollout`), π_old = a proximal policy ≠ μ with the behaviour weight
  * (`recompute` + `tis_cap`, decoupled PPO), GSPO per sample or per model call
- * (`tests/trainer_decoupled_ppo_test.ts` runs the same through a live worker). Needs the
+ * (`tests/trainer_decoupled_ppo_test.ts` runs the same through a live worker), and the KL
+ * penalty to a reference policy with each of Schulman's estimators (k1, k2, k3). Needs the
  * Debian `python3-torch` (torch for /usr/bin/python3), which `scripts/ensure_deps.ts` installs.
  */
 import assert from "node:assert/strict";
-import { policyLoss, weightedSum } from "../lib/algo/mod.ts";
+import { KL_ESTIMATORS, type KlEstimatorName, policyLoss, weightedSum } from "../lib/algo/mod.ts";
 import type { LossConfigInput } from "../lib/schema.ts";
 import { workerEnv } from "../lib/trainer/mod.ts";
 import { mulberry32, randInt } from "./fixtures/algo/samples.ts";
@@ -24,6 +25,7 @@ for case in json.load(sys.stdin):
         new_logprobs=t("new"), old_logprobs=t("old"), behaviour_logprobs=t("behaviour"),
         advantages=t("adv"), weights=t("weights"),
         sequence_ids=torch.tensor(case.get("ids", case["seq"]), dtype=torch.long),
+        reference_logprobs=t("ref"),
     )
     loss, metrics = policy_loss(parse_loss(case["spec"]), x)
     out.append({"loss": float(loss.item()), **metrics})
@@ -37,6 +39,8 @@ interface Case {
   behaviour: number[];
   adv: number[];
   weights: number[];
+  /** π_ref, the reference policy of the KL penalty. */
+  ref: number[];
   seq: number[];
   /** Sequence ids by model call (GSPO `gspo_sequence: "call"`); absent: `seq`. */
   ids?: number[];
@@ -66,7 +70,10 @@ function randomCases(count: number): Case[] {
     };
     if (rand() < 0.5) spec.dual_clip = 1.5 + rand() * 2;
     if (rand() < 0.5) spec.tis_cap = 0.8 + rand();
-    if (rand() < 0.5) spec.kl_coef = rand() * 0.5;
+    if (rand() < 0.5) {
+      spec.kl_coef = rand() * 0.5;
+      spec.kl_estimator = (["k1", "k2", "k3"] as const)[randInt(rand, 0, 2)];
+    }
     return {
       spec,
       new: newLp,
@@ -74,6 +81,7 @@ function randomCases(count: number): Case[] {
       behaviour,
       adv: seq.map((s) => advPerSeq[s]),
       weights: Array.from({ length: n }, () => rand() / n),
+      ref: newLp.map((lp) => lp + (rand() - 0.5) * 2),
       seq,
       ...(byCall ? { ids } : {}),
     };
@@ -106,6 +114,7 @@ Deno.test("TS reference losses match the PyTorch worker's on random inputs", asy
       advantages: c.adv,
       loss_mask: c.new.map(() => 1),
       segment_starts: starts,
+      reference_logprobs: c.ref,
       ...(c.ids ? { sequence_ids: c.ids } : {}),
     }, c.spec);
     const py = results[i];
@@ -114,6 +123,7 @@ Deno.test("TS reference losses match the PyTorch worker's on random inputs", asy
       assert.ok(Math.abs(a - b) <= tol * Math.max(1, Math.abs(b)), `${at} ${name}: ${a} vs ${b}`);
     near(weightedSum(out.loss, c.weights), py.loss, "loss");
     near(out.kl, py.kl, "kl");
+    near(out.kl_ref_mean, py.kl_ref_mean, "kl_ref_mean");
     near(out.ratio_mean, py.ratio_mean, "ratio_mean");
     near(out.ratio_max, py.ratio_max, "ratio_max");
     near(out.ratio_min, py.ratio_min, "ratio_min");
@@ -125,4 +135,44 @@ Deno.test("TS reference losses match the PyTorch worker's on random inputs", asy
   assert.deepEqual([...kinds].sort(), ["ce", "gspo", "ppo"]);
   assert.ok(cases.some((c) => c.spec.kind === "gspo" && c.ids), "no GSPO-per-call case");
   assert.ok(cases.some((c) => c.spec.old_logprobs === "recompute" && c.spec.tis_cap));
+  for (const estimator of ["k1", "k2", "k3"]) {
+    assert.ok(
+      cases.some((c) => c.spec.kl_estimator === estimator && c.spec.kl_coef),
+      `no KL case with ${estimator}`,
+    );
+  }
+});
+
+Deno.test("KL estimators: TS and the worker give the worked values on fixed numbers", async () => {
+  // x = ref − new = [0.5, −1, 0]: k1 = −x, k2 = x²/2, k3 = eˣ − x − 1.
+  const logprobs = [-1.5, -0.5, -2];
+  const ref = [-1, -1.5, -2];
+  const py = `
+import json, torch
+from reins_worker.losses import KL_ESTIMATORS
+t = lambda v: torch.tensor(v, dtype=torch.float64)
+print(json.dumps({k: f(t(${JSON.stringify(logprobs)}), t(${JSON.stringify(ref)})).tolist()
+                  for k, f in KL_ESTIMATORS.items()}))
+`;
+  const out = await new Deno.Command("/usr/bin/python3", {
+    args: ["-c", py],
+    env: workerEnv(),
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  const worker = JSON.parse(new TextDecoder().decode(out.stdout)) as Record<string, number[]>;
+  const expected: Record<KlEstimatorName, number[]> = {
+    k1: [-0.5, 1, 0],
+    k2: [0.125, 0.5, 0],
+    k3: [Math.exp(0.5) - 1.5, Math.exp(-1), 0],
+  };
+  assert.deepEqual(Object.keys(worker).sort(), Object.keys(KL_ESTIMATORS).sort());
+  for (const [name, values] of Object.entries(expected)) {
+    const ts = KL_ESTIMATORS[name as KlEstimatorName](logprobs, ref);
+    values.forEach((v, t) => {
+      assert.ok(Math.abs(ts[t] - v) < 1e-12, `TS ${name}[${t}]: ${ts[t]} vs ${v}`);
+      assert.ok(Math.abs(worker[name][t] - v) < 1e-12, `worker ${name}[${t}]: ${worker[name][t]}`);
+    });
+  }
 });

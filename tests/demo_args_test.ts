@@ -131,6 +131,7 @@ const step = (i: number, ms: number): LoopStepMetrics => ({
   entropy: 1,
   clip_fraction: 0,
   clip_fraction_last_epoch: 0,
+  kl_ref_mean: 0,
   singleton_groups: 0,
   grad_norm: 1,
   held_calls: 0,

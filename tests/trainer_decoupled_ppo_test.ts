@@ -70,8 +70,12 @@ Deno.test("decoupled PPO: epoch 2 clips against π_prox and the TS reference equ
       advantages: row.advantages,
       loss_mask: row.loss_mask,
       segment_starts: row.segment_starts,
+      // π_ref: the worker copied the policy /init loaded at the first pass, i.e. π_prox here.
+      reference_logprobs: proximal,
     }, loss);
     near(weightedSum(ts.loss, row.loss_weights), second.loss, "loss");
+    near(ts.kl_ref_mean, second.metrics.kl_ref_mean!, "kl_ref_mean");
+    assert.ok(ts.kl_ref_mean > 0, "the policy moved away from π_ref");
     near(ts.clip_fraction, second.metrics.clip_fraction, "clip_fraction");
     near(ts.ratio_mean, second.metrics.ratio_mean, "ratio_mean");
     near(ts.ratio_max, second.metrics.ratio_max, "ratio_max");
@@ -83,6 +87,7 @@ Deno.test("decoupled PPO: epoch 2 clips against π_prox and the TS reference equ
       behaviour_logprobs: row.rollout_logprobs,
       advantages: row.advantages,
       loss_mask: row.loss_mask,
+      reference_logprobs: proximal,
     }, loss);
     near(weightedSum(ts0.loss, row.loss_weights), first.loss, "first-epoch loss");
   }, { lr: 0.05 });

@@ -116,8 +116,11 @@ Deno.test("trainer losses: PPO, dual clip, GSPO, TIS, KL and CE match hand-compu
     });
 
     await t.step(
-      "the KL penalty adds kl_coef · (1/r − 1 + log r) per token (k3, x = −log r)",
+      "the KL penalty is to the reference policy π_ref, not π_old: at π_ref it adds nothing",
       async () => {
+        // The policy has not moved since /init, so the reference the worker copies is the
+        // policy itself: KL(π_θ ‖ π_ref) = 0 whatever the ratios to π_old, whose k3
+        // (1/r − 1 + log r, x = −log r) stays a diagnostic (`kl`).
         const ratios = [1.5, 0.5, 1.1, 0.7];
         const k3 = ratios.reduce((s, r) => s + (1 / r - 1 + Math.log(r)), 0);
         const out = await lossWithRatios(client, ratios, [1, -1, 1, 2], {
@@ -126,8 +129,10 @@ Deno.test("trainer losses: PPO, dual clip, GSPO, TIS, KL and CE match hand-compu
           clip_high: 0.28,
           kl_coef: 0.1,
         });
-        close(out.loss, -0.745 + 0.25 * 0.1 * k3, "loss");
-        close(out.metrics.kl, k3 / 4, "kl metric");
+        close(out.loss, -0.745, "loss");
+        close(out.metrics.kl, k3 / 4, "kl metric (to π_old)");
+        close(out.metrics.kl_ref_mean!, 0, "kl_ref_mean (to π_ref)");
+        assert.equal((await client.state()).reference, "init");
       },
     );
 

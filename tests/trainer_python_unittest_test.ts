@@ -23,21 +23,23 @@ Deno.test("trainer python: worker unit tests pass (model, losses, generation, va
 });
 
 Deno.test("trainer python: the worker modules import each other only as a package", async () => {
-  for await (const entry of Deno.readDir(`${workerPackageDir()}/reins_worker`)) {
-    if (!entry.name.endsWith(".py")) continue;
-    const text = await Deno.readTextFile(`${workerPackageDir()}/reins_worker/${entry.name}`);
-    assert.doesNotMatch(text, /sys\.path/, `${entry.name} edits sys.path`);
-    const flat =
-      /^\s*(from|import) (batch|engine|generation|losses|measure|model|sampling|server|validate|hf_model)\b/m
-        .exec(text);
-    assert.equal(flat, null, `${entry.name} imports a sibling flatly: ${flat?.[0]}`);
+  for (const dir of ["reins_worker", "reins_worker/tools"]) {
+    for await (const entry of Deno.readDir(`${workerPackageDir()}/${dir}`)) {
+      if (!entry.name.endsWith(".py")) continue;
+      const text = await Deno.readTextFile(`${workerPackageDir()}/${dir}/${entry.name}`);
+      assert.doesNotMatch(text, /sys\.path/, `${entry.name} edits sys.path`);
+      const flat =
+        /^\s*(from|import) (batch|contract|engine|fields|generation|losses|measure|model|policy_type|reference|sampling|server|validate|hf_model)\b/m
+          .exec(text);
+      assert.equal(flat, null, `${entry.name} imports a sibling flatly: ${flat?.[0]}`);
+    }
   }
 });
 
 Deno.test("trainer python: the GPU benchmark's code path runs on the CPU (--tiny)", async () => {
   const { python } = await resolvePython();
   const out = await new Deno.Command(python, {
-    args: ["-m", "reins_worker.gpu_bench", "--tiny"],
+    args: ["-m", "reins_worker.tools.gpu_bench", "--tiny"],
     stdout: "piped",
     stderr: "piped",
     env: workerEnv({ PYTHONDONTWRITEBYTECODE: "1" }),

@@ -1,5 +1,7 @@
 /**
- * GRPO advantages at the `rollout` or `sample` level (docs/architecture.md#algorithms).
+ * Group-relative advantages at the `rollout` or `sample` level, by named estimator
+ * ({@link ADVANTAGE_ESTIMATORS}: GRPO, mean-centred GRPO, RLOO, Dr. GRPO;
+ * docs/architecture.md#algorithms).
  *
  * A group is the set of rollouts sharing a `group_id` (same task input). Rewards are outcome
  * rewards, so every sample of a rollout carries its rollout's reward. The two levels differ
@@ -16,9 +18,11 @@ import { parseOrThrow, type Sample, ValidationError } from "../schema.ts";
 import {
   type AdvantageDropCounts,
   type AdvantageDropReason,
+  type AdvantageEstimatorName,
   type AdvantageOptions,
   AdvantageOptionsSchema,
   type GroupStats,
+  type ResolvedAdvantageOptions,
   type RolloutOutcome,
   RolloutOutcomeSchema,
 } from "./schema.ts";
@@ -82,8 +86,180 @@ export function meanStd(
   return { mean, std: denom > 0 ? Math.sqrt(ss / denom) : 0 };
 }
 
+/** Reward statistics of a group's members (rollouts or samples, by level), n ≥ 2. */
+export interface GroupRewards {
+  n: number;
+  sum: number;
+  mean: number;
+  /** The std `options.std` names (unbiased or population). */
+  std: number;
+}
+
 /**
- * Computes GRPO advantages and writes them on every token of every sample.
+ * A named advantage estimator: the advantage of a member with reward `reward` in a group of
+ * members with these statistics. Called only for groups with a learning signal (n ≥ 2, rewards
+ * not all equal); one-member and zero-variance groups are handled before, the same for every
+ * estimator. Adding an estimator is one entry here (and its name in `AdvantageEstimatorSchema`).
+ */
+export interface AdvantageEstimator {
+  /** What it computes, in one line. */
+  description: string;
+  advantage(reward: number, group: GroupRewards, options: ResolvedAdvantageOptions): number;
+}
+
+/**
+ * The advantage estimators by name (`advantage.estimator`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ADVANTAGE_ESTIMATORS } from "./advantages.ts";
+ * // Rewards [1, 0, 0]: mean 1/3; RLOO's baseline for the first is the mean of the others, 0.
+ * const group = { n: 3, sum: 1, mean: 1 / 3, std: Math.sqrt(1 / 3) };
+ * const options = { epsilon: 0 } as Parameters<typeof ADVANTAGE_ESTIMATORS.rloo.advantage>[2];
+ * assert.equal(ADVANTAGE_ESTIMATORS.rloo.advantage(1, group, options), 1);
+ * assert.equal(ADVANTAGE_ESTIMATORS.rloo.advantage(0, group, options), -0.5);
+ * ```
+ */
+export const ADVANTAGE_ESTIMATORS: Record<AdvantageEstimatorName, AdvantageEstimator> = {
+  grpo: {
+    description: "GRPO: (r − mean) / (std + ε)",
+    advantage: (r, g, o) => (r - g.mean) / (g.std + o.epsilon),
+  },
+  grpo_mean: {
+    description: "mean-centred GRPO: r − mean (no std division)",
+    // Division by 1 as before the registry: the same float operations, bit for bit.
+    advantage: (r, g) => (r - g.mean) / 1,
+  },
+  rloo: {
+    description: "RLOO: r − mean of the other members' rewards",
+    advantage: (r, g) => r - (g.sum - r) / (g.n - 1),
+  },
+  dr_grpo: {
+    description: "Dr. GRPO: r − mean (no std division; pair with normalization seq_sum_const)",
+    advantage: (r, g) => r - g.mean,
+  },
+};
+
+/**
+ * The estimator `options` name: `estimator`, else `grpo` (or `grpo_mean` without
+ * `normalize_std`), the meaning the options had before estimators had names.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { estimatorName } from "./advantages.ts";
+ * assert.equal(estimatorName({ normalize_std: false }), "grpo_mean");
+ * assert.equal(estimatorName({ estimator: "rloo" }), "rloo");
+ * ```
+ */
+export function estimatorName(options: AdvantageOptions): AdvantageEstimatorName {
+  const opts = parseOrThrow(AdvantageOptionsSchema, options, "options");
+  return opts.estimator ?? (opts.normalize_std ? "grpo" : "grpo_mean");
+}
+
+/** Groups the samples' rollouts (and outcome-only rollouts) by group, in order of appearance. */
+function groupRollouts(
+  samples: readonly Sample[],
+  outcomes: readonly RolloutOutcome[],
+): Map<string, Map<string, RolloutEntry>> {
+  const groups = new Map<string, Map<string, RolloutEntry>>();
+  samples.forEach((s, i) => {
+    let rollouts = groups.get(s.group_id);
+    if (!rollouts) groups.set(s.group_id, rollouts = new Map());
+    let entry = rollouts.get(s.rollout_id);
+    if (!entry) rollouts.set(s.rollout_id, entry = { reward: s.reward, samples: [] });
+    entry.samples.push(i);
+  });
+  const groupOf = new Map<string, string>();
+  for (const s of samples) groupOf.set(s.rollout_id, s.group_id);
+  outcomes.forEach((raw, i) => {
+    const o = parseOrThrow(RolloutOutcomeSchema, raw, `outcomes[${i}]`);
+    const known = groupOf.get(o.rollout_id);
+    if (known !== undefined && known !== o.group_id) {
+      throw new ValidationError(`outcomes[${i}].group_id`, [
+        `outcomes[${i}].group_id: rollout ${o.rollout_id} is in group ${known} in the samples`,
+      ]);
+    }
+    let rollouts = groups.get(o.group_id);
+    if (!rollouts) groups.set(o.group_id, rollouts = new Map());
+    const entry = rollouts.get(o.rollout_id);
+    if (!entry) {
+      rollouts.set(o.rollout_id, { reward: o.reward, samples: [] });
+      groupOf.set(o.rollout_id, o.group_id);
+    } else if (entry.reward !== o.reward) {
+      throw new ValidationError(`outcomes[${i}].reward`, [
+        `outcomes[${i}].reward: rollout ${o.rollout_id} has reward ${entry.reward} ` +
+        `in the samples but ${o.reward} here`,
+      ]);
+    }
+  });
+  return groups;
+}
+
+/** One group's statistics and the advantage of each of its rollouts. */
+function groupAdvantages(
+  group_id: string,
+  entries: RolloutEntry[],
+  opts: ResolvedAdvantageOptions,
+  estimator: AdvantageEstimator,
+): { stats: GroupStats; advantages: number[] } {
+  const nSamples = entries.reduce((acc, e) => acc + e.samples.length, 0);
+  const values = opts.level === "rollout"
+    ? entries.map((e) => e.reward)
+    : entries.flatMap((e) => e.samples.map(() => e.reward));
+  const { mean, std } = meanStd(values, opts.std);
+  const min = values.length ? Math.min(...values) : 0;
+  const max = values.length ? Math.max(...values) : 0;
+  const singleton = entries.length === 1;
+  // Exact equality: equal rewards give no learning signal, however they were computed.
+  const zeroVariance = min === max;
+  const singletonBaseline = singleton && opts.singleton === "baseline";
+  const flat = !singletonBaseline && (singleton || zeroVariance);
+  const drop = flat && opts.zero_variance === "drop";
+  let sum = 0;
+  for (const v of values) sum += v;
+  const rewards: GroupRewards = { n: values.length, sum, mean, std };
+  let advMin = Infinity;
+  let advMax = -Infinity;
+  // Rewards are per rollout, so at both levels a sample's advantage is its rollout's reward
+  // against the group baseline; only the baseline's population differs.
+  const advantages = entries.map((e) => {
+    const a = singletonBaseline
+      ? e.reward - opts.singleton_baseline
+      : flat
+      ? 0
+      : estimator.advantage(e.reward, rewards, opts);
+    if (e.samples.length) {
+      advMin = Math.min(advMin, a);
+      advMax = Math.max(advMax, a);
+    }
+    return a;
+  });
+  return {
+    advantages,
+    stats: {
+      group_id,
+      level: opts.level,
+      n_rollouts: entries.length,
+      n_samples: nSamples,
+      n_members: values.length,
+      reward_mean: mean,
+      reward_std: std,
+      reward_min: min,
+      reward_max: max,
+      zero_variance: zeroVariance,
+      singleton,
+      dropped: drop,
+      advantage_min: nSamples ? advMin : 0,
+      advantage_max: nSamples ? advMax : 0,
+    },
+  };
+}
+
+/**
+ * Computes group-relative advantages with the named estimator (`estimator`; default GRPO) and
+ * writes them on every token of every sample.
  *
  * Context tokens carry the same value as trained tokens: the outcome advantage has no
  * per-token structure, and masking lives in one place only (`loss_mask` and the zero
@@ -122,38 +298,8 @@ export function computeAdvantages(
 ): AdvantageResult {
   const opts = parseOrThrow(AdvantageOptionsSchema, options, "options");
   assertSamples(samples);
-  const groups = new Map<string, Map<string, RolloutEntry>>();
-  samples.forEach((s, i) => {
-    let rollouts = groups.get(s.group_id);
-    if (!rollouts) groups.set(s.group_id, rollouts = new Map());
-    let entry = rollouts.get(s.rollout_id);
-    if (!entry) rollouts.set(s.rollout_id, entry = { reward: s.reward, samples: [] });
-    entry.samples.push(i);
-  });
-  const groupOf = new Map<string, string>();
-  for (const s of samples) groupOf.set(s.rollout_id, s.group_id);
-  outcomes.forEach((raw, i) => {
-    const o = parseOrThrow(RolloutOutcomeSchema, raw, `outcomes[${i}]`);
-    const known = groupOf.get(o.rollout_id);
-    if (known !== undefined && known !== o.group_id) {
-      throw new ValidationError(`outcomes[${i}].group_id`, [
-        `outcomes[${i}].group_id: rollout ${o.rollout_id} is in group ${known} in the samples`,
-      ]);
-    }
-    let rollouts = groups.get(o.group_id);
-    if (!rollouts) groups.set(o.group_id, rollouts = new Map());
-    const entry = rollouts.get(o.rollout_id);
-    if (!entry) {
-      rollouts.set(o.rollout_id, { reward: o.reward, samples: [] });
-      groupOf.set(o.rollout_id, o.group_id);
-    } else if (entry.reward !== o.reward) {
-      throw new ValidationError(`outcomes[${i}].reward`, [
-        `outcomes[${i}].reward: rollout ${o.rollout_id} has reward ${entry.reward} ` +
-        `in the samples but ${o.reward} here`,
-      ]);
-    }
-  });
-
+  const estimator = ADVANTAGE_ESTIMATORS[estimatorName(opts)];
+  const groups = groupRollouts(samples, outcomes);
   const advantageOf = new Float64Array(samples.length);
   const keep = new Uint8Array(samples.length).fill(1);
   const stats: GroupStats[] = [];
@@ -163,34 +309,13 @@ export function computeAdvantages(
     rollouts: zeroCounts(),
     samples: zeroCounts(),
   };
-
   for (const [group_id, rollouts] of groups) {
     const entries = [...rollouts.values()];
     const ids = [...rollouts.keys()];
-    const nSamples = entries.reduce((acc, e) => acc + e.samples.length, 0);
-    const values = opts.level === "rollout"
-      ? entries.map((e) => e.reward)
-      : entries.flatMap((e) => e.samples.map(() => e.reward));
-    const { mean, std } = meanStd(values, opts.std);
-    const min = values.length ? Math.min(...values) : 0;
-    const max = values.length ? Math.max(...values) : 0;
-    const singleton = entries.length === 1;
-    // Exact equality: equal rewards give no learning signal, however they were computed.
-    const zeroVariance = min === max;
-    const singletonBaseline = singleton && opts.singleton === "baseline";
-    const flat = !singletonBaseline && (singleton || zeroVariance);
-    const drop = flat && opts.zero_variance === "drop";
-    const scale = opts.normalize_std ? std + opts.epsilon : 1;
-    let advMin = Infinity;
-    let advMax = -Infinity;
+    const group = groupAdvantages(group_id, entries, opts, estimator);
+    const drop = group.stats.dropped;
     entries.forEach((e, k) => {
-      // Rewards are per rollout, so at both levels a sample's advantage is its rollout's
-      // reward against the group baseline; only the baseline's population differs.
-      const a = singletonBaseline
-        ? e.reward - opts.singleton_baseline
-        : flat
-        ? 0
-        : (e.reward - mean) / scale;
+      const a = group.advantages[k];
       perRollout.push({
         rollout_id: ids[k],
         group_id,
@@ -203,33 +328,14 @@ export function computeAdvantages(
         advantageOf[i] = a;
         if (drop) keep[i] = 0;
       }
-      if (e.samples.length) {
-        advMin = Math.min(advMin, a);
-        advMax = Math.max(advMax, a);
-      }
     });
     if (drop) {
-      const reason: AdvantageDropReason = singleton ? "singleton" : "zero_variance";
+      const reason: AdvantageDropReason = group.stats.singleton ? "singleton" : "zero_variance";
       dropped.groups[reason] += 1;
       dropped.rollouts[reason] += entries.length;
-      dropped.samples[reason] += nSamples;
+      dropped.samples[reason] += group.stats.n_samples;
     }
-    stats.push({
-      group_id,
-      level: opts.level,
-      n_rollouts: entries.length,
-      n_samples: nSamples,
-      n_members: values.length,
-      reward_mean: mean,
-      reward_std: std,
-      reward_min: min,
-      reward_max: max,
-      zero_variance: zeroVariance,
-      singleton,
-      dropped: drop,
-      advantage_min: nSamples ? advMin : 0,
-      advantage_max: nSamples ? advMax : 0,
-    });
+    stats.push(group.stats);
   }
 
   const out: Sample[] = [];

@@ -20,6 +20,7 @@
  * @module
  */
 import {
+  type LossConfig,
   type LossConfigInput,
   LossConfigSchema,
   parseOrThrow,
@@ -242,8 +243,8 @@ export function tisWeights(
 
 /**
  * k3 estimator of KL(π ‖ ref) per token, on tokens sampled from π (the GRPO form): with
- * x = ref_logprob − logprob, k3 = eˣ − x − 1 (unbiased, always ≥ 0). The worker's KL penalty is
- * this with π = the trained policy and ref = π_old.
+ * x = ref_logprob − logprob, k3 = eˣ − x − 1 (unbiased, always ≥ 0). The worker reports it with
+ * ref = π_old as the `kl` metric, and penalises it with ref = π_ref under `kl_estimator: "k3"`.
  *
  * @example
  * ```ts
@@ -260,6 +261,40 @@ export function k3Kl(logprobs: Values, ref_logprobs: Values): Float64Array {
     const x = ref_logprobs[t] - logprobs[t];
     out[t] = Math.expm1(x) - x;
   }
+  return out;
+}
+
+/** A name of {@link KL_ESTIMATORS} (`loss.kl_estimator`). */
+export type KlEstimatorName = LossConfig["kl_estimator"];
+
+/**
+ * Schulman's per-token estimators of KL(π ‖ ref) on tokens sampled from π, with
+ * x = ref_logprob − logprob: `k1` = −x (unbiased, can be negative), `k2` = x²/2 (biased, low
+ * variance), `k3` = eˣ − x − 1 (unbiased and ≥ 0). The worker's `KL_ESTIMATORS` is the same
+ * table (tests/algo_losses_worker_test.ts compares them).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { KL_ESTIMATORS } from "./losses.ts";
+ * // x = ref − logprob = 0.5
+ * assert.deepEqual(KL_ESTIMATORS.k1([-1.5], [-1]), new Float64Array([-0.5]));
+ * assert.deepEqual(KL_ESTIMATORS.k2([-1.5], [-1]), new Float64Array([0.125]));
+ * ```
+ */
+export const KL_ESTIMATORS: Record<
+  KlEstimatorName,
+  (logprobs: Values, ref_logprobs: Values) => Float64Array
+> = {
+  k1: (logprobs, ref) => perToken(logprobs, ref, (x) => -x),
+  k2: (logprobs, ref) => perToken(logprobs, ref, (x) => 0.5 * x * x),
+  k3: k3Kl,
+};
+
+function perToken(logprobs: Values, ref: Values, f: (x: number) => number): Float64Array {
+  sameLength("ref_logprobs", ref, logprobs.length);
+  const out = new Float64Array(logprobs.length);
+  for (let t = 0; t < logprobs.length; t++) out[t] = f(ref[t] - logprobs[t]);
   return out;
 }
 
@@ -294,11 +329,14 @@ export interface PolicyLossInput {
   segment_starts?: readonly number[];
   /** GSPO sequences by id, as a row's `sequence_ids` (overrides `segment_starts`). */
   sequence_ids?: Values;
+  /** π_ref, the frozen reference policy; required when the config's `kl_coef` > 0. */
+  reference_logprobs?: Values;
 }
 
 /** Output of {@link policyLoss}; metrics are over trained tokens, as the worker reports them. */
 export interface PolicyLossOutput {
-  /** Per-token loss, 0 on context tokens: tis·pg + kl_coef·k3 (pg = −logprob for `ce`). */
+  /** Per-token loss, 0 on context tokens: tis·pg + kl_coef·k (pg = −logprob for `ce`, k the
+   * `kl_estimator` of KL(π_θ ‖ π_ref)). */
   loss: Float64Array;
   tokens: number;
   /** Share of trained tokens whose clipped term (or dual clip) was active. */
@@ -306,14 +344,17 @@ export interface PolicyLossOutput {
   ratio_mean: number;
   ratio_min: number;
   ratio_max: number;
-  /** Mean k3 KL(π_θ ‖ π_old) over trained tokens (reported whether or not it is in the loss). */
+  /** Mean k3 KL(π_θ ‖ π_old) over trained tokens (a diagnostic; not in the loss). */
   kl: number;
+  /** Mean `kl_estimator` estimate of KL(π_θ ‖ π_ref) over trained tokens (0 when `kl_coef` is
+   * 0). */
+  kl_ref_mean: number;
 }
 
 /**
  * The per-token loss the worker computes for a row under a `LossConfig` (`kind` `ppo`, `gspo`
- * or `ce`; clip, dual clip, GSPO clip, truncated IS, k3 KL(π_θ ‖ π_old)):
- * ℓ = tis · surrogate + kl_coef · k3 on trained tokens.
+ * or `ce`; clip, dual clip, GSPO clip, truncated IS, KL(π_θ ‖ π_ref) to a reference policy):
+ * ℓ = tis · surrogate + kl_coef · k on trained tokens, k = `KL_ESTIMATORS[kl_estimator]`.
  *
  * @example
  * ```ts
@@ -367,10 +408,20 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
     ? tisWeights(old, input.behaviour_logprobs, cfg.tis_cap)
     : null;
   const kl = k3Kl(input.logprobs, old);
+  let klRef: Float64Array | null = null;
+  if (cfg.kl_coef > 0) {
+    if (input.reference_logprobs === undefined) {
+      throw new ValidationError("reference_logprobs", [
+        "reference_logprobs: required when config.kl_coef > 0",
+      ]);
+    }
+    klRef = KL_ESTIMATORS[cfg.kl_estimator](input.logprobs, input.reference_logprobs);
+  }
   const loss = new Float64Array(n);
   let tokens = 0;
   let clipN = 0;
   let klSum = 0;
+  let klRefSum = 0;
   let rSum = 0;
   let rMin = Infinity;
   let rMax = -Infinity;
@@ -384,7 +435,10 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
     if (ratio[t] > rMax) rMax = ratio[t];
     let l = surrogate[t];
     if (tis) l *= tis[t];
-    if (cfg.kl_coef > 0) l += cfg.kl_coef * kl[t];
+    if (klRef) {
+      l += cfg.kl_coef * klRef[t];
+      klRefSum += klRef[t];
+    }
     loss[t] = l;
   }
   return {
@@ -395,6 +449,7 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
     ratio_min: tokens ? rMin : 1,
     ratio_max: tokens ? rMax : 1,
     kl: tokens ? klSum / tokens : 0,
+    kl_ref_mean: tokens ? klRefSum / tokens : 0,
   };
 }
 

@@ -33,6 +33,20 @@ export const SingletonPolicySchema = z.enum(["zero", "baseline"]);
 export type SingletonPolicy = z.infer<typeof SingletonPolicySchema>;
 
 /**
+ * A named advantage estimator (`lib/algo/advantages.ts`, `ADVANTAGE_ESTIMATORS`), each the
+ * advantage of a member with reward r in a group of n members with mean r̄ and std σ:
+ * - `grpo`: (r − r̄) / (σ + ε) (GRPO, DeepSeekMath);
+ * - `grpo_mean`: r − r̄ (mean-centred GRPO, no std division);
+ * - `rloo`: r − mean of the other n − 1 rewards = n / (n − 1) · (r − r̄) (REINFORCE leave-one-out,
+ *   Ahmadian et al. 2024);
+ * - `dr_grpo`: r − r̄ (Dr. GRPO, Liu et al. 2025: no std division; its other half, no 1/|o| length
+ *   normalization, is the loss normalization `seq_sum_const`).
+ */
+export const AdvantageEstimatorSchema = z.enum(["grpo", "grpo_mean", "rloo", "dr_grpo"]);
+/** A named advantage estimator. */
+export type AdvantageEstimatorName = z.infer<typeof AdvantageEstimatorSchema>;
+
+/**
  * GRPO advantage options.
  *
  * Defaults: `rollout` level (the paper's choice), std normalisation on, `epsilon` 1e-6, the
@@ -41,7 +55,10 @@ export type SingletonPolicy = z.infer<typeof SingletonPolicySchema>;
  */
 export const AdvantageOptionsSchema = z.object({
   level: AdvantageLevelSchema.default("rollout"),
-  /** Divide by the group std (GRPO); false gives Dr. GRPO's mean-centred advantage. */
+  /** The advantage estimator by name; absent: `grpo` when `normalize_std`, else `grpo_mean`. */
+  estimator: AdvantageEstimatorSchema.optional(),
+  /** Divide by the group std (GRPO); false gives the mean-centred advantage. Ignored when
+   * `estimator` is given. */
   normalize_std: z.boolean().default(true),
   /** Added to the std before dividing. */
   epsilon: z.number().min(0).refine(Number.isFinite, "must be a finite number").default(1e-6),

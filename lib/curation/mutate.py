@@ -131,7 +131,8 @@ def candidates(text):
                     if type(op) in CMPOPS:
                         hit = gap_replace(src, left, right, CMPSYM[type(op)], CMPOPS[type(op)])
                         if hit:
-                            add("op_swap", node, fn, *hit, f"{CMPSYM[type(op)]} -> {CMPOPS[type(op)]}")
+                            swap = f"{CMPSYM[type(op)]} -> {CMPOPS[type(op)]}"
+                            add("op_swap", node, fn, *hit, swap)
                     left = right
             elif isinstance(node, ast.BoolOp) and len(node.values) == 2:
                 sym, rep = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")

@@ -14,11 +14,13 @@
  * @module
  */
 import type { z } from "zod";
+import { CAPABILITY_PREFIX } from "../http/credentials.ts";
 import { HttpError, httpErrorFrom } from "../util/error.ts";
 import { backoffDelay } from "../http/retry.ts";
 import { sleep } from "../util/time.ts";
 import { readSse } from "../http/sse.ts";
 import {
+  AGENT_EVENT_KEY_PREFIX,
   type Attempt,
   AttemptSchema,
   AttemptTokenResponseSchema,
@@ -120,6 +122,8 @@ const RETRY_STATUSES = new Set([502, 503, 504]);
 export class GatewayClient {
   readonly baseUrl: string;
   readonly #apiKey: string | undefined;
+  /** True when the key is a capability token (the agent's). */
+  readonly #agent: boolean;
   readonly #retries: number;
   readonly #backoffMs: number;
   readonly #timeoutMs: number;
@@ -128,6 +132,7 @@ export class GatewayClient {
   constructor(baseUrl: string, options: GatewayClientOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.#apiKey = options.apiKey;
+    this.#agent = options.apiKey?.startsWith(CAPABILITY_PREFIX) ?? false;
     this.#retries = options.retries ?? 4;
     this.#backoffMs = options.backoffMs ?? 100;
     this.#timeoutMs = options.timeoutMs ?? 60_000;
@@ -290,7 +295,9 @@ export class GatewayClient {
     options?: CallOptions,
     headers?: Record<string, string>,
   ): Promise<z.infer<S>> {
-    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
+    // A capability token's keys live in the agent's namespace (the store refuses others).
+    const prefix = this.#agent ? AGENT_EVENT_KEY_PREFIX : "";
+    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId(`${prefix}e-`) });
     return this.#json(schema, "POST", path, { events: keyed }, options, headers);
   }
 

@@ -202,6 +202,7 @@ export async function finishStep(
     alignment_max_abs_dp: update.alignment?.max_abs_dp ?? 0,
     loss: update.loss,
     entropy: update.entropy,
+    kl_ref_mean: update.kl_ref_mean,
     clip_fraction: update.clip_fraction,
     clip_fraction_last_epoch: update.clip_fraction_epochs.at(-1) ?? 0,
     grad_norm: update.grad_norm,

@@ -52,12 +52,26 @@ export {
 } from "./context.ts";
 export {
   type CallAlignmentRecord,
+  type EpochsResult,
   type RolloutData,
   type RolloutNote,
+  runEpochs,
+  summarizeUpdate,
   type UpdateOptions,
   updatePolicy,
   type UpdateResult,
 } from "./train.ts";
+export {
+  type BatchPlan,
+  type ModelCallMeta,
+  planBatches,
+  type PlannedPart,
+  type PlanOptions,
+  planSelection,
+  planUpdate,
+  type SelectionPlan,
+  type UpdatePlan,
+} from "./update_plan.ts";
 export { type Exclusion, type Selection, selectSamples, updatesBehind } from "./select.ts";
 export { MetricsWriter, openRunRecord, readMetrics, type RunRecord } from "./metrics.ts";
 export {

@@ -262,6 +262,9 @@ export const LoopStepMetricsSchema = z.object({
   alignment_max_abs_dp: finite,
   loss: finite,
   entropy: finite,
+  /** Mean KL(π_θ ‖ π_ref) estimate (`loss.kl_estimator`) over the update's first-epoch trained
+   * tokens; 0 when `loss.kl_coef` is 0. */
+  kl_ref_mean: finite.default(0),
   clip_fraction: finite,
   /** Clip fraction of the update's last PPO epoch (with `ppo_epochs` > 1, the trust region at
    * work; the first epoch's ratio is 1 wherever π_old is the proximal policy). */

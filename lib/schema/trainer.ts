@@ -30,18 +30,20 @@ import { ErrorBodySchema } from "./gateway_api.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
 const positiveInt = z.number().int().min(1);
+/** Model sizes above this are refused (a typo, not a model this worker could hold). */
+const sizeInt = positiveInt.max(10_000_000);
 
 /** Size and shape of the built-in Qwen3-style decoder. */
 export const BuiltinModelConfigSchema = z.object({
-  vocab_size: positiveInt,
-  d_model: positiveInt,
-  n_layers: positiveInt,
-  n_heads: positiveInt,
+  vocab_size: sizeInt,
+  d_model: sizeInt,
+  n_layers: sizeInt,
+  n_heads: sizeInt,
   /** Key/value heads (grouped-query attention); must divide `n_heads`. */
-  n_kv_heads: positiveInt,
+  n_kv_heads: sizeInt,
   /** Hidden width of the SwiGLU MLP. */
-  d_ff: positiveInt,
-  max_seq_len: positiveInt,
+  d_ff: sizeInt,
+  max_seq_len: sizeInt,
   tie_embeddings: z.boolean().default(true),
   rope_theta: z.number().min(1).default(10_000),
   /** RMSNorm on queries and keys per head (Qwen3). */
@@ -94,7 +96,7 @@ export const OptimizerConfigSchema = z.object({
   /** Linear learning-rate warmup over the first optimizer steps after `/init` (0 = none).
    * A fresh AdamW moves every weight by about `lr` in its first steps, whatever the gradient's
    * size; on a small warm-started policy that alone can undo the warm start. */
-  warmup_steps: z.number().int().min(0).default(0),
+  warmup_steps: z.number().int().min(0).max(10_000_000).default(0),
 });
 /** AdamW settings. */
 export type OptimizerConfig = z.infer<typeof OptimizerConfigSchema>;
@@ -115,6 +117,13 @@ export const WorkerInitRequestSchema = z.object({
   dtype: z.enum(["float32", "bfloat16", "float16"]).optional(),
   /** `cpu`, `cuda`, `cuda:1`, … Default: cuda when available. */
   device: z.string().min(1).optional(),
+  /**
+   * The frozen reference policy π_ref of the KL penalty (`loss.kl_coef` > 0): a checkpoint file
+   * written by `POST /save` (e.g. the run's first one, when resuming). Absent: the policy as this
+   * `/init` loads it, copied by the first `forward_backward` that asks for the penalty (refused
+   * once the policy has moved). Nothing is held while no call asks for it.
+   */
+  reference_path: z.string().min(1).optional(),
 });
 /** Body of `POST /init` as a caller writes it. */
 export type WorkerInitRequest = z.input<typeof WorkerInitRequestSchema>;
@@ -132,9 +141,17 @@ export const LossConfigSchema = z.object({
   /** Truncated importance sampling: ℓ ·= min(exp(old − behaviour), tis_cap); with
    * `old_logprobs: "recompute"` this is decoupled PPO's behaviour weight π_prox / μ. */
   tis_cap: z.number().positive().optional(),
-  /** Weight of the k3 KL(new ‖ old) penalty, k3 = exp(x) − x − 1 with x = old − new; the
-   * reference is the `old_logprobs` policy. */
+  /**
+   * Weight of the KL(π_θ ‖ π_ref) penalty to the frozen reference policy (see `/init`'s
+   * `reference_path`), added per trained token as `kl_coef · k` and weighted by the token's loss
+   * weight like the surrogate. 0 (default): off, and the worker holds no reference model.
+   */
   kl_coef: z.number().min(0).default(0),
+  /**
+   * Schulman's per-token estimator k of KL(π_θ ‖ π_ref), with x = log π_ref − log π_θ:
+   * `k1` = −x, `k2` = x²/2, `k3` = eˣ − x − 1 (unbiased and non-negative; GRPO's).
+   */
+  kl_estimator: z.enum(["k1", "k2", "k3"]).default("k3"),
   /**
    * Ratio denominator π_old. `rollout`: the rows' behaviour logprobs μ. `recompute`: the
    * proximal policy π_prox, the policy at the start of the update (decoupled PPO) — the
@@ -221,6 +238,9 @@ export const LossMetricsSchema = z.object({
   ratio_min: z.number(),
   /** Mean k3 estimate of KL(new ‖ old) over trained tokens. */
   kl: z.number(),
+  /** Mean `kl_estimator` estimate of KL(π_θ ‖ π_ref) over trained tokens (0 when `kl_coef` is
+   * 0; absent from older workers). */
+  kl_ref_mean: z.number().optional(),
 });
 /** Per-call loss metrics. */
 export type LossMetrics = z.infer<typeof LossMetricsSchema>;
@@ -319,6 +339,9 @@ export const WorkerStateSchema = z.object({
   })).optional(),
   /** Set once a rank died or hung: the worker can no longer train. */
   rank_error: z.string().optional(),
+  /** Where the KL penalty's reference policy came from: `init` (the policy as `/init` loaded
+   * it) or a checkpoint path; null while none is held. */
+  reference: z.string().nullable().optional(),
 });
 /** Answer of `GET /state`. */
 export type WorkerState = z.infer<typeof WorkerStateSchema>;

@@ -49,3 +49,9 @@ export {
 export type { LocalWorker, LocalWorkerOptions, PythonInfo } from "./local_worker.ts";
 export { launch } from "./launch.ts";
 export type { LaunchedWorker, LaunchOptions } from "./launch.ts";
+export {
+  WORKER_CONTRACT_URL,
+  type WorkerContract,
+  workerContract,
+  workerContractText,
+} from "./contract.ts";

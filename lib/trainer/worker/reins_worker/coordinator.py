@@ -13,6 +13,7 @@ be restarted (a run's `resume` restores the last checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -144,7 +145,7 @@ class Coordinator:
             replies = [channel.recv(timeout=self.timeout_s) for channel in self.channels]
         except CommError as e:
             dead = self._dead(wait_s=2.0)
-            raise self._broken(f"{what}: {dead or e}")
+            raise self._broken(f"{what}: {dead or e}") from e
         errors = ([local_error] if local_error else []) + [
             RequestError(r["error"]["status"], r["error"]["code"], r["error"]["message"],
                          r["error"].get("field"))
@@ -159,6 +160,8 @@ class Coordinator:
     # -- the training API (as Engine's) ----------------------------------------------------------
 
     def init(self, spec: InitSpec) -> Dict[str, Any]:
+        if spec.reference_path is not None:
+            raise bad("reference_path", "not supported by a data-parallel worker yet")
         device = self.ops.device_of(self.engine.resolve_device(spec.device).type)
         built = self.engine.build(spec)  # bad paths and configs fail here, before any rank
         msg = self.ops.init_message(built, device.type, spec.dtype, spec.optimizer)
@@ -244,7 +247,8 @@ class Coordinator:
     def optim_step(self) -> Dict[str, Any]:
         with self.lock:
             self.engine._require()
-            out, _ = self._run("optim_step", lambda _r: {"op": "optim_step"}, self.engine.optim_step)
+            message = {"op": "optim_step"}
+            out, _ = self._run("optim_step", lambda _r: message, self.engine.optim_step)
             return out
 
     def zero_grad(self) -> Dict[str, Any]:
@@ -286,10 +290,8 @@ def follow(engine: Engine, groups: Groups, channel: Channel) -> None:
         except CommError as e:
             # The group is broken (a peer died or hung): tell rank 0 if it listens, then go.
             err = RequestError(503, "rank_failed", f"rank {groups.env.rank}: {e}")
-            try:
+            with contextlib.suppress(CommError):
                 channel.send({"ok": False, "error": _error_json(err)}, timeout=5.0)
-            except CommError:
-                pass
             os._exit(1)
         except Exception as e:  # a bug on this rank: answer it rather than die silently
             err = RequestError(500, "internal", f"rank {groups.env.rank}: {e}")

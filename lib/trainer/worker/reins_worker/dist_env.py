@@ -10,6 +10,7 @@ died or hangs turns into an error on rank 0, not a hang.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -213,10 +214,8 @@ class Channel:
             return False
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 def open_channels(env: RankEnv, groups: Groups) -> List[Channel]:
@@ -248,7 +247,7 @@ def open_channels(env: RankEnv, groups: Groups) -> List[Channel]:
             try:
                 sock, _ = server.accept()
             except socket.timeout:
-                raise CommError("not every rank connected its command channel in time")
+                raise CommError("not every rank connected its command channel in time") from None
             channel = Channel(sock, -1)
             try:
                 hello = channel.recv(timeout=10.0)
@@ -256,8 +255,12 @@ def open_channels(env: RankEnv, groups: Groups) -> List[Channel]:
                 channel.close()
                 continue
             rank = hello.get("rank")
-            ok = hello.get("secret") == secret and isinstance(rank, int) and 0 < rank < len(channels)
-            if not ok or channels[rank] is not None:
+            if (
+                hello.get("secret") != secret
+                or not isinstance(rank, int)
+                or not 0 < rank < len(channels)
+                or channels[rank] is not None
+            ):
                 channel.close()  # not one of ours
                 continue
             channel.peer = rank

@@ -17,11 +17,14 @@ from typing import Any, ContextManager, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils.clip_grad import clip_grad_norm_
 
 from .batch import Batch, build_batch, linear_batch
 from .losses import LossInputs, policy_loss
 from .hf_layout import LayoutError, is_hf_dir, is_qwen3_dir, load_hf_dir
 from .model import Decoder, ModelConfig, build_builtin, parameter_count
+from .policy_type import Policy
+from .reference import ReferenceSlot, token_logprobs
 from .validate import (
     InitSpec,
     LossSpec,
@@ -86,7 +89,7 @@ class Engine:
         self._gen_cond = threading.Condition()
         self._gen_active = 0
         self._weights_pending = 0
-        self.model: Optional[nn.Module] = None
+        self.model: Optional[Policy] = None
         self.config: Optional[ModelConfig] = None
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.optimizer_spec = OptimizerSpec()
@@ -98,6 +101,7 @@ class Engine:
         self.source: Optional[str] = None
         self.vocab_size = 0
         self.max_seq_len = 0
+        self.reference = ReferenceSlot(0)  # π_ref of the KL penalty, held only once asked for
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -105,7 +109,7 @@ class Engine:
     def initialized(self) -> bool:
         return self.model is not None
 
-    def _require(self) -> nn.Module:
+    def _require(self) -> Policy:
         if self.model is None:
             raise not_initialized()
         return self.model
@@ -132,7 +136,7 @@ class Engine:
         try:
             device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
         except RuntimeError as e:
-            raise bad("device", f"not a torch device: {e}")
+            raise bad("device", f"not a torch device: {e}") from e
         if device.type not in ("cpu", "cuda"):
             raise bad("device", f'expected "cpu" or "cuda[:index]", got {name!r}')
         if device.type == "cuda" and not torch.cuda.is_available():
@@ -152,7 +156,7 @@ class Engine:
             try:
                 model, config = load_hf_dir(spec.path)
             except LayoutError as e:
-                raise bad("model.path", str(e))
+                raise bad("model.path", str(e)) from e
             return Built(model, config, 0, spec.path, "builtin")
         if spec.kind == "checkpoint":
             assert spec.path is not None
@@ -166,7 +170,8 @@ class Engine:
                 model = Decoder(config)
                 model.load_state_dict(checkpoint["model"])
             except (KeyError, TypeError, RuntimeError) as e:
-                raise bad("model.path", f"checkpoint {spec.path} does not fit its config: {e}")
+                message = f"checkpoint {spec.path} does not fit its config: {e}"
+                raise bad("model.path", message) from e
             version = int(checkpoint.get("policy_version", 0))
             # A checkpoint of a built-in model is a built-in model (and saves as one).
             return Built(model, config, version, spec.path, "builtin")
@@ -195,8 +200,16 @@ class Engine:
     def init(self, spec: InitSpec) -> Dict[str, Any]:
         device = self.resolve_device(spec.device)
         built = self.build(spec)
+        reference: Optional[ReferenceSlot] = None
+        if spec.reference_path is not None:  # read and checked before anything changes
+            reference = ReferenceSlot(built.version)
+            checkpoint = self._read_checkpoint(spec.reference_path, "reference_path")
+            reference.load(spec.reference_path, checkpoint, built.config)
         with self.weights_change(), self.lock:
-            return self.install(built, device, spec.dtype, spec.optimizer)
+            self.install(built, device, spec.dtype, spec.optimizer)
+            if reference is not None:
+                self.reference = reference.to(device, self.dtype)
+            return self.state()
 
     def install(
         self,
@@ -221,6 +234,7 @@ class Engine:
         self.source = built.source
         self.vocab_size = built.config.vocab_size
         self.max_seq_len = built.config.max_seq_len
+        self.reference = ReferenceSlot(built.version)
         return self.state()
 
     def state(self) -> Dict[str, Any]:
@@ -243,6 +257,7 @@ class Engine:
                 "param_checksum": self._param_checksum(),
                 "optimizer_checksum": self._optimizer_checksum(),
                 "torch_version": torch.__version__,
+                "reference": self.reference.describe(),
             }
 
     def _param_checksum(self) -> float:
@@ -272,7 +287,7 @@ class Engine:
         try:
             data = _torch_load(path)
         except Exception as e:  # corrupt file or not a torch archive
-            raise bad(field, f"cannot read checkpoint {path}: {e}")
+            raise bad(field, f"cannot read checkpoint {path}: {e}") from e
         if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
             raise bad(field, f"{path} is not a reins trainer checkpoint")
         return data
@@ -408,6 +423,10 @@ class Engine:
             old = batch.proximal[b_idx, t_idx]
         else:
             old = new.detach()
+        reference = None
+        if spec.kl_coef > 0:
+            ref_model = self.reference.ensure(model, self.optimizer_steps, self.policy_version)
+            reference = token_logprobs(ref_model, batch, b_idx, t_idx, p_idx, self.autocast)
         seq = batch.sequence[b_idx, t_idx]
         if seq.numel():
             seq = torch.unique(seq, return_inverse=True)[1]
@@ -419,6 +438,7 @@ class Engine:
             weights=batch.weights[b_idx, t_idx],
             sequence_ids=seq,
             entropy=entropy,
+            reference_logprobs=reference,
         )
         loss, metrics = policy_loss(spec, inputs)
         if new.numel() == 0:
@@ -453,7 +473,7 @@ class Engine:
                 grad_norm = 0.0
             else:
                 clip = self.optimizer_spec.grad_clip
-                norm = torch.nn.utils.clip_grad_norm_(
+                norm = clip_grad_norm_(
                     params, clip if clip > 0 else float("inf")
                 )
                 grad_norm = float(norm.item())

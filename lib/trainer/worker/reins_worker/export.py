@@ -37,7 +37,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, torch.Tensor], ModelConfig]:
         try:
             return hf_layout.load_hf_state(path)
         except hf_layout.LayoutError as e:
-            raise ExportError("--checkpoint", str(e))
+            raise ExportError("--checkpoint", str(e)) from e
     if not os.path.isfile(path):
         raise ExportError(
             "--checkpoint", f"{path} is neither a checkpoint file nor an HF directory"
@@ -47,7 +47,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, torch.Tensor], ModelConfig]:
     try:
         data = _torch_load(path)
     except Exception as e:  # not a torch archive
-        raise ExportError("--checkpoint", f"cannot read {path}: {e}")
+        raise ExportError("--checkpoint", f"cannot read {path}: {e}") from e
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise ExportError("--checkpoint", f"{path} is not a reins trainer checkpoint")
     if data.get("model_kind") != "builtin":
@@ -55,7 +55,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, torch.Tensor], ModelConfig]:
     try:
         config = ModelConfig(**data["config"])
     except (KeyError, TypeError) as e:
-        raise ExportError("--checkpoint", f"{path} has no usable config: {e}")
+        raise ExportError("--checkpoint", f"{path} has no usable config: {e}") from e
     return {k: v.float() for k, v in data["model"].items()}, config
 
 
@@ -95,14 +95,14 @@ def run(argv: List[str]) -> Dict[str, Any]:
                 args.gguf, state, config, args.type, tokenizer, args.name
             )
         except gguf_export.GGUFError as e:
-            raise ExportError("--gguf", str(e))
+            raise ExportError("--gguf", str(e)) from e
     if args.hf:
         try:
             files = hf_layout.save_hf_dir(
                 args.hf, state, config, args.dtype, tokenizer, args.max_shard_bytes
             )
         except hf_layout.LayoutError as e:
-            raise ExportError("--hf", str(e))
+            raise ExportError("--hf", str(e)) from e
         out["hf"] = {"dir": args.hf, "files": files, "dtype": args.dtype}
     return out
 

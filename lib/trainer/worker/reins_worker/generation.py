@@ -159,7 +159,10 @@ class BatchDecoder:
                 fresh.v[layer][len(keep) :, :, cursor - width : cursor] = tmp.v[layer][:, :, :width]
             self.cache = fresh
             self.cursor = cursor
-            self.logits = new_logits if not keep else torch.cat([self.logits, new_logits])
+            if keep:
+                assert self.logits is not None  # the kept rows' logits
+                new_logits = torch.cat([self.logits, new_logits])
+            self.logits = new_logits
         for j, ln, budget in zip(jobs, lens, budgets):
             self.rows.append(
                 _Row(

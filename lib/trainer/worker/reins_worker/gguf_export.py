@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Any, BinaryIO, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -338,7 +338,7 @@ def _read_json(path: str) -> Dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError) as e:
-        raise GGUFError(f"tokenizer: cannot read {path}: {e}")
+        raise GGUFError(f"tokenizer: cannot read {path}: {e}") from e
     if not isinstance(data, dict):
         raise GGUFError(f"tokenizer: {path} is not a JSON object")
     return data

@@ -248,9 +248,9 @@ def read_hf_config(directory: str) -> Dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             cfg = json.load(f)
     except OSError as e:
-        raise LayoutError(f"{path}: cannot read: {e}")
+        raise LayoutError(f"{path}: cannot read: {e}") from e
     except ValueError as e:
-        raise LayoutError(f"{path}: not JSON: {e}")
+        raise LayoutError(f"{path}: not JSON: {e}") from e
     if not isinstance(cfg, dict):
         raise LayoutError(f"{path}: not a JSON object")
     return cfg
@@ -262,7 +262,7 @@ def load_hf_state(directory: str) -> Tuple[Dict[str, torch.Tensor], ModelConfig]
     try:
         tensors = st.load_dir(directory)
     except (st.SafetensorsError, OSError) as e:
-        raise LayoutError(str(e))
+        raise LayoutError(str(e)) from e
     return from_hf_tensors(tensors, config, directory), config
 
 
@@ -273,5 +273,5 @@ def load_hf_dir(directory: str) -> Tuple[Decoder, ModelConfig]:
     try:
         model.load_state_dict(state)
     except RuntimeError as e:  # a shape that does not fit config.json
-        raise LayoutError(f"{directory}: tensors do not fit config.json: {e}")
+        raise LayoutError(f"{directory}: tensors do not fit config.json: {e}") from e
     return model, config

@@ -28,7 +28,7 @@ class HFCache:
 class HFPolicy(nn.Module):
     def __init__(self, model: nn.Module, config: ModelConfig) -> None:
         super().__init__()
-        self.model = model
+        self.model: Any = model  # a transformers causal LM (its config and methods are read)
         self.config = config
 
     def forward(
@@ -68,7 +68,9 @@ def _transformers() -> Any:
     try:
         import transformers  # type: ignore
     except ImportError:
-        raise bad("model.kind", '"hf" needs the transformers package: pip install transformers')
+        raise bad(
+            "model.kind", '"hf" needs the transformers package: pip install transformers'
+        ) from None
     return transformers
 
 
@@ -77,7 +79,7 @@ def load_hf(path: str) -> Tuple[nn.Module, ModelConfig]:
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
     except Exception as e:
-        raise bad("model.path", f"cannot load a Hugging Face model from {path}: {e}")
+        raise bad("model.path", f"cannot load a Hugging Face model from {path}: {e}") from e
     config = model_config_of(model.config)
     return HFPolicy(model, config), config
 
@@ -98,9 +100,9 @@ def hf_from_config(config: Dict[str, Any]) -> Tuple[nn.Module, ModelConfig]:
         hf_config = transformers.AutoConfig.for_model(model_type, **fields)
         model = transformers.AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.float32)
     except Exception as e:
-        raise bad("model.config", f"cannot build a Hugging Face {model_type} model: {e}")
-    config = model_config_of(hf_config)
-    return HFPolicy(model, config), config
+        raise bad("model.config", f"cannot build a Hugging Face {model_type} model: {e}") from e
+    model_config = model_config_of(hf_config)
+    return HFPolicy(model, model_config), model_config
 
 
 def model_config_of(c: Any) -> ModelConfig:

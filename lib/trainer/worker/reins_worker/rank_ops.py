@@ -52,6 +52,7 @@ def merge_metrics(parts: Sequence[Dict[str, float]]) -> Dict[str, float]:
             "ratio_max": 1.0,
             "ratio_min": 1.0,
             "kl": 0.0,
+            "kl_ref_mean": 0.0,
             "entropy": 0.0,
         }
 
@@ -65,6 +66,7 @@ def merge_metrics(parts: Sequence[Dict[str, float]]) -> Dict[str, float]:
         "ratio_max": max(p["ratio_max"] for p in live),
         "ratio_min": min(p["ratio_min"] for p in live),
         "kl": mean("kl"),
+        "kl_ref_mean": mean("kl_ref_mean"),
         "entropy": mean("entropy"),
     }
 
@@ -246,7 +248,8 @@ class RankOps:
                     batch = build_batch([row], engine.device)
                     out = engine.forward_backward_batch(batch, loss, want_lp)
                 except RequestError as e:
-                    raise RequestError(e.status, e.code, f"rows[{i}]: {e.message}", f"rows[{i}]")
+                    where = f"rows[{i}]"
+                    raise RequestError(e.status, e.code, f"{where}: {e.message}", where) from e
                 loss_sum += out["loss"]
                 metrics.append(out["metrics"])
                 if want_lp:
@@ -300,7 +303,11 @@ class RankOps:
 
     def state(self) -> Dict[str, Any]:
         engine = self.engine
-        out: Dict[str, Any] = {"rank": self.env.rank, "pid": os.getpid(), "device": str(engine.device)}
+        out: Dict[str, Any] = {
+            "rank": self.env.rank,
+            "pid": os.getpid(),
+            "device": str(engine.device),
+        }
         if engine.initialized:
             out["param_checksum"] = engine._param_checksum()
             out["optimizer_checksum"] = engine._optimizer_checksum()

@@ -122,7 +122,7 @@ def read_header(path: str) -> Tuple[Dict[str, dict], Dict[str, str], int]:
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SafetensorsError(f"{path}: header is not JSON: {e}")
+        raise SafetensorsError(f"{path}: header is not JSON: {e}") from e
     if not isinstance(header, dict):
         raise SafetensorsError(f"{path}: header is not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
@@ -210,7 +210,7 @@ def load_dir(directory: str) -> Dict[str, torch.Tensor]:
             with open(index_path, encoding="utf-8") as f:
                 weight_map = json.load(f)["weight_map"]
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SafetensorsError(f"{index_path}: not a safetensors index: {e}")
+            raise SafetensorsError(f"{index_path}: not a safetensors index: {e}") from e
         if not isinstance(weight_map, dict):
             raise SafetensorsError(f"{index_path}: weight_map is not an object")
         by_shard: Dict[str, List[str]] = {}
@@ -253,7 +253,7 @@ def save_dir(
     weight_map = {}
     for file, shard in zip(files, shards):
         save(os.path.join(directory, file), shard, metadata)
-        weight_map.update({name: file for name in shard})
+        weight_map.update(dict.fromkeys(shard, file))
     index = {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map}
     with open(os.path.join(directory, INDEX_FILE), "w", encoding="utf-8") as f:
         json.dump(index, f, indent=2, sort_keys=True)

@@ -8,18 +8,19 @@ that directory on PYTHONPATH). Once listening it prints one line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
 import sys
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 import torch
 
 from .coordinator import Coordinator, follow
-from .cpu_probe import cpu_probe
+from .tools.cpu_probe import cpu_probe
 from .dist_env import (
     DEFAULT_TIMEOUT_S,
     init_groups,
@@ -42,7 +43,7 @@ from .validate import (
 )
 
 MAX_BODY_BYTES = 512 * 1024 * 1024
-# Measured once at start-up (cpu_probe.py); served by /health.
+# Measured once at start-up (tools/cpu_probe.py); served by /health.
 CPU_PROBE: Dict[str, Any] = {}
 
 
@@ -61,7 +62,7 @@ class StreamJob(GenJob):
 
 def make_handler(
     engine: Engine, scheduler: GenerateScheduler, coordinator: Optional[Coordinator] = None
-) -> type:
+) -> Type[BaseHTTPRequestHandler]:
     """Routes over `engine`; training calls go through `coordinator` when the worker runs
     several data-parallel ranks."""
     trainer: Any = coordinator or engine
@@ -103,7 +104,7 @@ def make_handler(
                 # NaN literals parse; validation then refuses them naming the field.
                 return json.loads(raw)
             except ValueError as e:
-                raise RequestError(400, "bad_json", f"(body): invalid JSON: {e}", "(body)")
+                raise RequestError(400, "bad_json", f"(body): invalid JSON: {e}", "(body)") from e
 
         def _dispatch(self, method: str) -> None:
             path = self.path.split("?", 1)[0].rstrip("/") or "/"
@@ -124,10 +125,8 @@ def make_handler(
                 pass
             except Exception as e:  # an engine bug must not kill the worker
                 traceback.print_exc()
-                try:
+                with contextlib.suppress(OSError):
                     self._send_json(500, {"error": {"code": "internal", "message": str(e)}})
-                except OSError:
-                    pass
 
         def do_GET(self) -> None:  # noqa: N802
             self._dispatch("GET")

@@ -1,129 +1,69 @@
 """Request validation: every check runs before the model or optimizer is touched, and every
-failure names the offending field (`rows[2].loss_mask`), mirroring lib/schema/trainer.ts."""
+failure names the offending field (`rows[2].loss_mask`).
+
+Defaults, enums and bounds come from the request contract (`contract.py`, emitted from
+lib/schema/trainer.ts); what JSON Schema cannot say (heads dividing, one value per token, tree
+parents) is checked here.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import contract
+from .fields import (
+    RequestError,
+    is_int,
+    bad,
+    boolean,
+    checked,
+    field_or_default,
+    integer,
+    numbers,
+    obj,
+    one_of,
+    token_ids,
+)
 
-class RequestError(Exception):
-    """An error answered as HTTP `status` with `{"error": {"code", "message", "field"}}`."""
-
-    def __init__(self, status: int, code: str, message: str, field_name: Optional[str] = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field_name
-
-    def to_json(self) -> Dict[str, Any]:
-        err: Dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            err["field"] = self.field
-        return {"error": err}
-
-
-def bad(field_name: str, message: str) -> RequestError:
-    return RequestError(400, "bad_request", f"{field_name}: {message}", field_name)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
-
-
-def obj(value: Any, name: str) -> Dict[str, Any]:
-    if not isinstance(value, dict):
-        raise bad(name, "expected an object")
-    return value
-
-
-def num(
-    value: Any,
-    name: str,
-    lo: Optional[float] = None,
-    hi: Optional[float] = None,
-    lo_open: bool = False,
-) -> float:
-    if not _is_num(value):
-        raise bad(name, "expected a finite number")
-    if lo is not None and (value < lo or (lo_open and value == lo)):
-        raise bad(name, f"must be {'>' if lo_open else '>='} {lo}, got {value}")
-    if hi is not None and value > hi:
-        raise bad(name, f"must be <= {hi}, got {value}")
-    return float(value)
-
-
-def integer(value: Any, name: str, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
-    if not _is_int(value):
-        raise bad(name, "expected an integer")
-    if lo is not None and value < lo:
-        raise bad(name, f"must be >= {lo}, got {value}")
-    if hi is not None and value > hi:
-        raise bad(name, f"must be <= {hi}, got {value}")
-    return int(value)
-
-
-def boolean(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise bad(name, "expected true or false")
-    return value
-
-
-def string(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise bad(name, "expected a non-empty string")
-    return value
-
-
-def token_ids(value: Any, name: str, vocab_size: int, allow_empty: bool = False) -> List[int]:
-    if not isinstance(value, list):
-        raise bad(name, "expected an array of token ids")
-    if not value and not allow_empty:
-        raise bad(name, "expected at least one token id")
-    # Fast path first (rows can hold 100k tokens); on failure, find the first bad element.
-    if all(type(v) is int for v in value) and (
-        not value or (min(value) >= 0 and max(value) < vocab_size)
-    ):
-        return value
-    for i, v in enumerate(value):
-        if not _is_int(v):
-            raise bad(f"{name}[{i}]", "expected an integer token id")
-        if v < 0 or v >= vocab_size:
-            raise bad(f"{name}[{i}]", f"token id {v} is outside the vocabulary [0, {vocab_size})")
-    return list(value)
-
-
-def numbers(value: Any, name: str, length: int) -> List[float]:
-    if not isinstance(value, list):
-        raise bad(name, "expected an array of numbers")
-    if len(value) != length:
-        raise bad(name, f"expected {length} values (one per token), got {len(value)}")
-    if all(type(v) in (int, float) for v in value) and all(map(math.isfinite, value)):
-        return value
-    for i, v in enumerate(value):
-        if not _is_num(v):
-            raise bad(f"{name}[{i}]", f"expected a finite number, got {v!r}")
-    return [float(v) for v in value]
+# RequestError, bad and integer are re-exported: the engine, server and tools import them here.
+__all__ = [
+    "GenerateSpec",
+    "InitSpec",
+    "LossSpec",
+    "OptimizerSpec",
+    "RequestError",
+    "Row",
+    "bad",
+    "integer",
+    "parse_forward_backward",
+    "parse_generate",
+    "parse_init",
+    "parse_logprobs",
+    "parse_loss",
+    "parse_model_config",
+    "parse_optimizer",
+    "parse_path",
+    "parse_row",
+    "per_token_list",
+]
 
 
 # ---------------------------------------------------------------------------------------------
 # init
 
 
+_OPTIMIZER = contract.properties(contract.node("init", "optimizer"))
+
+
 @dataclass
 class OptimizerSpec:
-    lr: float = 1e-5
-    betas: Sequence[float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    eps: float = 1e-8
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
+    lr: float = contract.default(_OPTIMIZER["lr"])
+    betas: Sequence[float] = tuple(contract.default(_OPTIMIZER["betas"]))
+    weight_decay: float = contract.default(_OPTIMIZER["weight_decay"])
+    eps: float = contract.default(_OPTIMIZER["eps"])
+    grad_clip: float = contract.default(_OPTIMIZER["grad_clip"])
+    warmup_steps: int = contract.default(_OPTIMIZER["warmup_steps"])
 
     def lr_at(self, step: int) -> float:
         """Learning rate of optimizer step `step` (0-based): linear warmup, then constant."""
@@ -151,9 +91,11 @@ class InitSpec:
     optimizer: OptimizerSpec
     dtype: Optional[str]
     device: Optional[str]
+    # A checkpoint whose weights are the frozen KL reference policy (None: the policy as loaded).
+    reference_path: Optional[str] = None
 
 
-_CONFIG_INTS = ["vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "max_seq_len"]
+_MODEL_CONFIG = contract.node("init", "model", "builtin", "config")
 
 
 def parse_optimizer(value: Any, name: str = "optimizer") -> OptimizerSpec:
@@ -161,39 +103,35 @@ def parse_optimizer(value: Any, name: str = "optimizer") -> OptimizerSpec:
         return OptimizerSpec()
     o = obj(value, name)
     spec = OptimizerSpec()
-    if "lr" in o:
-        spec.lr = num(o["lr"], f"{name}.lr", lo=0)
-    if "betas" in o:
-        betas = o["betas"]
-        if not isinstance(betas, list) or len(betas) != 2:
-            raise bad(f"{name}.betas", "expected two numbers [beta1, beta2]")
-        spec.betas = (
-            num(betas[0], f"{name}.betas[0]", lo=0, hi=0.999999),
-            num(betas[1], f"{name}.betas[1]", lo=0, hi=0.999999),
-        )
-    if "weight_decay" in o:
-        spec.weight_decay = num(o["weight_decay"], f"{name}.weight_decay", lo=0)
-    if "eps" in o:
-        spec.eps = num(o["eps"], f"{name}.eps", lo=0, lo_open=True)
-    if "grad_clip" in o:
-        spec.grad_clip = num(o["grad_clip"], f"{name}.grad_clip", lo=0)
-    if "warmup_steps" in o:
-        spec.warmup_steps = integer(o["warmup_steps"], f"{name}.warmup_steps", lo=0, hi=10_000_000)
+    for key, schema in _OPTIMIZER.items():
+        if key not in o:
+            continue
+        if key == "betas":
+            pair = schema["prefixItems"]
+            betas = o["betas"]
+            if not isinstance(betas, list) or len(betas) != len(pair):
+                raise bad(f"{name}.betas", "expected two numbers [beta1, beta2]")
+            spec.betas = tuple(
+                checked(b, f"{name}.betas[{i}]", s) for i, (b, s) in enumerate(zip(betas, pair))
+            )
+        else:
+            setattr(spec, key, checked(o[key], f"{name}.{key}", schema))
     return spec
 
 
 def parse_model_config(value: Any, name: str) -> Dict[str, Any]:
     c = obj(value, name)
     out: Dict[str, Any] = {}
-    for key in _CONFIG_INTS:
+    fields = contract.properties(_MODEL_CONFIG)
+    for key in contract.required(_MODEL_CONFIG):
         if key not in c:
             raise bad(f"{name}.{key}", "is required")
-        out[key] = integer(c[key], f"{name}.{key}", lo=1, hi=10_000_000)
+        out[key] = checked(c[key], f"{name}.{key}", fields[key])
     if out["n_heads"] % out["n_kv_heads"] != 0:
         raise bad(f"{name}.n_kv_heads", "must divide n_heads")
     head_dim = c.get("head_dim")
     if head_dim is not None:
-        out["head_dim"] = integer(head_dim, f"{name}.head_dim", lo=2)
+        out["head_dim"] = checked(head_dim, f"{name}.head_dim", fields["head_dim"])
         if out["head_dim"] % 2:
             raise bad(f"{name}.head_dim", "must be even (RoPE rotates pairs)")
     else:
@@ -201,34 +139,40 @@ def parse_model_config(value: Any, name: str) -> Dict[str, Any]:
             raise bad(f"{name}.n_heads", "must divide d_model (or give head_dim)")
         if (out["d_model"] // out["n_heads"]) % 2:
             raise bad(f"{name}.n_heads", "d_model / n_heads must be even (RoPE rotates pairs)")
-    out["tie_embeddings"] = boolean(c.get("tie_embeddings", True), f"{name}.tie_embeddings")
-    out["rope_theta"] = num(c.get("rope_theta", 10000.0), f"{name}.rope_theta", lo=1)
-    out["qk_norm"] = boolean(c.get("qk_norm", True), f"{name}.qk_norm")
-    out["norm_eps"] = num(c.get("norm_eps", 1e-6), f"{name}.norm_eps", lo=0, lo_open=True)
+    for key in ("tie_embeddings", "rope_theta", "qk_norm", "norm_eps"):
+        out[key] = field_or_default(c, key, f"{name}.{key}", fields[key])
+    out["rope_theta"] = float(out["rope_theta"])
     return out
 
 
 def parse_init(body: Any) -> InitSpec:
     b = obj(body, "(body)")
     model = obj(b.get("model"), "model")
-    kind = model.get("kind")
-    if kind not in ("builtin", "hf", "checkpoint"):
-        raise bad("model.kind", 'expected "builtin", "hf" or "checkpoint"')
+    kind = one_of(model.get("kind"), "model.kind", contract.enum(contract.node("init", "model")))
     config = None
     path = None
     seed = 0
     if kind == "builtin":
         config = parse_model_config(model.get("config"), "model.config")
-        seed = integer(model.get("seed", 0), "model.seed")
+        seed_schema = contract.node("init", "model", "builtin", "seed")
+        seed = field_or_default(model, "seed", "model.seed", seed_schema)
     else:
-        path = string(model.get("path"), "model.path")
-    dtype = b.get("dtype")
-    if dtype is not None and dtype not in ("float32", "bfloat16", "float16"):
-        raise bad("dtype", 'expected "float32", "bfloat16" or "float16"')
-    device = b.get("device")
-    if device is not None:
-        device = string(device, "device")
-    return InitSpec(kind, config, seed, path, parse_optimizer(b.get("optimizer")), dtype, device)
+        path_schema = contract.node("init", "model", kind, "path")
+        path = checked(model.get("path"), "model.path", path_schema)
+    optional: Dict[str, Optional[str]] = {}
+    for key in ("dtype", "device", "reference_path"):
+        value = b.get(key)
+        optional[key] = None if value is None else checked(value, key, contract.node("init", key))
+    return InitSpec(
+        kind,
+        config,
+        seed,
+        path,
+        parse_optimizer(b.get("optimizer")),
+        optional["dtype"],
+        optional["device"],
+        optional["reference_path"],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,47 +207,35 @@ class Row:
         return self.parent is None and len(self.segment_starts) <= 1
 
 
+_LOSS = contract.properties(contract.node("forward_backward", "loss"))
+
+
 @dataclass
 class LossSpec:
+    """The `loss` of a forward_backward call; every field and default is the contract's."""
+
     kind: str
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    clip_low: float = contract.default(_LOSS["clip_low"])
+    clip_high: float = contract.default(_LOSS["clip_high"])
     dual_clip: Optional[float] = None
-    gspo_clip_low: float = 3e-4
-    gspo_clip_high: float = 4e-4
+    gspo_clip_low: float = contract.default(_LOSS["gspo_clip_low"])
+    gspo_clip_high: float = contract.default(_LOSS["gspo_clip_high"])
     tis_cap: Optional[float] = None
-    kl_coef: float = 0.0
-    old_logprobs: str = "rollout"
+    # KL(π_θ ‖ π_ref) to the frozen reference policy: its weight (0 = off) and estimator.
+    kl_coef: float = contract.default(_LOSS["kl_coef"])
+    kl_estimator: str = contract.default(_LOSS["kl_estimator"])
+    old_logprobs: str = contract.default(_LOSS["old_logprobs"])
     # What the rows' sequence ids stand for (GSPO): "sample" or "call". The rows carry the ids;
     # this names them, so that a result can say which sequence its ratio was taken over.
-    gspo_sequence: str = "sample"
+    gspo_sequence: str = contract.default(_LOSS["gspo_sequence"])
 
 
 def parse_loss(value: Any) -> LossSpec:
     o = obj(value, "loss")
-    kind = o.get("kind")
-    if kind not in ("ppo", "gspo", "ce"):
-        raise bad("loss.kind", 'expected "ppo", "gspo" or "ce"')
-    spec = LossSpec(kind)
-    for key in ("clip_low", "clip_high", "gspo_clip_low", "gspo_clip_high", "kl_coef"):
-        if o.get(key) is not None:
-            setattr(spec, key, num(o[key], f"loss.{key}", lo=0))
-    if spec.clip_low >= 1:
-        raise bad("loss.clip_low", "must be < 1 (the ratio is clipped to [1 - clip_low, ...])")
-    if spec.gspo_clip_low >= 1:
-        raise bad("loss.gspo_clip_low", "must be < 1")
-    if o.get("dual_clip") is not None:
-        spec.dual_clip = num(o["dual_clip"], "loss.dual_clip", lo=1, lo_open=True)
-    if o.get("tis_cap") is not None:
-        spec.tis_cap = num(o["tis_cap"], "loss.tis_cap", lo=0, lo_open=True)
-    old = o.get("old_logprobs", "rollout")
-    if old not in ("rollout", "recompute"):
-        raise bad("loss.old_logprobs", 'expected "rollout" or "recompute"')
-    spec.old_logprobs = old
-    gspo_sequence = o.get("gspo_sequence", "sample")
-    if gspo_sequence not in ("sample", "call"):
-        raise bad("loss.gspo_sequence", 'expected "sample" or "call"')
-    spec.gspo_sequence = gspo_sequence
+    spec = LossSpec(checked(o.get("kind"), "loss.kind", _LOSS["kind"]))
+    for key, schema in _LOSS.items():
+        if key != "kind" and o.get(key) is not None:
+            setattr(spec, key, checked(o[key], f"loss.{key}", schema))
     return spec
 
 
@@ -326,7 +258,7 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
         raise bad(f"{name}.loss_mask", f"expected {n} values (one per token), got {len(mask_raw)}")
     if not all(type(v) is int and (v == 0 or v == 1) for v in mask_raw):
         for i, v in enumerate(mask_raw):
-            if not _is_int(v) or v not in (0, 1):
+            if not is_int(v) or v not in (0, 1):
                 raise bad(f"{name}.loss_mask[{i}]", f"expected 0 or 1, got {v!r}")
     advantages = numbers(r.get("advantages"), f"{name}.advantages", n)
     weights = numbers(r.get("loss_weights"), f"{name}.loss_weights", n)
@@ -462,19 +394,20 @@ def parse_generate(body: Any, vocab_size: int, max_seq_len: int) -> GenerateSpec
             "prompt_ids",
             f"prompt of {len(prompt)} tokens leaves no room (max_seq_len {max_seq_len})",
         )
-    max_tokens = integer(b.get("max_tokens"), "max_tokens", lo=1)
-    temperature = num(b.get("temperature", 1.0), "temperature", lo=0)
-    top_p = num(b.get("top_p", 1.0), "top_p", lo=0, hi=1, lo_open=True)
-    stop_raw = b.get("stop_ids", [])
+    fields = contract.properties(contract.node("generate"))
+    max_tokens = checked(b.get("max_tokens"), "max_tokens", fields["max_tokens"])
+    temperature = float(field_or_default(b, "temperature", "temperature", fields["temperature"]))
+    top_p = float(field_or_default(b, "top_p", "top_p", fields["top_p"]))
+    stop_raw = b.get("stop_ids", contract.default(fields["stop_ids"]))
     if not isinstance(stop_raw, list):
         raise bad("stop_ids", "expected an array of token ids")
     stop_ids = []
     for i, s in enumerate(stop_raw):
-        stop_ids.append(integer(s, f"stop_ids[{i}]", lo=0))
+        stop_ids.append(checked(s, f"stop_ids[{i}]", fields["stop_ids"]["items"]))
     seed = b.get("seed")
     if seed is not None:
-        seed = integer(seed, "seed")
-    stream = boolean(b.get("stream", False), "stream")
+        seed = checked(seed, "seed", fields["seed"])
+    stream = field_or_default(b, "stream", "stream", fields["stream"])
     return GenerateSpec(prompt, max_tokens, temperature, top_p, stop_ids, seed, stream)
 
 
@@ -491,10 +424,11 @@ def parse_logprobs(
         if len(ids) > max_seq_len:
             raise bad(f"sequences[{i}]", f"{len(ids)} tokens exceed max_seq_len {max_seq_len}")
         out.append(ids)
-    temperature = num(b.get("temperature", 1.0), "temperature", lo=0, lo_open=True)
+    temperature_schema = contract.node("logprobs", "temperature")
+    temperature = float(field_or_default(b, "temperature", "temperature", temperature_schema))
     return out, temperature
 
 
 def parse_path(body: Any) -> str:
     b = obj(body, "(body)")
-    return string(b.get("path"), "path")
+    return checked(b.get("path"), "path", contract.node("checkpoint", "path"))

@@ -3,7 +3,7 @@
 import unittest
 from unittest import mock
 
-from reins_worker import cpu_probe
+from reins_worker.tools import cpu_probe
 
 
 class CpuProbeTest(unittest.TestCase):

@@ -135,7 +135,10 @@ class ReadBackTest(unittest.TestCase):
         decoder = BatchDecoder(engine)
         outs = [Collect() for _ in range(6)]
         decoder.admit(
-            [c.job(engine, [1, 2 + i], 20, i, top_p=0.8 if i % 2 else 1.0) for i, c in enumerate(outs)]
+            [
+                c.job(engine, [1, 2 + i], 20, i, top_p=0.8 if i % 2 else 1.0)
+                for i, c in enumerate(outs)
+            ]
         )
         calls = {"item": 0, "tolist": 0}
         item, tolist = torch.Tensor.item, torch.Tensor.tolist

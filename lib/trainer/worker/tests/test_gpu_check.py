@@ -6,7 +6,7 @@ import os
 import tempfile
 import unittest
 
-from reins_worker.gpu_check import main
+from reins_worker.tools.gpu_check import main
 
 
 class GpuCheckTinyTest(unittest.TestCase):

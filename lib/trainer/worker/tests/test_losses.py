@@ -25,12 +25,18 @@ def inputs(log_ratio, adv, weights, seq=None, behaviour_shift=None):
     )
 
 
+def grad_of(x: LossInputs) -> torch.Tensor:
+    grad = x.new_logprobs.grad
+    assert grad is not None, "backward() ran"
+    return grad
+
+
 class LossTest(unittest.TestCase):
     def test_ppo_gradient_vanishes_where_clipped(self) -> None:
         x = inputs([math.log(1.5), math.log(1.1)], [1.0, 1.0], [1.0, 1.0])
         loss, metrics = policy_loss(LossSpec("ppo", 0.2, 0.2), x)
         loss.backward()
-        grad = x.new_logprobs.grad.tolist()
+        grad = grad_of(x).tolist()
         self.assertEqual(grad[0], 0.0)  # ratio 1.5 > 1.2 with A > 0: clipped, no gradient
         self.assertAlmostEqual(grad[1], -1.1, places=5)  # d(−A·r)/dlogp = −A·r
         self.assertAlmostEqual(metrics["clip_fraction"], 0.5)
@@ -44,7 +50,7 @@ class LossTest(unittest.TestCase):
         s1 = math.exp((lr[2] + lr[3]) / 2)
         self.assertAlmostEqual(loss.item(), -s0 + 2 * s1, places=5)
         loss.backward()
-        g = x.new_logprobs.grad.tolist()
+        g = grad_of(x).tolist()
         # ∂(−A·s)/∂logp_t = −A·s/|y| for each of the sequence's tokens
         for t, expected in enumerate([-s0 / 2, -s0 / 2, s1, s1]):
             self.assertAlmostEqual(g[t], expected, places=5)
@@ -54,7 +60,7 @@ class LossTest(unittest.TestCase):
         loss, _ = policy_loss(LossSpec("ppo", tis_cap=2.0), x)
         self.assertAlmostEqual(loss.item(), -(0.5 + 2.0), places=5)
         loss.backward()
-        self.assertAlmostEqual(x.new_logprobs.grad[0].item(), -0.5, places=5)
+        self.assertAlmostEqual(grad_of(x)[0].item(), -0.5, places=5)
 
     def test_ce_and_k3(self) -> None:
         x = inputs([0.0, 0.0], [0.0, 0.0], [0.25, 0.75])

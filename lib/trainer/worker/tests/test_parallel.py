@@ -5,6 +5,7 @@ with a clear error instead of hanging."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -277,7 +278,8 @@ class DataParallelTest(unittest.TestCase):
         self.assertNotEqual(self.worker.ok("/state")["param_checksum"], saved["param_checksum"])
         self.worker.ok("/load", {"path": path})
         state = self.worker.ok("/state")
-        self.assertEqual(state["ranks"][0], dict(state["ranks"][1], rank=0, pid=state["ranks"][0]["pid"]))
+        first = state["ranks"][0]
+        self.assertEqual(first, dict(state["ranks"][1], rank=0, pid=first["pid"]))
         for r in state["ranks"]:
             self.assertEqual(r["param_checksum"], saved["param_checksum"])
             # (AdamW's state dict comes back in another key order: the sum's last bits move)
@@ -302,8 +304,9 @@ class RankFailureTest(unittest.TestCase):
         """Initialises the 2-rank `worker`, sends `sig` to rank 1 (its pid kept in `self.pid`),
         then a forward_backward call must fail with 503 rank_failed: (its error, seconds)."""
         worker.ok("/init", INIT)
-        self.pid = worker.ok("/state")["ranks"][1]["pid"]
-        os.kill(self.pid, sig)
+        pid = worker.ok("/state")["ranks"][1]["pid"]
+        self.pid = pid
+        os.kill(pid, sig)
         status, out, took = self.fb(worker)
         self.assertEqual(status, 503, out)
         self.assertEqual(out["error"]["code"], "rank_failed")
@@ -330,10 +333,8 @@ class RankFailureTest(unittest.TestCase):
             self.assertLess(took, 60)
         finally:
             if self.pid is not None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(self.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
             worker.close()
 
     def test_torchrun_style_ranks_fail_the_call_when_one_dies(self) -> None:

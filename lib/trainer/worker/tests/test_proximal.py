@@ -70,7 +70,10 @@ class ProximalTest(unittest.TestCase):
         cases = [
             ({"proximal_logprobs": [[0.0] * 8]}, "proximal_logprobs"),
             ({"proximal_logprobs": [[0.0] * 8, [0.0] * 5]}, "proximal_logprobs[1]"),
-            ({"proximal_logprobs": [[0.0] * 8, [0.0] * 5 + [float("nan")]]}, "proximal_logprobs[1][5]"),
+            (
+                {"proximal_logprobs": [[0.0] * 8, [0.0] * 5 + [float("nan")]]},
+                "proximal_logprobs[1][5]",
+            ),
             (
                 {"proximal_logprobs": [[0.0] * 8, [0.0] * 6], "loss": {"kind": "ppo"}},
                 "proximal_logprobs",

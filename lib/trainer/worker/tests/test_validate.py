@@ -90,7 +90,8 @@ class OptimizerSpecTest(unittest.TestCase):
 class LossSpecTest(unittest.TestCase):
     def test_gspo_sequence_names_what_the_sequence_ids_stand_for(self) -> None:
         self.assertEqual(parse_loss({"kind": "gspo"}).gspo_sequence, "sample")
-        self.assertEqual(parse_loss({"kind": "gspo", "gspo_sequence": "call"}).gspo_sequence, "call")
+        per_call = parse_loss({"kind": "gspo", "gspo_sequence": "call"})
+        self.assertEqual(per_call.gspo_sequence, "call")
         with self.assertRaises(RequestError) as ctx:
             parse_loss({"kind": "gspo", "gspo_sequence": "turn"})
         self.assertEqual(ctx.exception.field, "loss.gspo_sequence")

@@ -2,8 +2,8 @@
 of a ~0.5B built-in decoder in bf16, through the worker's own forward_backward/optim_step code.
 
     cd lib/trainer/worker
-    python3 -m reins_worker.gpu_bench           # one H200/H100-class GPU, < 5 minutes
-    python3 -m reins_worker.gpu_bench --tiny    # CPU smoke run of the same code path
+    python3 -m reins_worker.tools.gpu_bench           # one H200/H100-class GPU, < 5 minutes
+    python3 -m reins_worker.tools.gpu_bench --tiny    # CPU smoke run of the same code path
 
 Prints `gpu_tok_per_s: <n>`, `gpu_generate_tok_per_s: <n>` and, last, `gpu_mfu: <fraction>`.
 FLOPs per trained token = 6·N (N = matmul parameters, LM head included) + 6·L·T·d_attn
@@ -17,12 +17,14 @@ import time
 from typing import Optional
 
 import torch
+import torch.backends.cuda
+import torch.backends.cudnn
 
-from .engine import Engine
-from .generation import GenerateScheduler
+from ..engine import Engine
+from ..generation import GenerateScheduler
 from .measure import HALF_B, TINY, generate, known_peak, make_batch, sync, time_training
-from .model import non_embedding_matmul_params
-from .validate import GenerateSpec, InitSpec, OptimizerSpec, parse_model_config
+from ..model import non_embedding_matmul_params
+from ..validate import GenerateSpec, InitSpec, OptimizerSpec, parse_model_config
 
 TINY_256 = dict(TINY, max_seq_len=256)
 

@@ -2,8 +2,8 @@
 Face part), that measures what a GPU run of reins rests on and writes the figures as JSON.
 
     cd lib/trainer/worker
-    python3 -m reins_worker.gpu_check --out gpu_check.json      # one H200/H100: < 8 minutes
-    python3 -m reins_worker.gpu_check --tiny --out check.json   # CPU: the same code, tiny models
+    python3 -m reins_worker.tools.gpu_check --out gpu_check.json      # one H200/H100: < 8 min
+    python3 -m reins_worker.tools.gpu_check --tiny --out check.json   # CPU: same code, tiny models
 
 Sections (each records its figures, or `{"error": ...}` / `{"skipped": ...}`, and the next runs):
 
@@ -38,12 +38,14 @@ import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
+import torch.backends.cuda
+import torch.backends.cudnn
 
-from .batch import Batch
-from .engine import Built, Engine
+from ..batch import Batch
+from ..engine import Built, Engine
 from .measure import HALF_B, TINY, generate, known_peak, make_batch, sync, time_training
-from .model import ModelConfig, build_builtin
-from .validate import GenerateSpec, OptimizerSpec, parse_forward_backward, parse_model_config
+from ..model import ModelConfig, build_builtin
+from ..validate import GenerateSpec, OptimizerSpec, parse_forward_backward, parse_model_config
 
 BUILTIN = dict(HALF_B, max_seq_len=16384 + 512)
 # Qwen3-0.6B's shape (its config.json), random weights.
@@ -237,7 +239,7 @@ def hf_section(plan: Plan, device: torch.device, peak: Optional[float]) -> Dict[
         import transformers  # type: ignore
     except ImportError:
         return {"skipped": "transformers is not installed"}
-    from .hf_model import hf_from_config
+    from ..hf_model import hf_from_config
 
     fields = dict(TINY_QWEN3 if plan.tiny else QWEN3_06B, model_type="qwen3")
     if plan.tiny:
@@ -265,12 +267,14 @@ def dp_section(plan: Plan, single_tok_s: Optional[float]) -> Dict[str, Any]:
     args = [sys.executable, "-u", "-m", "reins_worker", "--ranks", "2", "--port", "0"]
     if plan.tiny:
         args += ["--threads", "1", "--backend", "gloo"]
+    # The directory that holds the `reins_worker` package (this file is reins_worker/tools/…).
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.Popen(
         args,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=package_root,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__))),
+        env=dict(os.environ, PYTHONPATH=package_root),
     )
     assert proc.stdout is not None
     try:
@@ -347,7 +351,7 @@ def run_section(
     try:
         out = fn()
     except Exception as e:  # one broken section must not lose the others' figures
-        out = {"error": f"{type(e).__name__}: {e}"}
+        out: Dict[str, Any] = {"error": f"{type(e).__name__}: {e}"}
     out["section_s"] = time.perf_counter() - t0
     print(f"{name}: {json.dumps(out)[:2000]}", flush=True)
     if torch.cuda.is_available():

@@ -16,14 +16,14 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .batch import Batch
-from .engine import Engine
-from .generation import GenerateScheduler, GenJob
-from .model import ModelConfig, non_embedding_matmul_params
-from .validate import GenerateSpec, LossSpec, RequestError
+from ..batch import Batch
+from ..engine import Engine
+from ..generation import GenerateScheduler, GenJob
+from ..model import ModelConfig, non_embedding_matmul_params
+from ..validate import GenerateSpec, LossSpec, RequestError
 
 # ~0.46B parameters (465M, tied embeddings); head_dim 128 (flash friendly), GQA 5:1.
-HALF_B: Dict[str, object] = {
+HALF_B: Dict[str, Any] = {
     "vocab_size": 32768,
     "d_model": 1280,
     "n_layers": 20,
@@ -34,7 +34,7 @@ HALF_B: Dict[str, object] = {
     "tie_embeddings": True,
 }
 # The CPU code-path check's decoder (`--tiny`).
-TINY: Dict[str, object] = {
+TINY: Dict[str, Any] = {
     "vocab_size": 256,
     "d_model": 64,
     "n_layers": 2,
