@@ -51,6 +51,7 @@ export {
 export {
   buildVerifyTree,
   parseRewardOutput,
+  removeEscapingLinks,
   type RewardContext,
   type RewardFunction,
   type RewardResult,
