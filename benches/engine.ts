@@ -18,7 +18,7 @@
 import { join } from "node:path";
 import { parseFlags } from "../lib/flags.ts";
 import { exportCheckpoint, type LlamaGpu, llamaParity } from "../lib/engine/mod.ts";
-import type { AlignmentMetrics } from "../lib/schema/algo.ts";
+import type { AlignmentMetrics } from "../lib/algo/schema.ts";
 import { CHAR_TOKENIZER_PATH, type DemoPolicy, startDemoPolicy } from "../tests/engine_helpers.ts";
 
 type GgufType = "f32" | "f16" | "q8_0";

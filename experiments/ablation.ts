@@ -26,7 +26,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { meanCi } from "./ci.ts";
+import { meanCi } from "../lib/util/stats.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
 import { readGridEffects, SCORE_LABELS } from "./grid_effects.ts";
 import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";

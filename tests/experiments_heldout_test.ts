@@ -16,7 +16,7 @@ import { evalScoreKind } from "../experiments/results.ts";
 import { type CellRunner, runGrid, silentGridProgress } from "../experiments/runner.ts";
 import { splitsOnScript } from "../experiments/split_env.ts";
 import { summarise } from "../experiments/stats.ts";
-import { mulberry32 } from "../lib/loop/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 
 Deno.test("held-out questions: never trained on, the same for every cell, balanced", () => {
   const heldout = heldoutTasks(CELL_SETTINGS);

@@ -1,7 +1,7 @@
 /**
  * The built-in harness, run against the scripted upstream through the real gateway + proxy,
- * produces rollouts whose sample assembly shows each break reason of SPEC §5 exactly as often
- * as the configuration makes it happen.
+ * produces rollouts whose sample assembly shows each break reason of
+ * docs/architecture.md#sample-assembly exactly as often as the configuration makes it happen.
  */
 import assert from "node:assert/strict";
 import { runAgent } from "../lib/harness/builtin/agent.ts";
@@ -10,11 +10,11 @@ import type { AgentTool } from "../lib/harness/builtin/tool.ts";
 import { calculatorTool } from "../lib/harness/envs/arithmetic.ts";
 import { fileTools } from "../lib/harness/envs/workspace_tools.ts";
 import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
+import { parseOrThrow } from "../lib/schema.ts";
 import {
   type BuiltinHarnessOptionsInput,
   BuiltinHarnessOptionsSchema,
-  parseOrThrow,
-} from "../lib/schema.ts";
+} from "../lib/harness/schema.ts";
 import { breakCounts, qwen3, startHarnessFixture } from "./support/harness_fixture.ts";
 
 const calc = (expression: string, reasoning = `Next I compute ${expression}.`): ScriptedTurn => ({

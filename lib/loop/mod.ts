@@ -1,8 +1,9 @@
 /**
- * The reins training loop (SPEC §8): rollouts are declared in the gateway, the controller runs
- * harnesses, the proxy captures every LLM call, samples are assembled, filtered, weighted and
- * batched rollout-whole, the worker trains, and the next calls use the new policy version —
- * synchronously (`sync`) or with collocated asynchronous updates (`collocated_async`).
+ * The reins training loop (docs/architecture.md#trainer-and-loop): rollouts are declared in the
+ * gateway, the controller runs harnesses, the proxy captures every LLM call, samples are assembled,
+ * filtered, weighted and batched rollout-whole, the worker trains, and the next calls use the new
+ * policy version — synchronously (`sync`) or with collocated asynchronous updates
+ * (`collocated_async`).
  *
  * @example
  * ```ts ignore
@@ -91,8 +92,6 @@ export {
   evalSeeds,
   evaluatePolicy,
   formatCi,
-  type MeanCi,
-  meanCi,
 } from "./eval.ts";
 export { LoopConfigError, parseLoopConfig } from "./config.ts";
 export {
@@ -106,7 +105,27 @@ export {
   toyTools,
   writeToyDataset,
 } from "./toy.ts";
-export { mulberry32, taskIndexOf } from "../util/random.ts";
 export { ReplicatedGateway } from "./replicas.ts";
 export { type TaskSource, withTaskSource } from "./task_source.ts";
-export * from "../schema/loop.ts";
+export * from "./schema.ts";
+export {
+  harnessSpecOf,
+  loopConfigOf,
+  parseRunConfig,
+  readRunConfig,
+  readTaskFile,
+  type RunConfig,
+  RunConfigError,
+  type RunConfigInput,
+  RunConfigSchema,
+  splitTasks,
+  validateRunConfig,
+  workerModelOf,
+} from "./run_config.ts";
+export {
+  runLoopSupervised,
+  type SupervisedLoopOptions,
+  type SupervisedRole,
+  Supervisor,
+  type SupervisorOptions,
+} from "./supervisor.ts";

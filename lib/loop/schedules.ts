@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import type { Rollout } from "../schema.ts";
 import {
   createGroup,
@@ -25,9 +26,9 @@ import {
   isFinal,
   loadGroupData,
   type LoopContext,
-  pause,
 } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
+import { isInfraFailure } from "../controller/reconciler.ts";
 
 /** What an update phase did. */
 export interface UpdatePhase {
@@ -37,6 +38,21 @@ export interface UpdatePhase {
   in_flight: number;
   /** Time spent waiting for in-flight calls to drain. */
   drain_ms: number;
+  /** Attempts of the batch's rollouts the infrastructure ended (retried for free), and those
+   * that failed like it but were counted against `max_attempts`. */
+  attempts_infra_retried: number;
+  attempts_burned_by_infra: number;
+}
+
+/** Infrastructure failures among the attempts of a batch's rollouts. */
+function infraAttempts(data: { rollout: Rollout }[]) {
+  const attempts = data.flatMap((d) => d.rollout.attempts);
+  const ended = attempts.filter((a) => !["succeeded", "running", "cancelled"].includes(a.status));
+  return {
+    attempts_infra_retried: ended.filter((a) => a.info.infra_failure === true).length,
+    attempts_burned_by_infra:
+      ended.filter((a) => a.info.infra_failure !== true && isInfraFailure(a)).length,
+  };
 }
 
 /**
@@ -67,7 +83,13 @@ export async function trainInUpdatePhase(
       version: ctx.state.version,
       ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
     });
-    return { update, held: snapshot.held, in_flight: snapshot.in_flight, drain_ms: drainMs };
+    return {
+      update,
+      held: snapshot.held,
+      in_flight: snapshot.in_flight,
+      drain_ms: drainMs,
+      ...infraAttempts(data.flat()),
+    };
   } finally {
     await ctx.gateway.setPhase("rollout");
   }
@@ -96,7 +118,7 @@ export async function runSync(ctx: LoopContext): Promise<void> {
       const done = rollouts.flat().filter(isFinal).length;
       ctx.progress.status(`step ${step + 1}: ${done}/${G * config.group_size} rollouts final`);
       if (done === G * config.group_size) break;
-      await pause(config.schedule.poll_ms, ctx.signal);
+      await sleep(config.schedule.poll_ms, ctx.signal, { rejectOnAbort: true });
     }
     const tRollout = performance.now() - t0;
     // Nothing is in flight in sync mode; the phase switch keeps the protocol identical.
@@ -106,6 +128,8 @@ export async function runSync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
+      attempts_infra_retried: phase.attempts_infra_retried,
+      attempts_burned_by_infra: phase.attempts_burned_by_infra,
       timings_ms: { rollout: tRollout, step: performance.now() - t0 },
     });
   }
@@ -147,7 +171,7 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       ctx.progress.status(
         `step ${step + 1}: ${complete.length}/${G} groups complete, ${pending.length} in flight`,
       );
-      await pause(config.schedule.poll_ms, ctx.signal);
+      await sleep(config.schedule.poll_ms, ctx.signal, { rejectOnAbort: true });
       continue;
     }
     const chosen = complete.slice(0, G);
@@ -167,6 +191,8 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
+      attempts_infra_retried: phase.attempts_infra_retried,
+      attempts_burned_by_infra: phase.attempts_burned_by_infra,
       timings_ms: {
         rollout: tWait,
         drain: phase.drain_ms,

@@ -2,15 +2,16 @@
  * The built-in agent loop: chat completions with tools through the official `openai` SDK,
  * context compaction, sub-agents (`delegate`), client retries and a final answer.
  *
- * Every behaviour that makes a harness break the one-rollout-one-sample assumption (SPEC §5) is
- * a switch, and the loop counts each time it happened *and was followed by another call of the
- * same conversation* (only then does the sample split), so tests can compare the sample
- * assembly's break counts with {@link AgentStats}.
+ * Every behaviour that makes a harness break the one-rollout-one-sample assumption
+ * (docs/architecture.md#sample-assembly) is a switch, and the loop counts each time it happened
+ * *and was followed by another call of the same conversation* (only then does the sample split), so
+ * tests can compare the sample assembly's break counts with {@link AgentStats}.
  *
  * @module
  */
 import type OpenAI from "openai";
-import type { BuiltinHarnessOptions, JsonObject } from "../../schema.ts";
+import type { JsonObject } from "../../schema.ts";
+import type { BuiltinHarnessOptions } from "../schema.ts";
 import type { AgentTool } from "./tool.ts";
 
 /** One message of the harness's own history (OpenAI chat shape, plus `reasoning_content`). */

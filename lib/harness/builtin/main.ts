@@ -20,12 +20,8 @@
  */
 import OpenAI from "openai";
 import { GatewayClient } from "../../gateway/client.ts";
-import {
-  BuiltinHarnessOptionsSchema,
-  type JsonObject,
-  parseOrThrow,
-  ValidationError,
-} from "../../schema.ts";
+import { type JsonObject, parseOrThrow, ValidationError } from "../../schema.ts";
+import { BuiltinHarnessOptionsSchema } from "../schema.ts";
 import { DEFAULT_DATA_DIR, envSetup } from "../envs/mod.ts";
 import { runAgent } from "./agent.ts";
 
@@ -135,7 +131,7 @@ export async function runBuiltin(env: BuiltinEnvironment): Promise<number> {
       const gateway = new GatewayClient(env.gatewayUrl, { apiKey: env.apiKey });
       await gateway.postEvents(env.rolloutId, env.attemptId, [{
         type: "custom",
-        event_key: "builtin_harness_result",
+        event_key: "agent:builtin_harness_result",
         payload: { name: "builtin_harness", data: summary as unknown as JsonObject },
       }]);
     } catch (error) {

@@ -1,12 +1,14 @@
 /**
  * Schemas of the harness area: the built-in harness's options (each switch produces one of the
- * break reasons of SPEC §5 on purpose), the task records of the four environments, and the
- * options a rollout's `config.harness.options` may carry for a built-in-harness environment.
+ * break reasons of docs/architecture.md#sample-assembly on purpose), the task records of the four
+ * environments, and the options a rollout's `config.harness.options` may carry for a
+ * built-in-harness environment.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { BuiltinHarnessOptionsSchema, parseOrThrow } from "../schema.ts";
+ * import { parseOrThrow } from "../schema.ts";
+import { BuiltinHarnessOptionsSchema } from "./schema.ts";
  * const options = parseOrThrow(BuiltinHarnessOptionsSchema, {
  *   env: "arithmetic",
  *   compaction: { max_chars: 2000 },
@@ -18,8 +20,8 @@
  * @module
  */
 import { z } from "zod";
-import { SandboxOptionsSchema } from "./controller.ts";
-import { JsonObjectSchema } from "./core.ts";
+import { SandboxOptionsSchema } from "../controller/schema.ts";
+import { JsonObjectSchema } from "../schema/core.ts";
 
 /** The environments shipped with reins (`none`: no tools, a plain question). */
 export const EnvNameSchema = z.enum(["arithmetic", "search", "files", "coding", "none"]);
