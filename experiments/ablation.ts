@@ -2,8 +2,10 @@
  * `deno task ablation [--pilot]`: the confirmation grid of the normalization/advantage ablation
  * (the paper's Figure 9 analogue) on the full stack — the four settings
  * ({@link ABLATION_SETTINGS}) as training-loop runs on the split-arithmetic environment
- * (`loop_cell.ts`), every cell evaluated on 200 rollouts with common random numbers before RL
- * (shared) and after its last step.
+ * (`loop_cell.ts`), every cell evaluated with common random numbers before RL (shared) and
+ * after its last step on 200 rollouts of held-out questions (the score) and 200 of the training
+ * questions (the second figure). A grid without the held-out evaluation (the one committed
+ * before it existed) is scored on the training questions, and the output says so.
  *
  * - `--pilot` (alias `--quick`): 2 seeds per setting → `experiments/results/ablation_pilot/`.
  * - default: the sized grid → `experiments/results/ablation/`, with as many seeds per setting
@@ -26,12 +28,12 @@
 import { parseArgs } from "node:util";
 import { meanCi } from "../lib/util/stats.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
-import { gridEffects, readEvaluationVariances, readStartRewards } from "./grid_effects.ts";
+import { readGridEffects, SCORE_LABELS } from "./grid_effects.ts";
 import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { CELL_SETTINGS, startLoopCells } from "./loop_cell.ts";
 import { readStudy, studyDir } from "./mechanism.ts";
 import { codeFingerprint, type CodeSpecInput, StaleResultsError } from "./provenance.ts";
-import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
+import { DEFAULT_RESULTS_DIR, evalScoreKind, evalScores, readGridResults } from "./results.ts";
 import { LOOP_CELL_CANARY, recordCanary } from "./canary.ts";
 import { resultStatus } from "./results_status.ts";
 import { runGrid } from "./runner.ts";
@@ -208,20 +210,21 @@ async function main(): Promise<void> {
   }
   const results = await readGridResults(values.results, grid.name);
   const summaries = summarise(results);
+  const kind = evalScoreKind(results);
   console.log(
     `${grid.name}: ${results.length} cells in ${((performance.now() - t0) / 1000).toFixed(1)}s ` +
       `(score = ${summaries[0]?.score_kind ?? "none"})`,
+  );
+  console.log(
+    `score: ${SCORE_LABELS[kind]}${
+      kind === "train" ? " (this grid has no held-out evaluation: the training-question score)" : ""
+    }`,
   );
   console.log(orderingVerdict(summaries).sentence);
   for (const s of summaries) console.log(cellLine(s.setting, s.score.mean, s.score.ci95));
   const hasReference = summaries.some((s) => s.setting === PLAN_REFERENCE);
   if (hasReference) {
-    const effects = gridEffects(
-      results,
-      PLAN_REFERENCE,
-      await readEvaluationVariances(values.results, grid.name, results),
-      await readStartRewards(values.results, grid.name) ?? undefined,
-    );
+    const { effects } = await readGridEffects(values.results, grid.name, PLAN_REFERENCE);
     for (const s of effects.settings) {
       if (!s.diff) continue;
       const sign = s.diff.mean >= 0 ? "+" : "";
@@ -238,12 +241,19 @@ async function main(): Promise<void> {
         } (${c.verdict})`,
       );
     }
+    for (const s of effects.second ?? []) {
+      console.log(
+        `second ${s.setting} (training questions): ${s.final.mean.toFixed(3)} ± ${
+          s.final.ci95.toFixed(3)
+        }`,
+      );
+    }
     console.log(effects.power_line);
     console.log(`detectable_effect: ${effects.detectable.toFixed(3)}`);
   }
-  const gains = results.filter((r) =>
-    typeof r.summary.start_val_reward === "number" && r.summary.final_val_reward !== null
-  ).map((r) => (r.summary.final_val_reward as number) - (r.summary.start_val_reward as number));
+  const gains = results.map((r) => evalScores(r.summary, kind))
+    .filter((e) => e.start !== null && e.final !== null)
+    .map((e) => (e.final as number) - (e.start as number));
   const g = meanCi(gains);
   console.log(`gain_all_cells: ${g.mean.toFixed(3)} ± ${g.ci95.toFixed(3)} (n=${g.n})`);
 }

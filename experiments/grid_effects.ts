@@ -16,13 +16,26 @@
  * | detectable | smallest difference found with 80% power by a two-sided t-test at α = 0.05/(settings − 1), n = the fewest seeds of any setting |
  * | evaluation share | mean over cells of the evaluation's own variance (reward variance / rollouts), as a share of σ²: how much of the seed-to-seed spread is the finite evaluation rather than training |
  *
+ * Every quantity uses one evaluation ({@link evalScoreKind}): the held-out questions' when
+ * every cell measured it (`final_heldout_reward`, `start_heldout_eval.json`, `eval.json`'s
+ * `heldout_final`), else the training questions' (`final_val_reward`, `start_eval.json`,
+ * `eval.json`'s `final`); {@link GridEffects.score_kind} says which. With held-out scores, the
+ * training-question finals are kept as a second figure ({@link GridEffects.second}).
+ *
  * @module
  */
 import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import { type MeanCi, meanCi, welchDiff } from "../lib/util/stats.ts";
 import { pooledSd } from "./grid_plan.ts";
 import { detectableEffect } from "./power.ts";
-import { cellDir, type CellResult } from "./results.ts";
+import {
+  cellDir,
+  type CellResult,
+  type EvalScoreKind,
+  evalScoreKind,
+  evalScores,
+  readGridResults,
+} from "./results.ts";
 import { summarise } from "./stats.ts";
 
 /** One setting's results in the grid. */
@@ -47,6 +60,15 @@ export interface SettingEffect {
 /** The grid's effects and the power it had. */
 export interface GridEffects {
   reference: string;
+  /** The evaluation every figure uses: held-out questions, or the training questions. */
+  score_kind: EvalScoreKind;
+  /** {@link GridEffects.score_kind} in words. */
+  score_label: string;
+  /**
+   * With held-out scores: each setting's final evaluation reward on the training questions
+   * (the second figure); null when the grid is scored on the training questions.
+   */
+  second: { setting: string; final: MeanCi }[] | null;
   settings: SettingEffect[];
   sd: number;
   sd_df: number;
@@ -141,9 +163,18 @@ export function verdictOf(d: { mean: number; ci95: number }): "higher" | "lower"
   return "tie";
 }
 
+/** The words for an evaluation kind. */
+export const SCORE_LABELS: Record<EvalScoreKind, string> = {
+  heldout: "held-out evaluation reward (questions never trained on)",
+  train: "evaluation reward on the training questions",
+};
+
 /**
- * Effects of a grid against `reference`, with the power it had. `evalVariance`, when given,
- * is each cell's evaluation variance of the mean (reward variance / rollouts), by cell id.
+ * Effects of a grid against `reference`, with the power it had, on the held-out evaluation
+ * when every cell has it, else on the training questions' ({@link evalScoreKind}).
+ * `evalVariance`, when given, is each cell's evaluation variance of the mean (reward variance
+ * / rollouts), by cell id, and `startRewards` the shared start evaluation's rewards: both of
+ * the same evaluation ({@link readGridEffects} reads them so).
  *
  * @example
  * ```ts
@@ -169,9 +200,9 @@ export function gridEffects(
   evalVariance?: ReadonlyMap<string, number>,
   startRewards?: readonly number[],
 ): GridEffects {
-  const measured = results.filter((c) =>
-    typeof c.summary.final_val_reward === "number" && typeof c.summary.start_val_reward === "number"
-  );
+  const kind = evalScoreKind(results);
+  const scores = (c: CellResult) => evalScores(c.summary, kind);
+  const measured = results.filter((c) => scores(c).final !== null && scores(c).start !== null);
   const summaries = summarise([...measured]);
   const ref = summaries.find((s) => s.setting === reference);
   if (!ref) throw new Error(`gridEffects: the grid has no cell of the reference ${reference}`);
@@ -190,7 +221,7 @@ export function gridEffects(
       gain_with_start_ci95: startRewards?.length
         ? gainWithStartCi(
           measured.filter((c) => c.cell.setting === s.setting).map((c) =>
-            (c.summary.final_val_reward as number) - (c.summary.start_val_reward as number)
+            (scores(c).final as number) - (scores(c).start as number)
           ),
           startRewards,
         )
@@ -258,10 +289,29 @@ export function gridEffects(
         c.verdict === "tie" ? "no difference detected" : `${c.higher} ${c.verdict}`
       }`
     ),
-    powerLine,
   ];
+  const second = kind === "heldout"
+    ? summaries.map((s) => ({
+      setting: s.setting,
+      final: meanCi(
+        measured.filter((c) => c.cell.setting === s.setting).map((c) =>
+          evalScores(c.summary, "train").final
+        ).filter((x): x is number => x !== null),
+      ),
+    }))
+    : null;
+  if (second) {
+    lines.push(
+      `second figure, ${SCORE_LABELS.train}: ` +
+        second.map((s) => `${s.setting} ${f3(s.final.mean)} ± ${f3(s.final.ci95)}`).join(", "),
+    );
+  }
+  lines.push(powerLine);
   return {
     reference,
+    score_kind: kind,
+    score_label: SCORE_LABELS[kind],
+    second,
     settings,
     sd,
     sd_df: df,
@@ -291,30 +341,43 @@ export function evaluationVariance(rewards: readonly number[]): number {
   return s.std ** 2 / s.n;
 }
 
+/** The file of a grid's shared before-RL evaluation of a kind. */
+const START_FILES: Record<EvalScoreKind, string> = {
+  heldout: "start_heldout_eval.json",
+  train: "start_eval.json",
+};
+
 /**
- * The rewards of the grid's shared before-RL evaluation (`start_eval.json`; null when absent).
+ * The rewards of the grid's shared before-RL evaluation of `kind` (`start_heldout_eval.json`
+ * or `start_eval.json`; null when absent). Without `kind`: the held-out one when the grid
+ * recorded it, else the training questions' (as {@link gridEffects} picks for a grid whose
+ * cells all ran one code).
  *
  * @example
  * ```ts ignore
- * const start = await readStartRewards("experiments/results", "ablation");
+ * const start = await readStartRewards("experiments/results", "ablation", "train");
  * ```
  */
 export async function readStartRewards(
   resultsDir: string,
   grid: string,
+  kind?: EvalScoreKind,
 ): Promise<number[] | null> {
-  try {
-    const e = JSON.parse(await Deno.readTextFile(`${resultsDir}/${grid}/start_eval.json`));
-    return Array.isArray(e?.rewards) ? e.rewards : null;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return null;
-    throw error;
+  for (const k of kind ? [kind] : (["heldout", "train"] as const)) {
+    try {
+      const e = JSON.parse(await Deno.readTextFile(`${resultsDir}/${grid}/${START_FILES[k]}`));
+      return Array.isArray(e?.rewards) ? e.rewards : null;
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
   }
+  return null;
 }
 
 /**
  * Every cell's evaluation variance of the mean, from its `eval.json` (cells without one are
- * left out).
+ * left out): of the held-out evaluation (`heldout_final`) or the training questions' (`final`),
+ * by default the one {@link gridEffects} scores the cells on.
  *
  * @example
  * ```ts ignore
@@ -325,17 +388,46 @@ export async function readEvaluationVariances(
   resultsDir: string,
   grid: string,
   cells: readonly CellResult[],
+  kind: EvalScoreKind = evalScoreKind(cells),
 ): Promise<Map<string, number>> {
   const out = new Map<string, number>();
+  const key = kind === "heldout" ? "heldout_final" : "final";
   for (const c of cells) {
     try {
       const e = JSON.parse(
         await Deno.readTextFile(`${cellDir(resultsDir, grid, c.cell)}/eval.json`),
       );
-      if (Array.isArray(e?.final?.rewards)) out.set(c.cell.id, evaluationVariance(e.final.rewards));
+      const rewards = e?.[key]?.rewards;
+      if (Array.isArray(rewards)) out.set(c.cell.id, evaluationVariance(rewards));
     } catch (error) {
       if (!(error instanceof Deno.errors.NotFound)) throw error;
     }
   }
   return out;
+}
+
+/**
+ * A stored grid's cells and effects against `reference`, every figure from one evaluation: the
+ * held-out one when every cell has it, else the training questions' (`effects.score_kind`).
+ *
+ * @example
+ * ```ts ignore
+ * const { cells, effects } = await readGridEffects("experiments/results", "ablation", "rollout/rollout_token_mean");
+ * effects.score_kind; // "heldout" or "train"
+ * ```
+ */
+export async function readGridEffects(
+  resultsDir: string,
+  grid: string,
+  reference: string,
+): Promise<{ cells: CellResult[]; effects: GridEffects }> {
+  const cells = await readGridResults(resultsDir, grid);
+  const kind = evalScoreKind(cells);
+  const effects = gridEffects(
+    cells,
+    reference,
+    await readEvaluationVariances(resultsDir, grid, cells, kind),
+    await readStartRewards(resultsDir, grid, kind) ?? undefined,
+  );
+  return { cells, effects };
 }

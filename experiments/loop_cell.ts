@@ -4,10 +4,13 @@
  * cell starts from the same SFT warm-start checkpoint (trained once, cached by its settings),
  * so cells differ only in advantage level, normalization, merge strategy and seed. The pilot
  * and the sized grid train on two questions whose rollouts split, with a wrong guess mixed into
- * the demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate 200 fresh rollouts of
- * them with common random numbers (`crn_eval.ts`): once before RL for the whole grid (same
- * checkpoint, same prompts, same seeds: `<grid>/start_eval.json`) and after each cell's last
- * step (`<cell>/eval.json`, rollout by rollout, so before/after pairs prompt by prompt). Each
+ * the demonstrations ({@link cellTasks}, `split_env.ts`), and evaluate with common random
+ * numbers (`crn_eval.ts`) 200 rollouts on held-out questions of the same environment, never
+ * trained on and the same for every cell ({@link heldoutTasks}: the primary score), and 200
+ * fresh rollouts of the training questions (the second score): once before RL for the whole
+ * grid (same checkpoint, same prompts, same seeds: `<grid>/start_heldout_eval.json`,
+ * `<grid>/start_eval.json`) and after each cell's last step (`<cell>/eval.json`, rollout by
+ * rollout, so before/after pairs prompt by prompt). Each
  * step's trained batch (per rollout: reward and trained tokens per sample) goes to
  * `<cell>/batches.jsonl`, the material of the mechanism analysis on the project's own runs.
  *
@@ -73,8 +76,16 @@ export interface LoopCellSettings {
   train_tasks: number;
   /** Wrong guessing demonstrations per task in the SFT warm start (see `split_env.ts`). */
   guesses: number;
-  /** Evaluation rollouts scored before the first step and after the last (0: none). */
+  /**
+   * Evaluation rollouts of the training questions ({@link cellTasks}), scored before the first
+   * step and after the last (0: none).
+   */
   val_tasks: number;
+  /**
+   * Evaluation rollouts on held-out questions ({@link heldoutTasks}), scored before the first
+   * step and after the last (0: none): the grid's primary score when measured.
+   */
+  heldout_tasks: number;
   /** Also score them every `val_every` steps (0: only at the end). */
   val_every: number;
   /**
@@ -88,8 +99,10 @@ export interface LoopCellSettings {
 
 /**
  * The cells of the pilot and of the sized grid: 12 RL steps × 2 groups × 8 rollouts on 2
- * training questions, 200 evaluation rollouts with common random numbers before RL (shared by
- * every cell: same checkpoint, same seeds) and after the last step.
+ * training questions; 200 evaluation rollouts on held-out questions and 200 on the training
+ * questions, with common random numbers, before RL (shared by every cell: same checkpoint,
+ * same seeds) and after the last step. (The grid committed before `heldout_tasks` existed ran
+ * without the held-out evaluation.)
  */
 export const CELL_SETTINGS: LoopCellSettings = {
   steps: 12,
@@ -106,6 +119,7 @@ export const CELL_SETTINGS: LoopCellSettings = {
   train_tasks: 2,
   guesses: 1,
   val_tasks: 200,
+  heldout_tasks: 200,
   val_every: 0,
   eval_seed: 10_000,
   max_tokens: 80,
@@ -167,6 +181,47 @@ export function cellTasks(
   const train = seededOrder().filter(splitsOnScript).slice(0, s.train_tasks);
   const val = Array.from({ length: s.val_tasks }, (_, i) => train[i % train.length]);
   return { train, val, val_kind: "train" };
+}
+
+/**
+ * The held-out evaluation of a cell: `heldout_tasks` rollouts on questions of the same
+ * environment that no cell trains on, the same for every cell. With `train_tasks` = k the
+ * questions are those after the k training questions in the same seeded order that split on
+ * the script like them (so they are drawn from the training questions' distribution); with
+ * `train_tasks` = 0 they are the `val_tasks` questions held out of training. The questions used
+ * are the first q of that order, q the largest count not above the pool that divides
+ * `heldout_tasks` (every question gets the same number of rollouts); rollout i asks question
+ * i mod q, with its own CRN seed (`crn_eval.ts`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cellTasks, heldoutTasks } from "./loop_cell.ts";
+ * const s = { train_tasks: 2, val_tasks: 4, heldout_tasks: 200 };
+ * const heldout = heldoutTasks(s);
+ * const train = new Set(cellTasks(s).train.map((t) => t.id));
+ * assert.equal(heldout.length, 200);
+ * assert.ok(heldout.every((t) => !train.has(t.id)));
+ * assert.equal(new Set(heldout.map((t) => t.id)).size, 100); // 100 questions × 2 rollouts
+ * assert.deepEqual(heldoutTasks({ ...s, heldout_tasks: 0 }), []);
+ * ```
+ */
+export function heldoutTasks(
+  s: Pick<LoopCellSettings, "train_tasks" | "val_tasks" | "heldout_tasks">,
+): ArithmeticTask[] {
+  if (s.heldout_tasks <= 0) return [];
+  const pool = s.train_tasks > 0
+    ? seededOrder().filter(splitsOnScript).slice(s.train_tasks)
+    : splitTasks(s.val_tasks).val;
+  if (pool.length === 0) {
+    throw new Error(
+      `heldout_tasks: ${s.heldout_tasks} rollouts asked for, but no question is held out ` +
+        `(train_tasks ${s.train_tasks}, val_tasks ${s.val_tasks})`,
+    );
+  }
+  let questions = Math.min(pool.length, s.heldout_tasks);
+  while (s.heldout_tasks % questions !== 0) questions--;
+  return Array.from({ length: s.heldout_tasks }, (_, i) => pool[i % questions]);
 }
 
 /** Options of {@link startLoopCells}. */
@@ -300,6 +355,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     }
     const s = settingsOf(grid.base);
     const { train, val, val_kind } = cellTasks(s);
+    const heldout = heldoutTasks(s);
     const checkpoint = await warmStart(s, train);
     const harness = splitHarness(dataDir, s.max_tokens);
     harness.name = "split-arithmetic";
@@ -327,9 +383,14 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     });
     const startKey = `${checkpoint}|${s.val_tasks}|${s.eval_seed}|${s.max_tokens}|${s.temperature}`;
     const startFile = `${dir.slice(0, dir.lastIndexOf("/"))}/start_eval.json`;
+    const heldoutKey = `${checkpoint}|heldout|${s.heldout_tasks}|${s.train_tasks}|${s.val_tasks}|` +
+      `${s.eval_seed}|${s.max_tokens}|${s.temperature}`;
+    const heldoutStartFile = `${dir.slice(0, dir.lastIndexOf("/"))}/start_heldout_eval.json`;
     const evals = new Map<number, CrnEvaluation>();
+    let heldoutFinal: CrnEvaluation | null = null;
     const batches: BatchRecord[] = [];
     let startEval: CrnEvaluation | null = null;
+    let heldoutStart: CrnEvaluation | null = null;
     let result: LoopResult | undefined;
     let name = "";
     for (let attempt = 1; result === undefined; attempt++) {
@@ -337,18 +398,43 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       const config = parseOrThrow(LoopConfigSchema, configOf(name), "config");
       const evaluate = (label: string) =>
         crnEvaluate(stack.client, config, label, toyLoopTasks(val), s.eval_seed);
+      // Same seeds as the training-question evaluation (other prompts): rollout i of every
+      // cell draws the same numbers, before and after RL.
+      const evaluateHeldout = (label: string) =>
+        crnEvaluate(stack.client, config, `heldout-${label}`, toyLoopTasks(heldout), s.eval_seed);
       try {
         result = await runLoop(config, stack.services, {
           progress: silentProgress(),
           beforeSteps: async () => {
-            if (s.val_tasks === 0) return;
-            startEval = startEvals.get(startKey) ?? await readStartEval(startFile, startKey);
-            if (!startEval) {
-              startEval = await evaluate("start");
-              log(`[cells] evaluation before RL (shared by every cell): ${startEval.reward_mean}`);
-              await Deno.writeTextFile(startFile, JSON.stringify({ key: startKey, ...startEval }));
+            if (s.val_tasks > 0) {
+              startEval = startEvals.get(startKey) ?? await readStartEval(startFile, startKey);
+              if (!startEval) {
+                startEval = await evaluate("start");
+                log(
+                  `[cells] evaluation before RL (shared by every cell): ${startEval.reward_mean}`,
+                );
+                await Deno.writeTextFile(
+                  startFile,
+                  JSON.stringify({ key: startKey, ...startEval }),
+                );
+              }
+              startEvals.set(startKey, startEval);
             }
-            startEvals.set(startKey, startEval);
+            if (heldout.length > 0) {
+              heldoutStart = startEvals.get(heldoutKey) ??
+                await readStartEval(heldoutStartFile, heldoutKey);
+              if (!heldoutStart) {
+                heldoutStart = await evaluateHeldout("start");
+                log(
+                  `[cells] held-out evaluation before RL (shared by every cell): ${heldoutStart.reward_mean}`,
+                );
+                await Deno.writeTextFile(
+                  heldoutStartFile,
+                  JSON.stringify({ key: heldoutKey, ...heldoutStart }),
+                );
+              }
+              startEvals.set(heldoutKey, heldoutStart);
+            }
           },
           hooks: {
             afterStep: async (m, update) => {
@@ -363,6 +449,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
               if (s.val_tasks > 0 && (last || every)) {
                 evals.set(m.step, await evaluate(`s${m.step}`));
               }
+              if (heldout.length > 0 && last) heldoutFinal = await evaluateHeldout(`s${m.step}`);
             },
           },
         });
@@ -373,6 +460,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
         if (attempt >= 3 || !/-run' cannot go from/.test(message)) throw error;
         log(`[cells] ${cell.id}: run record race (${message}); retrying`);
         evals.clear();
+        heldoutFinal = null;
         batches.length = 0;
       }
     }
@@ -385,7 +473,13 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     await Deno.mkdir(dir, { recursive: true });
     await Deno.writeTextFile(
       `${dir}/eval.json`,
-      JSON.stringify({ start: startEval, final }) + "\n",
+      JSON.stringify({
+        start: startEval,
+        final,
+        heldout_start: heldoutStart,
+        heldout_final: heldoutFinal,
+      }) +
+        "\n",
     );
     await Deno.writeTextFile(
       `${dir}/batches.jsonl`,
@@ -395,12 +489,22 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     const recorded = JSON.parse(JSON.stringify(result.config)) as JsonObject;
     recorded.tasks = `${train.length} train tasks (${train.map((t) => t.id).join(", ")}): ` +
       `cellTasks(train_tasks ${s.train_tasks}, val_tasks ${s.val_tasks}).train; ` +
-      `evaluation on ${val_kind === "train" ? "the training questions" : "held-out questions"}`;
+      `evaluation on ${val_kind === "train" ? "the training questions" : "held-out questions"}` +
+      (heldout.length > 0
+        ? `; held-out evaluation: heldoutTasks(heldout_tasks ${s.heldout_tasks}), ` +
+          `${new Set(heldout.map((t) => t.id)).size} questions never trained on`
+        : "");
     return {
       config: { ...recorded, settings: { ...s } } as JsonObject,
       metrics,
       final_val_reward: final?.reward_mean ?? null,
       start_val_reward: (startEval as CrnEvaluation | null)?.reward_mean ?? null,
+      ...(heldout.length > 0
+        ? {
+          final_heldout_reward: (heldoutFinal as CrnEvaluation | null)?.reward_mean ?? null,
+          start_heldout_reward: (heldoutStart as CrnEvaluation | null)?.reward_mean ?? null,
+        }
+        : {}),
     };
   };
 

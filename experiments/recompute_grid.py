@@ -10,6 +10,10 @@ the detectable difference at 80% power, the per-factor contrasts (advantage leve
 among rollout-level settings), and each setting's paired gain with two CIs: over cells only
 (the shared before-RL evaluation taken as exact) and with that evaluation's own sampling noise.
 
+Like the TypeScript side, it scores the grid on the held-out evaluation (`heldout_start`,
+`heldout_final`) when every cell recorded one, else on the training questions' (`start`,
+`final`), and prints `heldout: 1` or `heldout: 0` to say which.
+
 Usage: /usr/bin/python3 experiments/recompute_grid.py [results_dir] [grid]
 Prints `name: value` lines (tests/experiments_recompute_test.ts compares them with the
 TypeScript results).
@@ -116,22 +120,30 @@ def read_grid(results, grid):
         with open(os.path.join(path, "eval.json"), encoding="utf-8") as f:
             ev = json.load(f)
         c = cell.get("cell", cell)
+        heldout = ev.get("heldout_final") or {}
         cells.append(
             {
                 "setting": c["setting"],
                 "seed": c["seed"],
                 "start": ev["start"]["rewards"],
                 "final": ev["final"]["rewards"],
+                "heldout_start": (ev.get("heldout_start") or {}).get("rewards"),
+                "heldout_final": heldout.get("rewards"),
             }
         )
-    return cells
+    # One evaluation for every figure: the held-out one when every cell has it.
+    heldout = bool(cells) and all(c["heldout_final"] is not None for c in cells)
+    if heldout:
+        for c in cells:
+            c["start"], c["final"] = c["heldout_start"], c["heldout_final"]
+    return cells, heldout
 
 
 def main():
     default_results = os.path.join(os.path.dirname(__file__), "results")
     results = sys.argv[1] if len(sys.argv) > 1 else default_results
     grid = sys.argv[2] if len(sys.argv) > 2 else "ablation"
-    cells = read_grid(results, grid)
+    cells, heldout = read_grid(results, grid)
     settings = sorted({c["setting"] for c in cells})
     finals = {s: [mean(c["final"]) for c in cells if c["setting"] == s] for s in settings}
     gains = {
@@ -141,7 +153,7 @@ def main():
     start = cells[0]["start"]
     assert all(c["start"] == start for c in cells), "one shared before-RL evaluation"
     comparisons = len(settings) - 1
-    out = {"cells": len(cells), "start_mean": mean(start)}
+    out = {"cells": len(cells), "heldout": int(heldout), "start_mean": mean(start)}
     for s in settings:
         m, ci = mean_ci(finals[s])
         out[f"final[{s}]"] = m

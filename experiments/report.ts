@@ -11,8 +11,8 @@
  * @module
  */
 import { ablationGrid } from "./ablation.ts";
-import { gridEffects, readEvaluationVariances, readStartRewards } from "./grid_effects.ts";
-import type { CellResult } from "./results.ts";
+import { type GridEffects, readGridEffects } from "./grid_effects.ts";
+import { type CellResult, evalScoreKind } from "./results.ts";
 import { PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { type MechanismStudy, readStudy, studyDir } from "./mechanism.ts";
 import { readProvenance } from "./provenance.ts";
@@ -92,18 +92,31 @@ export async function renderPilot(resultsDir: string): Promise<string> {
   const dir = `${resultsDir}/${grid.name}`;
   const cells = await readGridResults(resultsDir, grid.name);
   if (cells.length === 0) return "_Not run yet: `deno task ablation --pilot`._";
+  // A pilot with the held-out evaluation shows it first (the primary score), then the
+  // training questions' (the second figure).
+  const heldout = evalScoreKind(cells) === "heldout";
   const rows = cells.map((c) =>
-    `| ${c.cell.setting} | ${c.cell.seed} | ${f3(c.summary.start_val_reward ?? NaN)} | ${
-      f3(c.summary.final_val_reward ?? NaN)
-    } | ${c.summary.wall_s.toFixed(0)} | ${c.summary.cpu_s?.toFixed(0) ?? "—"} |`
+    `| ${c.cell.setting} | ${c.cell.seed} | ${
+      heldout
+        ? `${f3(c.summary.start_heldout_reward ?? NaN)} | ${
+          f3(c.summary.final_heldout_reward ?? NaN)
+        } | `
+        : ""
+    }${f3(c.summary.start_val_reward ?? NaN)} | ${f3(c.summary.final_val_reward ?? NaN)} | ${
+      c.summary.wall_s.toFixed(0)
+    } | ${c.summary.cpu_s?.toFixed(0) ?? "—"} |`
   );
   const out = [
     `${cells.length} of ${grid.settings!.length * grid.seeds!.length} pilot cells ${await codeLine(
       dir,
     )}:`,
     "",
-    "| setting | seed | evaluation before RL (shared) | after RL | wall s | CPU s |",
-    "| --- | --- | --- | --- | --- | --- |",
+    heldout
+      ? "| setting | seed | held-out evaluation before RL (shared) | after RL | training questions before RL (shared) | after RL | wall s | CPU s |"
+      : "| setting | seed | evaluation before RL (shared) | after RL | wall s | CPU s |",
+    heldout
+      ? "| --- | --- | --- | --- | --- | --- | --- | --- |"
+      : "| --- | --- | --- | --- | --- | --- |",
     ...rows,
   ];
   const study = await studyOrNull(studyDir(resultsDir, false));
@@ -122,14 +135,11 @@ export async function renderPilot(resultsDir: string): Promise<string> {
 export async function renderGrid(resultsDir: string): Promise<string> {
   const grid = ablationGrid(false);
   const dir = `${resultsDir}/${grid.name}`;
-  const cells = await readGridResults(resultsDir, grid.name);
+  const { cells, effects } = await readGridEffects(resultsDir, grid.name, PLAN_REFERENCE);
   if (cells.length === 0) return "_Not run yet: `deno task ablation`._";
-  const effects = gridEffects(
-    cells,
-    PLAN_REFERENCE,
-    await readEvaluationVariances(resultsDir, grid.name, cells),
-    await readStartRewards(resultsDir, grid.name) ?? undefined,
-  );
+  const finalHeader = effects.score_kind === "heldout"
+    ? "final held-out evaluation reward (95% CI)"
+    : "final evaluation reward (95% CI)";
   const rows = effects.settings.map((s) =>
     `| ${s.setting} | ${s.seeds} | ${f3(s.final.mean)} ± ${f3(s.final.ci95)} | ${
       signed(s.gain.mean)
@@ -143,7 +153,7 @@ export async function renderGrid(resultsDir: string): Promise<string> {
   return [
     `${cells.length} cells ${await codeLine(dir)}, ${(wall / 60).toFixed(0)} min of cell time:`,
     "",
-    `| setting | seeds | final evaluation reward (95% CI) | paired gain over RL (95% CI with the shared start evaluation's noise) | difference to ${PLAN_REFERENCE} (Welch 95% CI; family-wise CI over the ${effects.comparisons} comparisons: verdict) |`,
+    `| setting | seeds | ${finalHeader} | paired gain over RL (95% CI with the shared start evaluation's noise) | difference to ${PLAN_REFERENCE} (Welch 95% CI; family-wise CI over the ${effects.comparisons} comparisons: verdict) |`,
     "| --- | --- | --- | --- | --- |",
     ...rows,
     "",
@@ -155,12 +165,23 @@ export async function renderGrid(resultsDir: string): Promise<string> {
       }.`
     ),
     `- ${effects.power_line}.`,
-    `- Evaluation: ${evaluationWords(cells)}`,
+    `- Evaluation: ${evaluationWords(cells, effects)}`,
   ].join("\n");
 }
 
-/** What a grid's evaluation scored, from its cells' recorded task lists. */
-function evaluationWords(cells: readonly CellResult[]): string {
+/** What a grid's evaluation scored: which score the figures use, and the second figure. */
+function evaluationWords(cells: readonly CellResult[], effects: GridEffects): string {
+  if (effects.score_kind === "heldout") {
+    const settings = cells[0]?.config.settings as { heldout_tasks?: number } | undefined;
+    return `every figure above is the held-out score: ${
+      settings?.heldout_tasks ?? "the"
+    } rollouts per cell on questions of the same environment never trained on, the same ` +
+      "questions and seeds in every cell (`heldoutTasks`). Second figure, the " +
+      "evaluation on the training questions (final, 95% CI): " +
+      effects.second!.map((s) => `${s.setting} ${f3(s.final.mean)} ± ${f3(s.final.ci95)}`)
+        .join("; ") +
+      ".";
+  }
   const tasks = String(cells[0]?.config.tasks ?? "");
   return tasks.includes("evaluation on the training questions")
     ? "200 fresh rollouts of the two training questions (not held-out questions: this grid " +

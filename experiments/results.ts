@@ -37,12 +37,69 @@ export interface CellSummary {
   final_val_reward: number | null;
   /** The same evaluation before the first RL step (null or absent: not measured). */
   start_val_reward?: number | null;
+  /**
+   * Evaluation reward on held-out questions after the last step (absent: the grid had no
+   * held-out evaluation; see {@link evalScoreKind}).
+   */
+  final_heldout_reward?: number | null;
+  /** The same held-out evaluation before the first RL step. */
+  start_heldout_reward?: number | null;
   wall_s: number;
   /** CPU seconds of the cell (this process, its harness processes, the worker), when measured. */
   cpu_s?: number;
   finished_at: string;
   /** Code fingerprint (`provenance.ts`) of the run that produced the cell, when recorded. */
   code_hash?: string;
+}
+
+/**
+ * Which evaluation a grid is scored on: `heldout` (questions never trained on) when every cell
+ * measured it, else `train` (the evaluation on the training questions, `final_val_reward`).
+ */
+export type EvalScoreKind = "heldout" | "train";
+
+/**
+ * The evaluation a grid is scored on: held-out when every cell recorded a held-out final
+ * score, otherwise (a grid from before the held-out evaluation, or a mix) the training
+ * questions'.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { evalScoreKind } from "./results.ts";
+ * const cell = (summary: object) => ({ summary }) as never;
+ * assert.equal(evalScoreKind([cell({ final_val_reward: 0.5 })]), "train");
+ * assert.equal(evalScoreKind([cell({ final_val_reward: 0.5, final_heldout_reward: 0.2 })]), "heldout");
+ * assert.equal(evalScoreKind([]), "train");
+ * ```
+ */
+export function evalScoreKind(results: readonly Pick<CellResult, "summary">[]): EvalScoreKind {
+  return results.length > 0 &&
+      results.every((r) => typeof r.summary.final_heldout_reward === "number")
+    ? "heldout"
+    : "train";
+}
+
+/**
+ * A cell's evaluation scores of one kind, before and after RL (null: not measured).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { evalScores } from "./results.ts";
+ * const summary = { final_val_reward: 0.6, start_val_reward: 0.4, final_heldout_reward: 0.2 };
+ * assert.deepEqual(evalScores(summary as never, "heldout"), { final: 0.2, start: null });
+ * assert.deepEqual(evalScores(summary as never, "train"), { final: 0.6, start: 0.4 });
+ * ```
+ */
+export function evalScores(
+  summary: CellSummary,
+  kind: EvalScoreKind,
+): { final: number | null; start: number | null } {
+  const num = (x: unknown) => typeof x === "number" ? x : null;
+  return kind === "heldout"
+    ? { final: num(summary.final_heldout_reward), start: num(summary.start_heldout_reward) }
+    : { final: num(summary.final_val_reward), start: num(summary.start_val_reward) };
 }
 
 /** A cell's stored results. */

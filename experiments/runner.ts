@@ -89,6 +89,10 @@ export interface CellOutput {
   final_val_reward?: number | null;
   /** The same evaluation of the starting policy (before any RL step), when measured. */
   start_val_reward?: number | null;
+  /** Evaluation reward on held-out questions after the last step, when measured. */
+  final_heldout_reward?: number | null;
+  /** The same held-out evaluation before any RL step, when measured. */
+  start_heldout_reward?: number | null;
 }
 
 /** CPU seconds a cell used (`cpuSeconds` before and after), when the platform tells. */
@@ -209,6 +213,12 @@ export async function runGrid(
           final_reward: typeof last?.reward_mean === "number" ? last.reward_mean : Number.NaN,
           final_val_reward: out.final_val_reward ?? null,
           start_val_reward: out.start_val_reward ?? null,
+          ...(out.final_heldout_reward !== undefined || out.start_heldout_reward !== undefined
+            ? {
+              final_heldout_reward: out.final_heldout_reward ?? null,
+              start_heldout_reward: out.start_heldout_reward ?? null,
+            }
+            : {}),
           wall_s,
           ...(cpu_s !== null ? { cpu_s } : {}),
           finished_at: new Date().toISOString(),

@@ -5,16 +5,19 @@
  * @module
  */
 import { type MeanCi, meanCi } from "../lib/util/stats.ts";
-import type { CellResult } from "./results.ts";
+import { type CellResult, evalScoreKind, evalScores } from "./results.ts";
 
 /** One setting's summary over its seeds. */
 export interface SettingSummary {
   setting: string;
   seeds: number[];
-  /** The final score of each seed (validation reward when measured, else training reward). */
+  /**
+   * The final score of each seed: the held-out evaluation reward when every cell measured it,
+   * else the training questions' evaluation reward when measured, else the training reward.
+   */
   scores: number[];
   score: MeanCi;
-  /** Evaluation reward of the starting policy (before RL), over the seeds that measured it. */
+  /** Evaluation reward of the starting policy (before RL, same evaluation as the score). */
   start: MeanCi;
   /** Paired gain `final − start` of the evaluation reward, over the seeds that measured both. */
   gain: MeanCi;
@@ -22,7 +25,7 @@ export interface SettingSummary {
   tail_reward: MeanCi;
   /** Std over steps of the entropy, mean over seeds (how steady the entropy curve is). */
   entropy_wobble: number;
-  score_kind: "val_reward" | "final_reward";
+  score_kind: "heldout_reward" | "val_reward" | "final_reward";
 }
 
 function num(x: unknown): number {
@@ -45,11 +48,12 @@ export function summarise(results: CellResult[], tail = 3): SettingSummary[] {
     list.push(r);
     groups.set(r.cell.setting, list);
   }
-  const useVal = results.length > 0 && results.every((r) => r.summary.final_val_reward !== null);
+  const kind = evalScoreKind(results);
+  const useVal = kind === "heldout" ||
+    (results.length > 0 && results.every((r) => r.summary.final_val_reward !== null));
+  const scoresOf = (c: CellResult) => evalScores(c.summary, kind);
   return [...groups].map(([setting, cells]) => {
-    const scores = cells.map((c) =>
-      useVal ? (c.summary.final_val_reward as number) : c.summary.final_reward
-    );
+    const scores = cells.map((c) => useVal ? scoresOf(c).final as number : c.summary.final_reward);
     const tails = cells.map((c) => {
       const xs = c.metrics.slice(-tail).map((m) => num(m.reward_mean)).filter(Number.isFinite);
       return xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
@@ -58,23 +62,17 @@ export function summarise(results: CellResult[], tail = 3): SettingSummary[] {
       const e = c.metrics.map((m) => num(m.entropy)).filter(Number.isFinite);
       return meanCi(e).std;
     }).filter(Number.isFinite);
-    const measured = cells.filter((c) =>
-      typeof c.summary.start_val_reward === "number" && c.summary.final_val_reward !== null
-    );
+    const measured = cells.map(scoresOf).filter((e) => e.start !== null && e.final !== null);
     return {
       setting,
       seeds: cells.map((c) => c.cell.seed),
       scores,
       score: meanCi(scores),
-      start: meanCi(measured.map((c) => c.summary.start_val_reward as number)),
-      gain: meanCi(
-        measured.map((c) =>
-          (c.summary.final_val_reward as number) - (c.summary.start_val_reward as number)
-        ),
-      ),
+      start: meanCi(measured.map((e) => e.start as number)),
+      gain: meanCi(measured.map((e) => (e.final as number) - (e.start as number))),
       tail_reward: meanCi(tails),
       entropy_wobble: wobbles.length ? wobbles.reduce((a, b) => a + b, 0) / wobbles.length : NaN,
-      score_kind: useVal ? "val_reward" : "final_reward",
+      score_kind: kind === "heldout" ? "heldout_reward" : useVal ? "val_reward" : "final_reward",
     };
   });
 }
@@ -145,7 +143,11 @@ export function orderingVerdict(summaries: SettingSummary[]): OrderingVerdict {
   const spread = Math.max(1e-12, (best.score.ci95 || 0) + (runnerUp.score.ci95 || 0));
   const margin = gap / spread;
   const separated = gap > 0 && Number.isFinite(margin) && margin > 1;
-  const kind = best.score_kind === "val_reward" ? "validation reward" : "final training reward";
+  const kind = best.score_kind === "heldout_reward"
+    ? "held-out evaluation reward"
+    : best.score_kind === "val_reward"
+    ? "validation reward"
+    : "final training reward";
   const fmt = (s: SettingSummary) => `${s.setting} ${s.score.mean.toFixed(3)}`;
   const strength = separated
     ? "and the 95% confidence intervals of the best two do not overlap"

@@ -18,7 +18,10 @@ import { GatewayClient } from "../gateway/client.ts";
 import { parseOrThrow, type Rollout } from "../schema.ts";
 import { RewardHookSchema } from "./schema.ts";
 import { POD_PATHS } from "./k8s_pod.ts";
-import { buildVerifyTree, runRewardHook } from "./reward_hooks.ts";
+import { buildVerifyTree, removeEscapingLinks, runRewardHook } from "./reward_hooks.ts";
+
+// Shared with the local backend (`local_outcome.ts`); re-exported for existing imports.
+export { removeEscapingLinks };
 
 /** What `verify` writes and `report` posts. */
 export interface VerifyResult {
@@ -34,45 +37,6 @@ function path(key: keyof typeof POD_PATHS): string {
 
 async function exists(p: string): Promise<boolean> {
   return await Deno.lstat(p).then(() => true, () => false);
-}
-
-/**
- * Removes every symbolic link of the tree that leads outside it: the agent could otherwise plant
- * `answer.txt -> /reins/answers/expected`, which resolves in the verifier's container, where the
- * answers are mounted. Returns the removed links (relative paths).
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { removeEscapingLinks } from "./k8s_verifier.ts";
- * const tree = await Deno.makeTempDir();
- * await Deno.writeTextFile(`${tree}/solution.txt`, "3");
- * await Deno.symlink("solution.txt", `${tree}/inside.txt`);
- * await Deno.symlink("/etc/hostname", `${tree}/answer.txt`);
- * assert.deepEqual(await removeEscapingLinks(tree), ["answer.txt"]);
- * await Deno.remove(tree, { recursive: true });
- * ```
- */
-export async function removeEscapingLinks(tree: string): Promise<string[]> {
-  const removed: string[] = [];
-  const root = await Deno.realPath(tree);
-  const walk = async (dir: string, rel: string) => {
-    for await (const entry of Deno.readDir(dir)) {
-      const full = `${dir}/${entry.name}`;
-      const relPath = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.isSymlink) {
-        const target = await Deno.realPath(full).catch(() => null);
-        if (target === null || (target !== root && !target.startsWith(`${root}/`))) {
-          await Deno.remove(full);
-          removed.push(relPath);
-        }
-      } else if (entry.isDirectory) {
-        await walk(full, relPath);
-      }
-    }
-  };
-  await walk(root, "");
-  return removed.sort();
 }
 
 /** Copies the task files (the ConfigMap's tree) over the verification tree. */

@@ -9,7 +9,12 @@ import type { JsonObject, Rollout } from "../schema.ts";
 import type { SandboxStages } from "./schema.ts";
 import type { AttemptOutcome, LogChunk } from "./backend.ts";
 import { type AttemptState, readExitCode, scrubbedEnv } from "./local_process.ts";
-import { buildVerifyTree, type RewardFunction, runRewardHook } from "./reward_hooks.ts";
+import {
+  buildVerifyTree,
+  removeEscapingLinks,
+  type RewardFunction,
+  runRewardHook,
+} from "./reward_hooks.ts";
 
 /** Why the controller ended an attempt itself (it wins over what the attempt wrote). */
 export interface KillVerdict {
@@ -120,6 +125,13 @@ export async function finishAttempt(ctx: FinishContext): Promise<AttemptOutcome>
       stages.applied.push("after:verify_restored");
     } else if (hook.restore.length > 0) {
       stages.skipped["after:verify_restored"] = "no workspace to restore from";
+    }
+    // The hook runs on the host, outside the sandbox: a link the agent planted to a hidden
+    // path (the answers) would be read through and paid. Same defense as the k8s verifier.
+    const escaping = await removeEscapingLinks(verifyDir);
+    if (escaping.length > 0) {
+      info.removed_links = escaping;
+      info.flags = [...((info.flags as string[] | undefined) ?? []), "escaping_link"];
     }
     const result = await runRewardHook(
       hook,

@@ -52,6 +52,7 @@ export {
 export {
   buildVerifyTree,
   parseRewardOutput,
+  removeEscapingLinks,
   type RewardContext,
   type RewardFunction,
   type RewardResult,

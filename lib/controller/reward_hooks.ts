@@ -1,6 +1,7 @@
 /**
  * Reward hooks: after the agent exits, outside its reach, compute the outcome reward on a
- * verification tree (the agent's tree with tests and `.git` restored from the pristine copy).
+ * verification tree (the agent's tree with tests and `.git` restored from the pristine copy, and
+ * without links that lead outside it: {@link removeEscapingLinks}).
  *
  * A hook is either a command (its last non-empty stdout line is the reward: a number, or JSON
  * `{"value": n}`; with no such line, exit code 0 means 1 and anything else 0) or a function
@@ -143,6 +144,47 @@ export async function buildVerifyTree(
     restored.push(path);
   }
   return { edited, restored };
+}
+
+/**
+ * Removes every symbolic link of the tree that leads outside it (or nowhere): the verifier runs
+ * where the agent cannot reach (the host outside the sandbox, the Kubernetes verify container,
+ * where the answers are mounted), so a planted `answer.txt -> /reins/answers/expected` would
+ * resolve there and be paid. Links inside the tree stay. Returns the removed links (relative
+ * paths); their targets are untouched.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { removeEscapingLinks } from "./reward_hooks.ts";
+ * const tree = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${tree}/solution.txt`, "3");
+ * await Deno.symlink("solution.txt", `${tree}/inside.txt`);
+ * await Deno.symlink("/etc/hostname", `${tree}/answer.txt`);
+ * assert.deepEqual(await removeEscapingLinks(tree), ["answer.txt"]);
+ * await Deno.remove(tree, { recursive: true });
+ * ```
+ */
+export async function removeEscapingLinks(tree: string): Promise<string[]> {
+  const removed: string[] = [];
+  const root = await Deno.realPath(tree);
+  const walk = async (dir: string, rel: string) => {
+    for await (const entry of Deno.readDir(dir)) {
+      const full = `${dir}/${entry.name}`;
+      const relPath = rel ? `${rel}/${entry.name}` : entry.name;
+      if (entry.isSymlink) {
+        const target = await Deno.realPath(full).catch(() => null);
+        if (target === null || (target !== root && !target.startsWith(`${root}/`))) {
+          await Deno.remove(full);
+          removed.push(relPath);
+        }
+      } else if (entry.isDirectory) {
+        await walk(full, relPath);
+      }
+    }
+  };
+  await walk(root, "");
+  return removed.sort();
 }
 
 /**
