@@ -126,10 +126,7 @@ export async function runSync(ctx: LoopContext): Promise<void> {
     for (const k of groups) state.consumed.add(groupId(config, k));
     await finishStep(ctx, phase.update, {
       step,
-      held_calls: phase.held,
-      in_flight_at_update: phase.in_flight,
-      attempts_infra_retried: phase.attempts_infra_retried,
-      attempts_burned_by_infra: phase.attempts_burned_by_infra,
+      ...phaseMetrics(phase),
       timings_ms: { rollout: tRollout, step: performance.now() - t0 },
     });
   }
@@ -189,10 +186,7 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
     const now = performance.now();
     await finishStep(ctx, phase.update, {
       step,
-      held_calls: phase.held,
-      in_flight_at_update: phase.in_flight,
-      attempts_infra_retried: phase.attempts_infra_retried,
-      attempts_burned_by_infra: phase.attempts_burned_by_infra,
+      ...phaseMetrics(phase),
       timings_ms: {
         rollout: tWait,
         drain: phase.drain_ms,
@@ -216,4 +210,14 @@ async function cancelPending(ctx: LoopContext, pending: number[]): Promise<void>
       }).catch(() => undefined); // it finished meanwhile
     }
   }
+}
+
+/** What an update phase adds to its step's metrics: the calls it held and the infra retries. */
+function phaseMetrics(phase: Awaited<ReturnType<typeof trainInUpdatePhase>>) {
+  return {
+    held_calls: phase.held,
+    in_flight_at_update: phase.in_flight,
+    attempts_infra_retried: phase.attempts_infra_retried,
+    attempts_burned_by_infra: phase.attempts_burned_by_infra,
+  };
 }
