@@ -52,10 +52,10 @@ Deno.test({
     assert.ok(results.ok, results.text);
     // Every result set is current or confirmed, except the legacy pilot record (produced by
     // earlier code, no canary: shown stale, never failed).
-    const stale = results.text.split("\n").filter((l) => l.startsWith("STALE"));
+    const staleLines = results.text.split("\n").filter((l) => l.startsWith("STALE"));
     assert.deepEqual(
-      stale.map((l) => l.split(/\s+/)[1]),
-      stale.length ? ["experiments/results/ablation_pilot:"] : [],
+      staleLines.map((l) => l.split(/\s+/)[1]),
+      staleLines.length ? ["experiments/results/ablation_pilot:"] : [],
       results.text,
     );
     assert.match(results.text, / 0 canaries differ/);
