@@ -186,10 +186,10 @@ export const RolloutListQuerySchema = z.object({
   reward_max: optionalNumber,
   /** `yes`: only rollouts with monitor flags; `no`: only without. */
   flagged: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["yes", "no"]).optional()),
-  /** `oldest` (default): creation order, the store's cursor; `newest`: newest first. */
+  /** `newest` (default): newest first; `oldest`: creation order. Both page by the store's cursor. */
   order: z.preprocess(
     (v) => (v === "" ? undefined : v),
-    z.enum(["oldest", "newest"]).default("oldest"),
+    z.enum(["oldest", "newest"]).default("newest"),
   ),
   /** Cursor of the page (from the previous page). */
   after: optionalText,

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import pl from "nodejs-polars";
 import type { TrainStepMetrics } from "../schema/ui.ts";
 
@@ -202,7 +203,10 @@ export function metricRows(
  * assert.equal(csv.trim(), "run,step,metric,value\na,1,loss,0.5");
  * ```
  */
-export function metricsTable(rows: readonly MetricRow[], format: "csv" | "parquet"): Uint8Array {
+export function metricsTable(
+  rows: readonly MetricRow[],
+  format: "csv" | "parquet",
+): Uint8Array<ArrayBuffer> {
   const df = pl.DataFrame({
     run: pl.Series("run", rows.map((r) => r.run), pl.Utf8),
     step: pl.Series("step", rows.map((r) => r.step), pl.Int64),
@@ -211,4 +215,29 @@ export function metricsTable(rows: readonly MetricRow[], format: "csv" | "parque
   });
   const bytes = format === "csv" ? df.writeCSV() : df.writeParquet();
   return new Uint8Array(bytes);
+}
+
+/**
+ * Mean with a 95% Student-t interval (n − 1 degrees of freedom; one value: no interval). The
+ * UI's one interval rule, for eval rewards and for runs pooled over seeds.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tMeanCi } from "./metrics.ts";
+ * const ci = tMeanCi([1, 2, 3]);
+ * assert.equal(ci.mean, 2);
+ * assert.ok(Math.abs(ci.hi - 2 - 4.303 / Math.sqrt(3)) < 1e-3);
+ * assert.deepEqual(tMeanCi([5]), { mean: 5, lo: 5, hi: 5, n: 1 });
+ * ```
+ */
+export function tMeanCi(
+  values: readonly number[],
+): { mean: number; lo: number; hi: number; n: number } {
+  const n = values.length;
+  const mean = values.reduce((a, b) => a + b, 0) / Math.max(1, n);
+  if (n < 2) return { mean, lo: mean, hi: mean, n };
+  const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1);
+  const half = tQuantile(0.975, n - 1) * Math.sqrt(variance / n);
+  return { mean, lo: mean - half, hi: mean + half, n };
 }

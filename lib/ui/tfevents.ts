@@ -93,7 +93,7 @@ class ProtoWriter {
     for (let i = 0; i < 4; i++) this.#parts.push(buf.getUint8(i));
     return this;
   }
-  done(): Uint8Array {
+  done(): Uint8Array<ArrayBuffer> {
     return new Uint8Array(this.#parts);
   }
 }
@@ -107,7 +107,7 @@ function eventProto(
     file_version?: string;
     scalars?: Record<string, number>;
   },
-): Uint8Array {
+): Uint8Array<ArrayBuffer> {
   const w = new ProtoWriter().double(1, event.wall_time).tag(2, 0).varint(event.step);
   if (event.file_version !== undefined) w.bytes(3, utf8.encode(event.file_version));
   const entries = Object.entries(event.scalars ?? {}).filter(([, v]) => Number.isFinite(v));
@@ -121,7 +121,7 @@ function eventProto(
   return w.done();
 }
 
-function frame(data: Uint8Array): Uint8Array {
+function frame(data: Uint8Array): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(8 + 4 + data.length + 4);
   const view = new DataView(out.buffer);
   view.setBigUint64(0, BigInt(data.length), true);
@@ -138,7 +138,7 @@ function frame(data: Uint8Array): Uint8Array {
 export function tfEventsFile(
   events: readonly TfScalarEvent[],
   wallTime = Date.now() / 1000,
-): Uint8Array {
+): Uint8Array<ArrayBuffer> {
   const records = [
     frame(
       eventProto({
@@ -159,7 +159,7 @@ export function tfEventsFile(
 }
 
 /** One framed step record (to append to an event file). */
-export function tfEventRecord(event: TfScalarEvent): Uint8Array {
+export function tfEventRecord(event: TfScalarEvent): Uint8Array<ArrayBuffer> {
   return frame(eventProto(event));
 }
 
