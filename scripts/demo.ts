@@ -46,6 +46,8 @@ import {
   parseDemoArgs,
 } from "./demo_args.ts";
 import { ensureSystemDeps } from "./ensure_deps.ts";
+import { readOrCreateKey } from "../lib/http/credentials.ts";
+import { loginLink } from "../lib/ui/mod.ts";
 
 let args: DemoArgs;
 try {
@@ -169,9 +171,11 @@ try {
   console.log(
     `gateway ${stack.gateway.url} (SQLite ${outDir}/gateway.db), worker ${stack.worker.url}`,
   );
+  // `step`: the training steps done, so the Live UI draws the two evaluations on its charts.
   const evaluate = (ctx: LoopContext, label: string) =>
     evaluatePolicy(ctx.gateway, ctx.config, label, toyLoopTasks(evalTasks), {
       onStatus: (text, count) => ctx.progress.status(text, count),
+      step: ctx.state.nextStep,
     });
   const result = await runLoop(config, stack.services, {
     resume: args.resume,
@@ -289,6 +293,10 @@ try {
 } finally {
   await stack.close();
 }
+// The run stays inspectable: the UI reads its store, metrics and tokenizer from the run dir.
+const uiKey = await readOrCreateKey(`${outDir}/gateway.db.key`);
+console.log(`\nsee the run in the Live UI: deno task ui --db ${outDir}/gateway.db`);
+console.log(`then open (one click, logs in): ${loginLink("http://127.0.0.1:8421", uiKey)}`);
 
 function hash(s: string): number {
   let h = 2166136261;

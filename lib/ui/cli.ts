@@ -19,22 +19,8 @@ import { readOrCreateKey } from "../gateway/auth.ts";
 import { startGateway } from "../gateway/server.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { createUi } from "./app.ts";
+import { loginLink } from "./auth.ts";
 import { loadNamedTokenizer } from "./run_tokenizer.ts";
-
-/**
- * The one-click login link of a UI: the admin key in the URL's fragment (never sent to a
- * server, never in its logs), which the login page posts.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { loginLink } from "./cli.ts";
- * assert.equal(loginLink("http://127.0.0.1:8421", "k/1"), "http://127.0.0.1:8421/ui/login#key=k%2F1");
- * ```
- */
-export function loginLink(gatewayUrl: string, adminKey: string, base = "/ui"): string {
-  return `${gatewayUrl}${base}/login#key=${encodeURIComponent(adminKey)}`;
-}
 
 async function isFile(path: string): Promise<boolean> {
   return await Deno.stat(path).then((s) => s.isFile, () => false);

@@ -7,7 +7,7 @@
  *    or an `hf` model whose directory holds `tokenizer.json`;
  * 3. the stored model calls: every candidate (char, then Qwen3) whose vocabulary holds every
  *    token id seen, and that decodes the stored `response_text` back exactly when calls carry
- *    one; the smallest vocabulary that fits wins;
+ *    one (up to the end-of-turn token); the smallest vocabulary that fits wins;
  * 4. a builtin model in `config.json` whose `vocab_size` is the char tokenizer's.
  *
  * None of these: no tokenizer (the detail page shows token ids instead of wrong text). The
@@ -159,13 +159,19 @@ export async function detectRunTokenizer(source: RunTokenizerSource): Promise<Ru
       for (const name of ["char", "qwen3"]) {
         const tokenizer = await NAMED[name]();
         if (highest >= tokenizer.vocabSize) continue;
-        const exact = withText.filter((c) => tokenizer.decode(c.response) === c.text).length;
+        // The stored text leaves out the end-of-turn token that ends the ids.
+        const exact = withText.filter((c) => {
+          const decoded = tokenizer.decode(c.response);
+          return decoded === c.text || (c.text !== "" && decoded.startsWith(c.text!));
+        }).length;
         if (withText.length && exact * 2 < withText.length) continue;
         return {
           tokenizer,
           name,
           reason: `stored calls: ${calls.length} read, every token id < ${tokenizer.vocabSize}` +
-            (withText.length ? `, ${exact} of ${withText.length} responses decode exactly` : ""),
+            (withText.length
+              ? `, ${exact} of ${withText.length} responses decode to their stored text`
+              : ""),
         };
       }
     }

@@ -13,7 +13,7 @@ import { page } from "../layout.ts";
 import { displayStep, flattenStep, metricRows, metricsTable } from "../metrics.ts";
 import { runsFragment, RunsQuerySchema } from "../runs_view.ts";
 import { tfEventsFile, tfEventsFileName } from "../tfevents.ts";
-import { safeFileName, type UiDeps, validParam, validQuery } from "./deps.ts";
+import { safeFileName, type UiDeps, validQuery } from "./deps.ts";
 
 const many = z.preprocess(
   (v) => v === undefined ? [] : Array.isArray(v) ? v : [v],
@@ -25,7 +25,6 @@ const ExportQuerySchema = z.object({
   /** Only these metrics (default: every one). */
   metric: many,
 });
-const FormatParamSchema = z.object({ format: z.enum(["csv", "parquet", "tfevents"]) });
 
 /** The runs sub-app. */
 export function runRoutes(deps: UiDeps): Hono {
@@ -43,12 +42,8 @@ export function runRoutes(deps: UiDeps): Hono {
     }`;
     return c.html(page(ctx, "Metrics", "metrics", body).toString());
   });
-  app.get(
-    "/api/metrics.:format",
-    validParam(FormatParamSchema),
-    validQuery(ExportQuerySchema),
-    async (c) => {
-      const { format } = c.req.valid("param");
+  for (const format of ["csv", "parquet", "tfevents"] as const) {
+    app.get(`/api/metrics.${format}`, validQuery(ExportQuerySchema), async (c) => {
       const query = c.req.valid("query");
       const all = await deps.runs();
       const runs = query.run.map((id) => {
@@ -79,7 +74,7 @@ export function runRoutes(deps: UiDeps): Hono {
         "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/octet-stream",
         "content-disposition": `attachment; filename="${name}-metrics.${format}"`,
       });
-    },
-  );
+    });
+  }
   return app;
 }
