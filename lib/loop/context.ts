@@ -18,7 +18,7 @@ import type { TrainerClient } from "../trainer/client.ts";
 import { saveCheckpoint } from "./checkpoint.ts";
 import type { MetricsWriter } from "./metrics.ts";
 import type { ProgressSink } from "./progress.ts";
-import { taskIndexOf } from "./random.ts";
+import { taskIndexOf } from "../util/random.ts";
 import type { RolloutData, UpdateResult } from "./train.ts";
 
 /** Mutable progress of a run (what a checkpoint records). */

@@ -14,7 +14,7 @@ import type { Context } from "hono";
 import { secureHeaders } from "hono/secure-headers";
 import type { Mount, MountContext } from "../gateway/server.ts";
 import type { Store } from "../gateway/store.ts";
-import { toHttpError } from "../http/error.ts";
+import { toHttpError } from "../util/error.ts";
 import { defaultMonitors } from "../monitors/defaults.ts";
 import { type MonitorRunner, startMonitorRunner } from "../monitors/runner.ts";
 import { type PhaseSnapshot, ValidationError } from "../schema.ts";

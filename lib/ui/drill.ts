@@ -14,7 +14,7 @@
  */
 import { computeAdvantages, computeLossWeights } from "../algo/mod.ts";
 import type { Store } from "../gateway/store.ts";
-import { parseOutput } from "../proxy/parse_output.ts";
+import { parseOutput } from "../tokens/parse_output.ts";
 import type { Rollout, RolloutEvent, Sample } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";

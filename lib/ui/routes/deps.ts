@@ -77,7 +77,7 @@ export type QueryInput = Record<string, string | string[]>;
  * import assert from "node:assert/strict";
  * import { Hono } from "hono";
  * import { z } from "zod";
- * import { HttpError } from "../../http/error.ts";
+ * import { HttpError } from "../../util/error.ts";
  * import { validQuery } from "./deps.ts";
  * const app = new Hono()
  *   .get("/", validQuery(z.object({ n: z.coerce.number().int() })), (c) => c.json(c.req.valid("query")))

@@ -6,7 +6,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { HttpError } from "../../http/error.ts";
+import { HttpError } from "../../util/error.ts";
 import { MergeStrategySchema, type Rollout } from "../../schema.ts";
 import { RolloutListQuerySchema } from "../../schema/ui.ts";
 import { detailFragment } from "../detail.ts";

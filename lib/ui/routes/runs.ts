@@ -6,7 +6,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { HttpError } from "../../http/error.ts";
+import { HttpError } from "../../util/error.ts";
 import { explorerFragment, ExplorerQuerySchema } from "../explorer.ts";
 import { html } from "../html.ts";
 import { page } from "../layout.ts";
