@@ -209,8 +209,8 @@ if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
-    console.error(`gateway: ${err instanceof Error ? err.message : err}`);
-    console.error(USAGE);
+    // One line naming the flag or file; the usage is a `--help` away.
+    console.error(`gateway: ${err instanceof Error ? err.message : err} (see --help)`);
     Deno.exit(2);
   }
 }

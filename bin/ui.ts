@@ -175,7 +175,8 @@ if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
-    console.error(`error: ${err instanceof Error ? err.message : err}\n${USAGE}`);
+    // One line naming the flag or file; the usage is a `--help` away.
+    console.error(`ui: ${err instanceof Error ? err.message : err} (see --help)`);
     Deno.exit(2);
   }
 }

@@ -54,7 +54,7 @@ try {
   args = parseDemoArgs(Deno.args);
 } catch (error) {
   if (!(error instanceof DemoArgsError)) throw error;
-  console.error(`demo: ${error.message}\n${DEMO_USAGE}`);
+  console.error(`demo: ${error.message} (see --help)`);
   Deno.exit(2);
 }
 if (args.help) {

@@ -78,7 +78,11 @@ export function niceTicks(
   if (hi < lo) [lo, hi] = [hi, lo];
   // A span far below the values' size is noise in the last digits (alignment at
   // 0.999999999998): widen it to 1e-5 of the magnitude rather than print twelve decimals.
-  const minSpan = hi === lo && lo === 0 ? 2 : Math.max(Math.abs(lo), Math.abs(hi)) * 1e-5;
+  // A constant series gets a band of ±5% around it (±1 around 0), so that its few ticks read
+  // as distinct round numbers.
+  const minSpan = hi === lo
+    ? (lo === 0 ? 2 : Math.abs(lo) * 0.1)
+    : Math.max(Math.abs(lo), Math.abs(hi)) * 1e-5;
   if (hi - lo < minSpan) {
     const mid = (hi + lo) / 2;
     lo = mid - minSpan / 2;

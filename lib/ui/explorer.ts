@@ -9,7 +9,7 @@
 import { z } from "zod";
 import { lineChart } from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
-import { displayUnit, fmtSig, metricNames, metricSeries, unitOf } from "./metrics.ts";
+import { displayUnit, metricNames, metricSeries, unitOf } from "./metrics.ts";
 import { SMOOTHING_CHOICES } from "./overview.ts";
 import { labelRuns, type RunInfo } from "./runs.ts";
 import { PALETTE } from "./runs_view.ts";
@@ -77,7 +77,6 @@ export function explorerFragment(
       height: 220,
       colors,
       legend: false,
-      yFormat: (v) => fmtSig(v, 4),
     });
   });
   const form = html`<form method="get" action="${base}/metrics" class="filters" id="explorer">

@@ -11,7 +11,15 @@
 import { z } from "zod";
 import { lineChart, type SeriesPoint } from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
-import { displayStep, fmtMetric, metricNames, metricSeries, tMeanCi } from "./metrics.ts";
+import {
+  displayStep,
+  displayUnit,
+  fmtMetric,
+  metricNames,
+  metricSeries,
+  tMeanCi,
+  unitOf,
+} from "./metrics.ts";
 import { cellText, SMOOTHING_CHOICES } from "./overview.ts";
 import { labelRuns, type RunInfo, type RunLabels } from "./runs.ts";
 
@@ -40,6 +48,9 @@ export const RunsQuerySchema = z.object({
 });
 /** The runs page's parsed query. */
 export type RunsQuery = z.infer<typeof RunsQuerySchema>;
+
+/** Most series a chart draws with bands (more would stack into a smear). */
+export const MAX_BANDED_SERIES = 8;
 
 /** The pseudo-metric of evaluation rewards read from labelled `val` rollouts. */
 export const EVAL_ROLLOUTS = "eval reward (val rollouts)";
@@ -240,10 +251,26 @@ ${query.grid ? html`<input type="hidden" name="grid" value="${query.grid}">` : "
   }</span></div>`;
 
   const charts = html`<div class="charts wide" id="runs-charts">${
-    metrics.map((m) =>
-      lineChart(overlayPoints(shown, m, labels, pool), {
-        title: m === "reward_mean" ? "train reward (reward_mean)" : m,
-        ...(m === "reward_mean" ? { note: "band: 95% interval of the step's mean" } : {}),
+    metrics.map((m) => {
+      let points = overlayPoints(shown, m, labels, pool);
+      // Per-run bands of many runs only stack into a smear: past a few series, lines only.
+      const series = new Set(points.map((p) => p.series)).size;
+      const banded = series <= MAX_BANDED_SERIES;
+      if (!banded) points = points.map(({ lo: _lo, hi: _hi, ...p }) => p);
+      const { unit, factor } = displayUnit(unitOf(m), points.map((p) => p.y));
+      if (factor !== 1) {
+        points = points.map((p) => ({
+          ...p,
+          y: p.y * factor,
+          ...(p.lo !== undefined ? { lo: p.lo * factor, hi: p.hi! * factor } : {}),
+        }));
+      }
+      const title = m === "reward_mean" ? "train reward (reward_mean)" : m;
+      return lineChart(points, {
+        title: unit ? `${title} (${unit})` : title,
+        ...(banded && (m === "reward_mean" || pool)
+          ? { note: pool ? "band: 95% t interval over seeds" : "band: 95% interval of the mean" }
+          : {}),
         smoothing: query.smooth,
         id: `runs-${m}`,
         width: 680,
@@ -251,9 +278,8 @@ ${query.grid ? html`<input type="hidden" name="grid" value="${query.grid}">` : "
         colors,
         legend: false,
         log: query.log === "1",
-        yFormat: (v) => fmtMetric(m, v),
-      })
-    )
+      });
+    })
   }</div>`;
 
   // Results: what the runs wrote when they finished, grouped by setting.

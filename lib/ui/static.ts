@@ -36,7 +36,7 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .chart svg, .chart figure { max-width:100%; height:auto; margin:0; }
 .scroll-x { overflow-x:auto; max-width:100%; }
 form.filters.inline { margin:8px 0; }
-label.check { flex-direction:row; gap:4px; align-items:center; }
+label.check, form.filters label.check { flex-direction:row; gap:4px; align-items:center; }
 details.columns { margin:8px 0; }
 th a.sort { color:inherit; text-decoration:none; } th a.sort:hover { text-decoration:underline; }
 form.filters { display:flex; flex-wrap:wrap; gap:8px; align-items:end; margin-bottom:8px; }
