@@ -41,7 +41,8 @@ Deno.test("the CLI list holds every script with a main in scripts/ and bin/", as
     for await (const e of Deno.readDir(dir)) {
       if (!e.name.endsWith(".ts")) continue;
       const text = await Deno.readTextFile(`${dir}/${e.name}`);
-      const isCli = /import\.meta\.main|Deno\.args/.test(text) && !/^ \* Not a command line/m.test(text);
+      const isCli = /import\.meta\.main|Deno\.args/.test(text) &&
+        !/^ \* Not a command line/m.test(text);
       if (isCli) assert.ok(CLIS.includes(`${dir}/${e.name}`), `${dir}/${e.name} is a CLI`);
     }
   }

@@ -464,7 +464,7 @@ Deno.test({
           assert.ok(widths.length >= 4, widths.join());
           assert.ok(widths.every((w) => w >= 600), `plotted widths ${widths.join()}`);
           const top = (sel: string) =>
-            page.$eval(sel, (e) => e.getBoundingClientRect().top + window.scrollY);
+            page.$eval(sel, (e) => e.getBoundingClientRect().top + globalThis.scrollY);
           assert.ok(await top("#runs-charts") < await top("#run-results"));
           assert.deepEqual(
             await page.$$eval(

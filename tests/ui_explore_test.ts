@@ -19,7 +19,7 @@ import { GRID_SETTINGS, gridRunName, writeGridDir } from "./ui_runs_fixture.ts";
 
 const auth = { authorization: "Bearer admin-key" };
 
-async function appOver(options: Parameters<typeof createUiApp>[1]) {
+function appOver(options: Parameters<typeof createUiApp>[1]) {
   const store = openSqliteStore(":memory:");
   const ui = createUiApp({ store, adminKey: "admin-key", secret: "s" }, {
     monitors: false,
@@ -77,7 +77,7 @@ Deno.test("nullable metrics, steps from 1, evaluation series from the metrics", 
       })
     ).join("\n") + "\n",
   );
-  const app = await appOver({ metricsPath });
+  const app = appOver({ metricsPath });
   try {
     const page = await app.text("/");
     assert.match(page, /<b id="step-count">3<\/b>/);
@@ -103,7 +103,7 @@ Deno.test("nullable metrics, steps from 1, evaluation series from the metrics", 
 
 Deno.test("a 24-run grid compares by its differing keys, pooled or not", async () => {
   const root = await writeGridDir();
-  const app = await appOver({ runsDir: root });
+  const app = appOver({ runsDir: root });
   try {
     const page = await app.text("/runs?grid=grid");
     const legend = page.slice(page.indexOf('id="runs-legend"'), page.indexOf('id="runs-charts"'));
@@ -143,7 +143,7 @@ Deno.test("a 24-run grid compares by its differing keys, pooled or not", async (
 
 Deno.test("every metric is charted and exported as CSV, Parquet and TensorBoard", async () => {
   const root = await writeGridDir();
-  const app = await appOver({ runsDir: root });
+  const app = appOver({ runsDir: root });
   const id = `dir:grid/${gridRunName("token_mean", 0)}`;
   try {
     const lines =

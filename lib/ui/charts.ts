@@ -108,10 +108,22 @@ export function niceTicks(
 function yAxis(values: number[], format?: (v: number) => string): Record<string, unknown> {
   const finite = values.filter(Number.isFinite);
   if (!finite.length) return {};
-  const ticks = niceTicks(Math.min(...finite), Math.max(...finite));
+  const [min, max] = [Math.min(...finite), Math.max(...finite)];
+  const ticks = niceTicks(min, max);
   const tickFormat = format ?? ticks.format;
   const widest = Math.max(...ticks.ticks.map((t) => tickFormat(t).length), 1);
-  return { ticks: ticks.ticks, tickFormat, marginLeft: Math.max(40, 12 + 7 * widest) };
+  // niceTicks widened a (near-)constant series: the domain must widen with it, or Plot's own
+  // domain (the data's) would stack every tick on one line.
+  const first = ticks.ticks[0];
+  const last = ticks.ticks.at(-1);
+  const widened = ticks.ticks.length > 1 && first !== undefined && last !== undefined &&
+    (first > min || last < max || max - min < (last - first) / 10);
+  return {
+    ticks: ticks.ticks,
+    tickFormat,
+    marginLeft: Math.max(40, 12 + 7 * widest),
+    ...(widened ? { domain: [Math.min(min, first!), Math.max(max, last!)] } : {}),
+  };
 }
 
 /** Options of {@link lineChart}. */
