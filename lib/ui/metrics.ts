@@ -11,9 +11,9 @@
  *
  * @module
  */
-import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import pl from "nodejs-polars";
 import type { TrainStepMetrics } from "../schema/ui.ts";
+import { meanCi } from "../util/stats.ts";
 
 /** The step number shown for a metrics record's 0-based `step`. */
 export function displayStep(step: number): number {
@@ -218,8 +218,8 @@ export function metricsTable(
 }
 
 /**
- * Mean with a 95% Student-t interval (n − 1 degrees of freedom; one value: no interval). The
- * UI's one interval rule, for eval rewards and for runs pooled over seeds.
+ * Mean with its 95% Student-t interval as a band (`meanCi` of `lib/util/stats.ts`, the one
+ * interval rule reins shows everywhere; fewer than 2 values: no interval, `lo` = `hi` = mean).
  *
  * @example
  * ```ts
@@ -234,10 +234,7 @@ export function metricsTable(
 export function tMeanCi(
   values: readonly number[],
 ): { mean: number; lo: number; hi: number; n: number } {
-  const n = values.length;
-  const mean = values.reduce((a, b) => a + b, 0) / Math.max(1, n);
-  if (n < 2) return { mean, lo: mean, hi: mean, n };
-  const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1);
-  const half = tQuantile(0.975, n - 1) * Math.sqrt(variance / n);
+  const { mean, ci95, n } = meanCi(values);
+  const half = Number.isFinite(ci95) ? ci95 : 0;
   return { mean, lo: mean - half, hi: mean + half, n };
 }

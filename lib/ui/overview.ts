@@ -12,6 +12,7 @@
 import type { Store } from "../gateway/store.ts";
 import type { PhaseSnapshot } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
+import { ci95HalfWidth } from "../util/stats.ts";
 import {
   disjointTimings,
   lineChart,
@@ -129,7 +130,7 @@ export async function loadEvalPoints(
 
 /**
  * Reward points of steps: the train reward with a 95% band from `reward_std` and `rollouts`
- * (normal approximation), the eval reward from `evals` (labelled `val` rollouts), and every
+ * (Student-t, `ci95HalfWidth`), the eval reward from `evals` (labelled `val` rollouts), and every
  * `eval…` step metric as its own series (`val_reward` too, when no rollouts say more).
  *
  * @example
@@ -157,9 +158,8 @@ export function rewardPoints(
     if (typeof mean !== "number") continue;
     const std = s.reward_std;
     const n = s.rollouts;
-    const band = typeof std === "number" && typeof n === "number" && n > 1
-      ? 1.96 * std / Math.sqrt(n)
-      : null;
+    const half = typeof std === "number" && typeof n === "number" ? ci95HalfWidth(std, n) : NaN;
+    const band = Number.isFinite(half) ? half : null;
     out.push({
       x: displayStep(s.step),
       series: "train reward",
@@ -340,7 +340,7 @@ export function stepCharts(
 ${
     lineChart(rewardPoints(steps, evals), {
       title: "reward (train, eval)",
-      note: "band: 95% normal interval of the mean over the step's rollouts",
+      note: "band: 95% t interval of the mean over the step's rollouts",
       smoothing,
       id: "reward",
     })

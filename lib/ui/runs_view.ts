@@ -9,6 +9,7 @@
  * @module
  */
 import { z } from "zod";
+import { ci95HalfWidth } from "../util/stats.ts";
 import { lineChart, type SeriesPoint } from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
 import {
@@ -100,9 +101,8 @@ function pointsOf(run: RunInfo, metric: string): { x: number; y: number; band?: 
     const s = byStep.get(p.x);
     const std = s?.reward_std;
     const n = s?.rollouts;
-    return typeof std === "number" && typeof n === "number" && n > 1
-      ? { ...p, band: 1.96 * std / Math.sqrt(n) }
-      : p;
+    const half = typeof std === "number" && typeof n === "number" ? ci95HalfWidth(std, n) : NaN;
+    return Number.isFinite(half) ? { ...p, band: half } : p;
   });
 }
 

@@ -6,7 +6,7 @@
  */
 import { Hono } from "hono";
 import { changeFeedResponse } from "../../gateway/change_feed.ts";
-import { sleep } from "../../http/retry.ts";
+import { sleep } from "../../util/time.ts";
 import { html } from "../html.ts";
 import { liveRegion, page } from "../layout.ts";
 import { type CallFact, proxyFragment } from "../proxy_view.ts";
