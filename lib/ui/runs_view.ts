@@ -121,7 +121,7 @@ function pointsOf(run: RunInfo, metric: string): { x: number; y: number; band?: 
  * });
  * const runs = [run("a", 0, 0.2), run("b", 1, 0.4)];
  * const [p] = overlayPoints(runs, "reward_mean", labelRuns(runs), true);
- * assert.equal(p.series, "norm=tok");
+ * assert.equal(p.series, "all"); // only the seed differs: one setting
  * assert.ok(Math.abs(p.y - 0.3) < 1e-12 && p.lo! < 0.3 && p.hi! > 0.3);
  * ```
  */
