@@ -12,6 +12,7 @@ export const CLIS = [
   "scripts/curate.ts",
   "scripts/demo.ts",
   "scripts/ensure_deps.ts",
+  "scripts/export.ts",
   "scripts/make_char_tokenizer.ts",
   "scripts/make_env_data.ts",
   "scripts/make_tasks.ts",
