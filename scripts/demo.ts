@@ -1,43 +1,23 @@
 /**
- * `deno task demo` — the main job of reins on embedded defaults: a SQLite gateway with the
- * proxy, a local controller running the built-in harness on the toy arithmetic environment
- * (calculator tool), a local CPU PyTorch worker with a tiny char-level model, an SFT warm start
- * on mixed demonstrations (per question, one calls the calculator, one guesses a wrong number
- * without it), then collocated-async RL, which has to discover from reward alone that the
- * calculator pays, on several questions.
+ * `deno task demo` — the preset `configs/demo.yaml` run by `deno task train`'s runner: a SQLite
+ * gateway with the proxy, a local controller running the built-in harness on the toy
+ * arithmetic environment (calculator tool), a local CPU PyTorch worker with a tiny char-level
+ * model, an SFT warm start on mixed demonstrations (per question, one calls the calculator, one
+ * guesses a wrong number without it), then collocated-async RL, which has to discover from
+ * reward alone that the calculator pays.
  *
- * It evaluates the policy before and after RL on the same prompts and the same sampling seeds
- * and reports mean reward ± 95% CI and the paired difference; prints every phase's progress with
- * an ETA (a line every ~10 s when stdout is not a terminal); ends with the lines
- * `reward_before:`, `reward_after:`, their `_ci95`, `reward_gain:` and `demo_wall_s:`, and
- * figures under `runs/<name>/`. Flags: `--help` (scripts/demo_args.ts); they are validated
- * before anything on disk is touched, and an existing run is never deleted without
+ * It evaluates the policy before and after RL on the same prompts and sampling seeds, on the
+ * training questions and on held-out ones, and reports mean reward ± 95% CI and the paired
+ * difference; ends with the lines `reward_before:`, `reward_after:`, their `_ci95`,
+ * `reward_gain:`, `heldout_before:`, `heldout_after:` and `demo_wall_s:`, and figures under
+ * `runs/<name>/`. Flags (`--help`, scripts/demo_args.ts) override the preset; they are
+ * validated before anything on disk is touched, and an existing run is never deleted without
  * `--overwrite`.
  *
  * @module
  */
-import { assembleRollout } from "../lib/samples/mod.ts";
-import { Plot, plot, saveFigure, table } from "../lib/plot/mod.ts";
-import type { LoopConfigInput } from "../lib/loop/schema.ts";
-import { loadCharTokenizer } from "../lib/tokens/mod.ts";
+import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
 import { describeCpu } from "../lib/trainer/mod.ts";
-import { meanCi } from "../lib/util/stats.ts";
-import {
-  compareEvals,
-  type EvalResult,
-  evaluatePolicy,
-  formatCi,
-  type LoopContext,
-  runLoop,
-  startEmbedded,
-  terminalProgress,
-  toyArithmeticTasks,
-  toyHarness,
-  toyLoopTasks,
-  toyModel,
-  toySftRows,
-  writeToyDataset,
-} from "../lib/loop/mod.ts";
 import {
   chooseRunDir,
   DEMO_USAGE,
@@ -46,8 +26,12 @@ import {
   parseDemoArgs,
 } from "./demo_args.ts";
 import { ensureSystemDeps } from "./ensure_deps.ts";
+<<<<<<< HEAD
 import { readOrCreateKey } from "../lib/http/credentials.ts";
 import { loginLink } from "../lib/ui/mod.ts";
+=======
+import { executeRun, planText, resolveRun } from "./train_run.ts";
+>>>>>>> main
 
 let args: DemoArgs;
 try {
@@ -97,69 +81,33 @@ if (run.replace) {
   console.log(`demo: --overwrite: deleting ${run.dir}`);
   await Deno.remove(run.dir, { recursive: true });
 }
-const name = run.name;
-const outDir = run.dir;
-await Deno.mkdir(outDir, { recursive: true });
 
-const tokenizer = await loadCharTokenizer();
-const allTasks = toyArithmeticTasks();
-// A fixed, seeded choice of `--tasks` questions (see docs/loop.md for why the CPU demo uses few).
-const shuffled = [...allTasks].sort((a, b) => hash(a.id) - hash(b.id));
-const trainTasks = shuffled.slice(0, args.tasks);
-// The evaluation: rollout i asks question i mod k with its own fixed sampling seed, before and
-// after RL alike.
-const evalTasks = Array.from(
-  { length: args.evalRollouts },
-  (_, i) => trainTasks[i % trainTasks.length],
-);
-const dataDir = await writeToyDataset(`${outDir}/data`, allTasks);
-const groupSize = 8;
-const groupsPerStep = 3;
-
-const config: LoopConfigInput = {
-  name,
-  out_dir: outDir,
-  tasks: toyLoopTasks(trainTasks),
-  harness: toyHarness(dataDir),
-  model: toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }),
-  // One batch = each demonstration once (a larger one only repeats identical rows).
-  sft: { steps: args.sftSteps, batch_size: 2 * args.tasks, lr: 3e-3 },
-  // Small steps, four PPO epochs per batch inside the clip's trust region, and a warmup for the
-  // fresh AdamW: larger single steps wreck this tiny policy (docs/loop.md has the sweep).
-  optimizer: { lr: 3e-4, grad_clip: 1, warmup_steps: 12 },
-  ppo_epochs: 4,
-  loss: { kind: "ppo", clip_low: 0.2, clip_high: 0.28 },
-  // Short rows: CPU attention cost grows with the row length squared.
-  micro_token_budget: 1024,
-  group_size: groupSize,
-  groups_per_step: groupsPerStep,
-  steps: args.steps,
-  schedule: { mode: args.mode, max_staleness: 2, stale_policy: "tis", poll_ms: 100 },
-  checkpoint_every: 2,
-  seed: 0,
+const presetPath = new URL("../configs/demo.yaml", import.meta.url).pathname;
+const preset = parseConfigText(await Deno.readTextFile(presetPath), presetPath) as {
+  [k: string]: Record<string, unknown>;
 };
-
-console.log(
-  `reins demo: run "${name}" in ${outDir} — ${trainTasks.length} arithmetic question(s) ` +
-    `(${trainTasks.map((t) => JSON.stringify(t.question)).join(", ")}), ` +
-    `built-in harness + calculator, ${args.mode}`,
-);
-console.log(
-  `plan: SFT ${args.sftSteps} steps × ${2 * args.tasks} demonstrations; evaluation ` +
-    `${args.evalRollouts} rollouts before and after RL (same prompts and sampling seeds); ` +
-    `${args.steps} RL steps × ${groupsPerStep} groups × ${groupSize} rollouts`,
-);
+// The flags override the preset (`--help` lists them).
+const config = validateRunConfig({
+  ...preset,
+  name: run.name,
+  out_dir: run.dir,
+  resume: args.resume,
+  steps: args.steps,
+  sft: { ...preset.sft, steps: args.sftSteps },
+  environment: { ...preset.environment, train: args.tasks },
+  async: { ...preset.async, mode: args.mode },
+  batch: { ...preset.batch, concurrency: args.concurrency },
+  eval: { ...preset.eval, rollouts: args.evalRollouts },
+}, presetPath);
+const resolved = await resolveRun(config, presetPath);
+console.log(`reins demo (configs/demo.yaml):\n${planText(resolved)}`);
 console.log(`machine: ${navigator.hardwareConcurrency} CPUs, load average ${loadAtStart}`);
-const progress = terminalProgress();
-const stack = await startEmbedded({
-  outDir,
-  tokenizer,
-  concurrency: args.concurrency,
-  // One torch/BLAS thread: this model's matmuls are too small to gain from a second, and the
-  // harness processes need the other core (measured under load: SFT steps 2× faster than with 2).
-  threads: 1,
-  registry: { dataDir },
+await Deno.mkdir(resolved.outDir, { recursive: true });
+await executeRun(resolved, {
+  pngOff: !args.png,
+  onWorker: (health) => console.log(`worker: ${describeCpu(health)}`),
 });
+<<<<<<< HEAD
 let before: EvalResult | null = null;
 let after: EvalResult;
 try {
@@ -353,3 +301,8 @@ async function writeFigures(
     await saveFigure(dist, "samples_per_rollout", { dir: outDir });
   });
 }
+=======
+const wall = (performance.now() - started) / 1000;
+console.log(`load average ${loadAtStart} at start, ${loadAverage()} at end`);
+console.log(`demo_wall_s: ${wall.toFixed(1)}`);
+>>>>>>> main

@@ -28,6 +28,7 @@ import {
   type LoopContext,
 } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
+import { isInfraFailure } from "../controller/reconciler.ts";
 
 /** What an update phase did. */
 export interface UpdatePhase {
@@ -37,6 +38,21 @@ export interface UpdatePhase {
   in_flight: number;
   /** Time spent waiting for in-flight calls to drain. */
   drain_ms: number;
+  /** Attempts of the batch's rollouts the infrastructure ended (retried for free), and those
+   * that failed like it but were counted against `max_attempts`. */
+  attempts_infra_retried: number;
+  attempts_burned_by_infra: number;
+}
+
+/** Infrastructure failures among the attempts of a batch's rollouts. */
+function infraAttempts(data: { rollout: Rollout }[]) {
+  const attempts = data.flatMap((d) => d.rollout.attempts);
+  const ended = attempts.filter((a) => !["succeeded", "running", "cancelled"].includes(a.status));
+  return {
+    attempts_infra_retried: ended.filter((a) => a.info.infra_failure === true).length,
+    attempts_burned_by_infra:
+      ended.filter((a) => a.info.infra_failure !== true && isInfraFailure(a)).length,
+  };
 }
 
 /**
@@ -67,7 +83,13 @@ export async function trainInUpdatePhase(
       version: ctx.state.version,
       ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
     });
-    return { update, held: snapshot.held, in_flight: snapshot.in_flight, drain_ms: drainMs };
+    return {
+      update,
+      held: snapshot.held,
+      in_flight: snapshot.in_flight,
+      drain_ms: drainMs,
+      ...infraAttempts(data.flat()),
+    };
   } finally {
     await ctx.gateway.setPhase("rollout");
   }
@@ -106,6 +128,8 @@ export async function runSync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
+      attempts_infra_retried: phase.attempts_infra_retried,
+      attempts_burned_by_infra: phase.attempts_burned_by_infra,
       timings_ms: { rollout: tRollout, step: performance.now() - t0 },
     });
   }
@@ -167,6 +191,8 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
+      attempts_infra_retried: phase.attempts_infra_retried,
+      attempts_burned_by_infra: phase.attempts_burned_by_infra,
       timings_ms: {
         rollout: tWait,
         drain: phase.drain_ms,
