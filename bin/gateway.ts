@@ -229,14 +229,9 @@ if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
-<<<<<<< HEAD
     // One line naming the flag or file; the usage is a `--help` away.
-    console.error(`gateway: ${err instanceof Error ? err.message : err} (see --help)`);
-=======
     console.error(`gateway: ${err instanceof Error ? err.message : err}`);
     if (err instanceof StartError) Deno.exit(1);
-    console.error(USAGE);
->>>>>>> main
     Deno.exit(2);
   }
 }

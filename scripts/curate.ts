@@ -13,11 +13,6 @@
  *
  * @module
  */
-<<<<<<< HEAD
-=======
-import { parseArgs } from "node:util";
-import { intFlag } from "../lib/flags.ts";
->>>>>>> main
 import { codingDatasetTasks, readTaskSet } from "../lib/curation/io.ts";
 import { runCuration } from "../lib/curation/pipeline.ts";
 import { cliMain, existingPath, intFlag, parseFlags, UsageError } from "../lib/flags.ts";
@@ -120,7 +115,6 @@ await cliMain("curate", async () => {
   console.log(`curate_output: ${result.report.outputs.parquet}`);
 });
 
-<<<<<<< HEAD
 /**
  * A progress line with an ETA: the test stages' `k/n tasks run` and the probe's `k/n rollouts
  * final` get the time the rest takes at the rate so far, measured from the stage's start (the
@@ -137,25 +131,5 @@ function withEta(line: string, started: number): string {
   const elapsed = (performance.now() - (stageStart ?? started)) / 1000;
   const eta = elapsed / done * (total - done);
   return `${line} (ETA ${eta < 90 ? `${eta.toFixed(0)} s` : `${(eta / 60).toFixed(1)} min`})`;
-=======
-const int = (flag: string, text: string | undefined): number | undefined => {
-  try {
-    return intFlag(flag, text, 0);
-  } catch (error) {
-    console.error(`curate: ${(error as Error).message}`);
-    Deno.exit(2);
-  }
-};
-
-const config: CurationConfigInput & { probe: Record<string, unknown> } = {
-  probe: {},
-  ...(values.config ? JSON.parse(await Deno.readTextFile(values.config)) : {}),
-};
-config.probe ??= {};
-if (values.quick) {
-  // A seeded 8-task sample taken before the test stages, and 2 rollouts per task.
-  config.sample ??= { size: 8, before: "tests" };
-  config.probe.k ??= 2;
->>>>>>> main
 }
 let stageStart: number | undefined;

@@ -52,21 +52,12 @@ export const TrainStepMetricsSchema = z.looseObject({
   /** Share (0..1) of the step's rollouts that passed (reward > 0 unless the loop says else). */
   pass_rate: z.number().min(0).max(1).nullish(),
   /** Pearson correlation of exp(rollout logprob) vs exp(trainer logprob) on trained tokens. */
-<<<<<<< HEAD
   alignment_corr: z.number().min(-1).max(1).nullish(),
   rollouts: z.number().int().min(0).nullish(),
   samples: z.number().int().min(0).nullish(),
   samples_per_rollout: finite.nullish(),
-  /** Breaks of exact prefix merging by reason (SPEC §5). */
-  break_reasons: z.record(z.string(), z.number().min(0)).nullish(),
-=======
-  alignment_corr: z.number().min(-1).max(1).optional(),
-  rollouts: z.number().int().min(0).optional(),
-  samples: z.number().int().min(0).optional(),
-  samples_per_rollout: finite.optional(),
   /** Breaks of exact prefix merging by reason (docs/architecture.md#sample-assembly). */
-  break_reasons: z.record(z.string(), z.number().min(0)).optional(),
->>>>>>> main
+  break_reasons: z.record(z.string(), z.number().min(0)).nullish(),
   /** Phase wall times in ms (e.g. `rollout`, `assemble`, `train`, `sync`). */
   timings_ms: z.record(z.string(), z.number().min(0)).nullish(),
 });

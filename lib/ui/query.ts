@@ -56,14 +56,9 @@ export class RolloutText {
 
   async #entry(rollout: Rollout): Promise<{ updated: number; text: string; lower: string }> {
     const hit = this.#cache.get(rollout.rollout_id);
-<<<<<<< HEAD
     if (hit && hit.updated === rollout.updated_at) return hit;
-    const parts: string[] = [JSON.stringify(rollout.input)];
-=======
-    if (hit && hit.updated === rollout.updated_at) return hit.text;
     const parts: string[] = [];
     textsOf(rollout.input, parts);
->>>>>>> main
     for (const e of await this.store.listEvents(rollout.rollout_id)) {
       if (e.type === "model_request") {
         const p = e.payload;
