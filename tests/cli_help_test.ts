@@ -13,6 +13,8 @@ export const CLIS = [
   "scripts/demo.ts",
   "scripts/ensure_deps.ts",
   "scripts/export.ts",
+  "scripts/chaos.ts",
+  "scripts/train.ts",
   "scripts/make_char_tokenizer.ts",
   "scripts/make_env_data.ts",
   "scripts/make_tasks.ts",
