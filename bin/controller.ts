@@ -222,8 +222,10 @@ if (import.meta.main) {
   try {
     Deno.exit(await main(Deno.args));
   } catch (error) {
-    console.error(`controller: ${error instanceof Error ? error.message : String(error)}`);
-    console.error(USAGE);
+    // One line naming the flag or file; the usage is a `--help` away.
+    console.error(
+      `controller: ${error instanceof Error ? error.message : String(error)} (see --help)`,
+    );
     Deno.exit(2);
   }
 }

@@ -229,9 +229,9 @@ if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
+    // One line naming the flag or file; the usage is a `--help` away.
     console.error(`gateway: ${err instanceof Error ? err.message : err}`);
     if (err instanceof StartError) Deno.exit(1);
-    console.error(USAGE);
     Deno.exit(2);
   }
 }

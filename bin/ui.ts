@@ -16,17 +16,29 @@
 import { dirname } from "node:path";
 import { parseFlags, portFlag } from "../lib/flags.ts";
 import { readOrCreateKey } from "../lib/gateway/auth.ts";
-import { loadCharTokenizer } from "../lib/tokens/char.ts";
-import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
-import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { startStack } from "../lib/stack/stack.ts";
+import type { ChatTokenizer } from "../lib/tokens/types.ts";
+import { loginLink } from "../lib/ui/auth.ts";
+import { loadNamedTokenizer } from "../lib/ui/run_tokenizer.ts";
+
+async function isFile(path: string): Promise<boolean> {
+  return await Deno.stat(path).then((s) => s.isFile, () => false);
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  return await Deno.stat(path).then((s) => s.isDirectory, () => false);
+}
 
 const USAGE = `usage: deno run -A bin/ui.ts --db FILE [--create] [--port N] [--host H]
-  [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--runs-dir DIR] [--no-monitors]
-  [--admin-key-file FILE]
-  --db FILE       the run's SQLite store, e.g. runs/demo/gateway.db (:memory: for an empty one)
-  --create        create FILE when it does not exist (otherwise a missing file is an error)
-  --runs-dir DIR  list the runs under DIR (e.g. runs/ or experiments/results) on /ui/runs`;
+  [--tokenizer auto|qwen3|char|none|DIR] [--run-dir DIR] [--metrics FILE.jsonl]
+  [--runs-dir DIR] [--no-monitors] [--admin-key-file FILE]
+  --db FILE        the run's SQLite store, e.g. runs/demo/gateway.db (:memory: for an empty one)
+  --create         create FILE when it does not exist (otherwise a missing file is an error)
+  --tokenizer T    how token ids are decoded; auto (default) reads it from the run: its
+                   tokenizer.json or config.json, else the stored calls
+  --run-dir DIR    the run's directory (default: the folder of --db)
+  --metrics FILE   the run's metrics.jsonl (default: DIR/metrics.jsonl when it exists)
+  --runs-dir DIR   list the runs under DIR (e.g. runs/ or experiments/results) on /ui/runs`;
 
 /** Options of {@link main} besides the command line. */
 export interface UiCliOptions {
@@ -61,7 +73,8 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
       create: { type: "boolean", default: false },
       port: { type: "string", default: "8421" },
       host: { type: "string", default: "127.0.0.1" },
-      tokenizer: { type: "string", default: "qwen3" },
+      tokenizer: { type: "string", default: "auto" },
+      "run-dir": { type: "string" },
       metrics: { type: "string" },
       "runs-dir": { type: "string" },
       "no-monitors": { type: "boolean", default: false },
@@ -71,12 +84,14 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
   );
   if (!values) return;
   const port = portFlag(values.port);
-  let tokenizer: ChatTokenizer | undefined;
-  if (values.tokenizer === "qwen3") tokenizer = await loadQwen3Tokenizer();
-  else if (values.tokenizer === "char") tokenizer = await loadCharTokenizer();
-  else if (values.tokenizer !== "none") {
-    throw new Error(`--tokenizer: expected qwen3, char or none, got '${values.tokenizer}'`);
-  }
+  // Checked before anything starts: a bad name fails here, not on the first page.
+  const tokenizer: ChatTokenizer | "auto" | undefined = values.tokenizer === "auto"
+    ? "auto"
+    : values.tokenizer === "none"
+    ? undefined
+    : await loadNamedTokenizer(values.tokenizer).catch((error) => {
+      throw new Error(`--${(error as Error).message}`);
+    });
   // A UI over a file that is not there would show an empty store and leave a stray database
   // behind: say so instead, unless asked to create one.
   const db = values.db;
@@ -93,6 +108,18 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     if (size === null) await Deno.mkdir(dirname(db), { recursive: true });
     opened = size === null ? `${db}, created (--create)` : `${db}, existing file of ${size} bytes`;
   }
+  const runDir = values["run-dir"] ?? (db !== ":memory:" ? dirname(db) : undefined);
+  if (values["run-dir"] && !(await isDirectory(values["run-dir"]))) {
+    throw new Error(`--run-dir: ${values["run-dir"]} is not a directory`);
+  }
+  if (values.metrics && !(await isFile(values.metrics))) {
+    throw new Error(`--metrics: ${values.metrics} does not exist`);
+  }
+  if (values["runs-dir"] && !(await isDirectory(values["runs-dir"]))) {
+    throw new Error(`--runs-dir: ${values["runs-dir"]} is not a directory`);
+  }
+  const metrics = values.metrics ??
+    (runDir && await isFile(`${runDir}/metrics.jsonl`) ? `${runDir}/metrics.jsonl` : undefined);
   let adminKey = Deno.env.get("REINS_ADMIN_KEY");
   let keySource = "environment variable REINS_ADMIN_KEY";
   if (!adminKey) {
@@ -109,16 +136,22 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     leaseSweepMs: 0,
     ui: {
       ...(tokenizer ? { tokenizer } : {}),
-      ...(values.metrics ? { metricsPath: values.metrics } : {}),
+      ...(runDir ? { runDir } : {}),
+      ...(metrics ? { metricsPath: metrics } : {}),
       ...(values["runs-dir"] ? { runsDir: values["runs-dir"] } : {}),
       ...(values["no-monitors"] ? { monitors: false as const } : {}),
     },
   });
   const gateway = stack.gateway;
+  const ui = stack.ui!;
   console.log(
     `reins UI on ${gateway.url}/ui/ (store: sqlite ${opened}; log in at ${gateway.url}/ui/login)`,
   );
   console.log(`admin key: ${keySource}`);
+  const chosen = await ui.tokenizer();
+  console.log(`tokenizer: ${chosen?.name ?? "none"} (${chosen?.reason ?? "none given"})`);
+  // The key rides in the fragment, which browsers never send: the login page posts it.
+  console.log(`one-click login: ${loginLink(gateway.url, adminKey)}`);
   options.onListen?.(`${gateway.url}/ui`);
 
   const stopped = Promise.withResolvers<void>();
@@ -142,7 +175,8 @@ if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
-    console.error(`error: ${err instanceof Error ? err.message : err}\n${USAGE}`);
+    // One line naming the flag or file; the usage is a `--help` away.
+    console.error(`ui: ${err instanceof Error ? err.message : err} (see --help)`);
     Deno.exit(2);
   }
 }

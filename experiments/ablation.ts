@@ -25,7 +25,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { cliMain, parseFlags } from "../lib/flags.ts";
 import { meanCi } from "../lib/util/stats.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
 import { readGridEffects, SCORE_LABELS } from "./grid_effects.ts";
@@ -142,20 +142,29 @@ export async function loadPlan(
   );
 }
 
+const USAGE = `usage: deno task ablation [--pilot | --quick] [--plan] [--seeds N] [--results DIR]
+  [--limit N] [--concurrency N] [--budget-min M]
+  --pilot, --quick  the pilot grid (few seeds) that sizes the real one
+  --plan            print the power plan and stop
+  --seeds N         seeds per setting (default: what fits --budget-min at the pilot's cell time)
+  --results DIR     where cells are written (experiments/results); done cells are skipped
+  --limit N         run at most N cells now
+  --concurrency N   cells at once (16)
+  --budget-min M    time budget of the grid in minutes (60)
+Prints a progress line with cells done, running and the ETA.`;
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      pilot: { type: "boolean", default: false },
-      quick: { type: "boolean", default: false },
-      plan: { type: "boolean", default: false },
-      seeds: { type: "string" },
-      results: { type: "string", default: DEFAULT_RESULTS_DIR },
-      limit: { type: "string" },
-      concurrency: { type: "string", default: "16" },
-      "budget-min": { type: "string", default: "60" },
-    },
-  });
+  const values = parseFlags(Deno.args, {
+    pilot: { type: "boolean", default: false },
+    quick: { type: "boolean", default: false },
+    plan: { type: "boolean", default: false },
+    seeds: { type: "string" },
+    results: { type: "string", default: DEFAULT_RESULTS_DIR },
+    limit: { type: "string" },
+    concurrency: { type: "string", default: "16" },
+    "budget-min": { type: "string", default: "60" },
+  }, USAGE);
+  if (!values) return;
   const pilot = values.pilot || values.quick;
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
@@ -260,4 +269,4 @@ async function main(): Promise<void> {
 
 export { ABLATION_SETTINGS };
 
-if (import.meta.main) await main();
+if (import.meta.main) await cliMain("ablation", main);

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { cliMain, parseFlags } from "../lib/flags.ts";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
 import { MECHANISM_CANARY, recordCanary } from "./canary.ts";
@@ -284,16 +284,21 @@ export async function readStudy(dir: string): Promise<MechanismStudy> {
   return JSON.parse(await Deno.readTextFile(`${dir}/results.json`)) as MechanismStudy;
 }
 
+const USAGE =
+  `usage: deno task ablation:mechanism [--quick] [--seeds N] [--results DIR] [--no-write]
+  --quick        a small study
+  --seeds N      seeds (500)
+  --results DIR  where the study is written (experiments/results)
+  --no-write     print, write nothing`;
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      quick: { type: "boolean", default: false },
-      seeds: { type: "string", default: "500" },
-      results: { type: "string", default: DEFAULT_RESULTS_DIR },
-      "no-write": { type: "boolean", default: false },
-    },
-  });
+  const values = parseFlags(Deno.args, {
+    quick: { type: "boolean", default: false },
+    seeds: { type: "string", default: "500" },
+    results: { type: "string", default: DEFAULT_RESULTS_DIR },
+    "no-write": { type: "boolean", default: false },
+  }, USAGE);
+  if (!values) return;
   const seeds = Number(values.seeds);
   if (!Number.isInteger(seeds) || seeds < 2) throw new Error("--seeds: expected an integer ≥ 2");
   // The code that runs is the code on disk now; an edit during the run is caught on writing.
@@ -342,4 +347,4 @@ async function main(): Promise<void> {
   console.log(`mechanism_seeds: ${seeds}`);
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await cliMain("ablation:mechanism", main);

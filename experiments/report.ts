@@ -230,7 +230,13 @@ export const EXPERIMENTS_DOC: string = decodeURIComponent(
 );
 
 if (import.meta.main) {
-  const text = await Deno.readTextFile(EXPERIMENTS_DOC);
-  await Deno.writeTextFile(EXPERIMENTS_DOC, fillBlocks(text, await renderBlocks()));
-  console.log(`rewrote the generated blocks of ${EXPERIMENTS_DOC}`);
+  const { cliMain, parseFlags } = await import("../lib/flags.ts");
+  await cliMain("report", async () => {
+    const usage = "usage: deno task ablation:report\n" +
+      "  rewrites the generated blocks of docs/experiments.md from experiments/results (no flags)";
+    if (!parseFlags(Deno.args, {}, usage)) return;
+    const text = await Deno.readTextFile(EXPERIMENTS_DOC);
+    await Deno.writeTextFile(EXPERIMENTS_DOC, fillBlocks(text, await renderBlocks()));
+    console.log(`rewrote the generated blocks of ${EXPERIMENTS_DOC}`);
+  });
 }

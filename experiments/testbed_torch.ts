@@ -25,7 +25,7 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { cliMain, parseFlags } from "../lib/flags.ts";
 import { computeAdvantages } from "../lib/algo/advantages.ts";
 import { planLossWeights } from "../lib/algo/normalization.ts";
 import type { TrainingRow } from "../lib/schema.ts";
@@ -244,18 +244,21 @@ export const TORCH_CODE: CodeSpecInput = {
   extra: ["lib/trainer/worker/reins_worker/*.py"],
 };
 
+const USAGE = `usage: deno task ablation:mechanism:torch [--seeds N] [--steps N] [--results DIR]
+  --seeds N      seeds (16)
+  --steps N      training steps per run
+  --results DIR  where the study is written (experiments/results)`;
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      seeds: { type: "string", default: "16" },
-      steps: { type: "string", default: String(TORCH_RUN.steps) },
-      results: {
-        type: "string",
-        default: decodeURIComponent(new URL("./results", import.meta.url).pathname),
-      },
+  const values = parseFlags(Deno.args, {
+    seeds: { type: "string", default: "16" },
+    steps: { type: "string", default: String(TORCH_RUN.steps) },
+    results: {
+      type: "string",
+      default: decodeURIComponent(new URL("./results", import.meta.url).pathname),
     },
-  });
+  }, USAGE);
+  if (!values) return;
   const seeds = Number(values.seeds);
   const steps = Number(values.steps);
   if (!Number.isInteger(seeds) || seeds < 2) throw new Error("--seeds: expected an integer ≥ 2");
@@ -301,4 +304,4 @@ async function main(): Promise<void> {
   console.log(`torch_wall_s: ${wall_s.toFixed(1)}`);
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await cliMain("ablation:mechanism:torch", main);

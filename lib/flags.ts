@@ -96,3 +96,82 @@ export function parseFlags<O extends ParseArgsOptionsConfig>(
 export type ParsedFlags<O extends ParseArgsOptionsConfig> = ReturnType<
   typeof parseArgs<{ args: string[]; options: O; strict: true }>
 >["values"];
+
+/**
+ * Bad input to a command line (a flag's value, a missing file): {@link cliMain} prints its
+ * message on one line and exits 2. The message starts with the flag (`--checkpoint: …`).
+ */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/**
+ * Whether an error is bad input rather than a failure: a {@link UsageError}, a `parseArgs`
+ * refusal (unknown flag, missing value), or a message that starts with the flag it names.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isUsageError, UsageError } from "./flags.ts";
+ * assert.ok(isUsageError(new UsageError("--x: bad")));
+ * assert.ok(isUsageError(new Error("--port: expected a port number, got '1e9'")));
+ * assert.ok(!isUsageError(new Error("worker crashed")));
+ * ```
+ */
+export function isUsageError(error: unknown): boolean {
+  if (error instanceof UsageError) return true;
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) return true;
+  return error instanceof Error && /^--[a-z][a-z0-9-]*[: ]/.test(error.message);
+}
+
+/**
+ * Runs a command line's body: bad input ({@link isUsageError}) ends in one line on stderr
+ * (`name: message (see --help)`) and exit status 2; other errors keep their stack trace.
+ *
+ * @example
+ * ```ts ignore
+ * await cliMain("curate", async () => {
+ *   const values = parseFlags(Deno.args, options, USAGE);
+ *   if (!values) return; // --help
+ *   …
+ * });
+ * ```
+ */
+export async function cliMain(name: string, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (error) {
+    if (!isUsageError(error)) throw error;
+    const message = (error as Error).message.split("\n")[0];
+    console.error(`${name}: ${message} (see --help)`);
+    Deno.exit(2);
+  }
+}
+
+/**
+ * A flag naming an existing file (or directory): its path, or a {@link UsageError} naming the
+ * flag, before any work starts.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { existingPath } from "./flags.ts";
+ * assert.equal(await existingPath("config", undefined), undefined);
+ * await assert.rejects(existingPath("checkpoint", "nope.pt"), /--checkpoint: nope\.pt does not exist/);
+ * ```
+ */
+export async function existingPath(
+  name: string,
+  path: string | undefined,
+  kind: "file" | "directory" = "file",
+): Promise<string | undefined> {
+  if (path === undefined) return undefined;
+  const stat = await Deno.stat(path).catch(() => null);
+  if (!stat) throw new UsageError(`--${name}: ${path} does not exist`);
+  if (kind === "file" && !stat.isFile) throw new UsageError(`--${name}: ${path} is not a file`);
+  if (kind === "directory" && !stat.isDirectory) {
+    throw new UsageError(`--${name}: ${path} is not a directory`);
+  }
+  return path;
+}

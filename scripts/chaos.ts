@@ -50,7 +50,7 @@ try {
     },
   }));
 } catch (error) {
-  console.error(`chaos: ${(error as Error).message}\n${USAGE}`);
+  console.error(`chaos: ${(error as Error).message} (see --help)`);
   Deno.exit(2);
 }
 if (values.help) {
@@ -61,7 +61,7 @@ const quick = values.quick;
 const seed = Number(values.seed);
 const kills = Number(values.kills ?? (values.quick ? 3 : 6));
 if (!Number.isInteger(seed) || !Number.isInteger(kills) || kills < 0) {
-  console.error(`chaos: --seed and --kills take whole numbers\n${USAGE}`);
+  console.error("chaos: --seed and --kills take whole numbers (see --help)");
   Deno.exit(2);
 }
 

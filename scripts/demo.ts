@@ -27,13 +27,15 @@ import {
 } from "./demo_args.ts";
 import { ensureSystemDeps } from "./ensure_deps.ts";
 import { executeRun, planText, resolveRun } from "./train_run.ts";
+import { readOrCreateKey } from "../lib/http/credentials.ts";
+import { loginLink } from "../lib/ui/mod.ts";
 
 let args: DemoArgs;
 try {
   args = parseDemoArgs(Deno.args);
 } catch (error) {
   if (!(error instanceof DemoArgsError)) throw error;
-  console.error(`demo: ${error.message}\n${DEMO_USAGE}`);
+  console.error(`demo: ${error.message} (see --help)`);
   Deno.exit(2);
 }
 if (args.help) {
@@ -105,3 +107,7 @@ await executeRun(resolved, {
 const wall = (performance.now() - started) / 1000;
 console.log(`load average ${loadAtStart} at start, ${loadAverage()} at end`);
 console.log(`demo_wall_s: ${wall.toFixed(1)}`);
+// The run stays inspectable: the UI reads its store, metrics and tokenizer from the run dir.
+const uiKey = await readOrCreateKey(`${resolved.outDir}/gateway.db.key`);
+console.log(`\nsee the run in the Live UI: deno task ui --db ${resolved.outDir}/gateway.db`);
+console.log(`then open (one click, logs in): ${loginLink("http://127.0.0.1:8421", uiKey)}`);

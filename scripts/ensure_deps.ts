@@ -212,9 +212,20 @@ export function parseEnsureDepsArgs(args: string[]): { only?: string[]; install:
 }
 
 if (import.meta.main) {
-  const missing = await ensureSystemDeps(parseEnsureDepsArgs(Deno.args));
-  if (missing.length) {
-    console.error(`ensure_deps: still missing: ${missing.join(", ")}`);
-    Deno.exit(1);
-  }
+  const { cliMain } = await import("../lib/flags.ts");
+  await cliMain("ensure_deps", async () => {
+    if (Deno.args.includes("--help")) {
+      console.log(
+        "usage: deno run -A scripts/ensure_deps.ts [--only a,b] [--check]\n" +
+          `  --only a,b  only these (${DEPENDENCIES.map((d) => d.name).join(", ")})\n` +
+          "  --check     report what is missing, install nothing",
+      );
+      return;
+    }
+    const missing = await ensureSystemDeps(parseEnsureDepsArgs(Deno.args));
+    if (missing.length) {
+      console.error(`ensure_deps: still missing: ${missing.join(", ")}`);
+      Deno.exit(1);
+    }
+  });
 }

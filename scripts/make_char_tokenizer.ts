@@ -136,6 +136,16 @@ export function buildCharTokenizerFiles(): { tokenizer: object; config: object }
 }
 
 if (import.meta.main) {
+  const { cliMain, parseFlags } = await import("../lib/flags.ts");
+  await cliMain("make_char_tokenizer", async () => {
+    const usage = "usage: deno run -A scripts/make_char_tokenizer.ts\n" +
+      "  writes data/tokenizers/char/tokenizer.json and tokenizer_config.json (no flags)";
+    if (!parseFlags(Deno.args, {}, usage)) return;
+    await writeFiles();
+  });
+}
+
+async function writeFiles(): Promise<void> {
   const dir = new URL("../data/tokenizers/char/", import.meta.url);
   await Deno.mkdir(dir, { recursive: true });
   const { tokenizer, config } = buildCharTokenizerFiles();

@@ -8,7 +8,6 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
 import { evaluateExpression, formatNumber } from "../lib/harness/calculator.ts";
 import type {
   ArithmeticTask,
@@ -507,12 +506,21 @@ export function envDataFiles(seed: number): Record<string, string> {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: { seed: { type: "string", default: "7" }, out: { type: "string" } },
-    strict: true,
+  const { cliMain, intFlag, parseFlags } = await import("../lib/flags.ts");
+  await cliMain("make_env_data", async () => {
+    const usage = "usage: deno run -A scripts/make_env_data.ts [--seed N] [--out DIR]\n" +
+      "  --seed N   seed of the generated data (7)\n  --out DIR  where to write (data/envs)";
+    const values = parseFlags(Deno.args, {
+      seed: { type: "string", default: "7" },
+      out: { type: "string" },
+    }, usage);
+    if (!values) return;
+    await writeEnvData(intFlag("seed", values.seed, 0)!, values.out);
   });
-  const seed = Number(values.seed);
+}
+
+async function writeEnvData(seed: number, outDir: string | undefined): Promise<void> {
+  const values = { out: outDir };
   const out = values.out ?? new URL("../data/envs", import.meta.url).pathname;
   const files = envDataFiles(seed);
   for (const [path, content] of Object.entries(files)) {

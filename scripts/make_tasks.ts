@@ -10,37 +10,52 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
-import { intFlag } from "../lib/flags.ts";
 import { generateTasks, GENERATOR_REPOS } from "../lib/curation/generate.ts";
 import { SWE_TASKS_FILE } from "../lib/harness/envs/coding.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
+import { cliMain, intFlag, parseFlags, UsageError } from "../lib/flags.ts";
+
+const USAGE = `usage: deno task make-tasks [--seed N] [--max-per-repo N] [--repos a,b] [--out DIR]
+  --seed N          generator seed (0)
+  --max-per-repo N  most tasks kept per repository (20)
+  --repos a,b       repositories to mutate (default: all of them)
+  --out DIR         the coding environment's data directory (data/envs/coding)`;
+
+await cliMain("make-tasks", async () => {
+  const values = parseFlags(Deno.args, {
     seed: { type: "string", default: "0" },
     "max-per-repo": { type: "string", default: "20" },
     repos: { type: "string" },
     out: { type: "string", default: new URL("../data/envs/coding", import.meta.url).pathname },
-  },
+  }, USAGE);
+  if (!values) return;
+  const number = (name: string, text: string) => intFlag(name, text, 0)!;
+  number("seed", values.seed!);
+  number("max-per-repo", values["max-per-repo"]!);
+  const known = new Set<string>(GENERATOR_REPOS);
+  const unknown = values.repos?.split(",").filter((r) => !known.has(r)) ?? [];
+  if (unknown.length) {
+    throw new UsageError(
+      `--repos: unknown repository '${unknown.join("', '")}' (known: ${[...known].join(", ")})`,
+    );
+  }
+  const out = values.out!;
+  const t0 = performance.now();
+  const { tasks, report } = await generateTasks({
+    reposDir: `${out}/repos`,
+    repos: values.repos ? values.repos.split(",") : GENERATOR_REPOS,
+    seed: number("seed", values.seed!),
+    maxPerRepo: number("max-per-repo", values["max-per-repo"]!),
+    log: (line) => console.log(`make-tasks: ${line}`),
+  });
+  await Deno.writeTextFile(
+    `${out}/${SWE_TASKS_FILE}`,
+    tasks.map((t) => JSON.stringify(t) + "\n").join(""),
+  );
+  await Deno.writeTextFile(`${out}/generation.json`, JSON.stringify(report, null, 2) + "\n");
+  console.log(`generator_tried: ${report.tried}`);
+  console.log(`generator_valid: ${report.valid}`);
+  console.log(`generator_yield: ${(report.valid / Math.max(1, report.tried)).toFixed(3)}`);
+  console.log(`generator_wall_s: ${((performance.now() - t0) / 1000).toFixed(1)}`);
+  console.log(`generator_output: ${out}/${SWE_TASKS_FILE}`);
 });
-const number = (name: string, text: string) => intFlag(name, text, 0)!;
-const out = values.out!;
-const t0 = performance.now();
-const { tasks, report } = await generateTasks({
-  reposDir: `${out}/repos`,
-  repos: values.repos ? values.repos.split(",") : GENERATOR_REPOS,
-  seed: number("seed", values.seed!),
-  maxPerRepo: number("max-per-repo", values["max-per-repo"]!),
-  log: (line) => console.log(`make-tasks: ${line}`),
-});
-await Deno.writeTextFile(
-  `${out}/${SWE_TASKS_FILE}`,
-  tasks.map((t) => JSON.stringify(t) + "\n").join(""),
-);
-await Deno.writeTextFile(`${out}/generation.json`, JSON.stringify(report, null, 2) + "\n");
-console.log(`generator_tried: ${report.tried}`);
-console.log(`generator_valid: ${report.valid}`);
-console.log(`generator_yield: ${(report.valid / Math.max(1, report.tried)).toFixed(3)}`);
-console.log(`generator_wall_s: ${((performance.now() - t0) / 1000).toFixed(1)}`);
-console.log(`generator_output: ${out}/${SWE_TASKS_FILE}`);

@@ -89,7 +89,7 @@ async function main(args: string[]): Promise<number> {
       strict: true,
     }).values;
   } catch (error) {
-    console.error(`${(error as Error).message}\n${USAGE}`);
+    console.error(`policy: ${(error as Error).message} (see --help)`);
     return 2;
   }
   if (values.help) {
@@ -100,11 +100,11 @@ async function main(args: string[]): Promise<number> {
   try {
     port = portFlag(values.port);
   } catch (error) {
-    console.error(`${(error as Error).message}\n${USAGE}`);
+    console.error(`policy: ${(error as Error).message} (see --help)`);
     return 2;
   }
   if (!values.scripted === !values.worker) {
-    console.error(`--scripted or --worker: choose exactly one\n${USAGE}`);
+    console.error("policy: --scripted or --worker: choose exactly one (see --help)");
     return 2;
   }
   const tokenizer = await loadQwen3Tokenizer();

@@ -75,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
       allowPositionals: true,
     });
   } catch (error) {
-    console.error(`${(error as Error).message}\n${USAGE}`);
+    console.error(`run-cli: ${(error as Error).message.split(". ")[0]} (see --help)`);
     return 2;
   }
   const { values, positionals } = parsed;
@@ -87,7 +87,7 @@ async function main(argv: string[]): Promise<number> {
   const extra = dashDash < 0 ? [] : argv.slice(dashDash + 1);
   const name = positionals[0];
   if (!name || !(name in CLI_NAMES) || (positionals.length > 1 && dashDash < 0)) {
-    console.error(`cli: expected one of opencode, claude, codex, qwen\n${USAGE}`);
+    console.error("run-cli: expected one of opencode, claude, codex, qwen (see --help)");
     return 2;
   }
   if (values.fixture !== "bugfix" && values.fixture !== "none") {

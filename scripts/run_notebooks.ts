@@ -41,7 +41,15 @@ import {
 const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname).replace(/\/$/, "");
 const NOTEBOOKS = `${ROOT}/notebooks`;
 
+const USAGE = `usage: deno task notebooks [--write | --check] [--out DIR] [--timeout S] [name...]
+  name...      only notebooks whose file name contains one of the names
+  --write      write the outputs into the notebooks, stamped (to commit executed notebooks)
+  --check      execute nothing; fail unless each committed notebook is current
+  --out DIR    keep the executed copies in DIR
+  --timeout S  per-cell time limit in seconds (600)`;
+
 interface Options {
+  help?: boolean;
   write: boolean;
   check: boolean;
   out: string | undefined;
@@ -58,6 +66,7 @@ function parseArgs(args: string[]): Options {
       check: { type: "boolean", default: false },
       out: { type: "string" },
       timeout: { type: "string", default: "600" },
+      help: { type: "boolean", default: false },
     },
     strict: true,
     allowPositionals: true,
@@ -69,7 +78,14 @@ function parseArgs(args: string[]): Options {
   if (values.out === "") throw new Error("--out: expected a directory");
   const write = values.write || values["in-place"];
   if (write && values.check) throw new Error("--write and --check: choose one");
-  return { write, check: values.check, out: values.out, timeout, names: positionals };
+  return {
+    help: values.help,
+    write,
+    check: values.check,
+    out: values.out,
+    timeout,
+    names: positionals,
+  };
 }
 
 async function run(cmd: string, args: string[]): Promise<{ ok: boolean; output: string }> {
@@ -125,6 +141,10 @@ async function check(notebooks: string[]): Promise<number> {
 
 async function main(): Promise<number> {
   const options = parseArgs(Deno.args);
+  if (options.help) {
+    console.log(USAGE);
+    return 0;
+  }
   if (options.check) {
     const notebooks = await listNotebooks(options.names);
     if (notebooks.length === 0) {
@@ -149,9 +169,17 @@ async function main(): Promise<number> {
   const outDir = options.out ?? temp!;
   if (options.out) await Deno.mkdir(options.out, { recursive: true });
   const results: { name: string; seconds: number; ok: boolean }[] = [];
+  const started = performance.now();
   try {
-    for (const path of notebooks) {
+    for (const [k, path] of notebooks.entries()) {
       const name = path.slice(path.lastIndexOf("/") + 1);
+      // Progress before each notebook (they run minutes, silently): the ETA is the mean time
+      // per notebook so far times the ones left.
+      const elapsed = (performance.now() - started) / 1000;
+      const eta = k ? ` · ETA ${fmtSeconds(elapsed / k * (notebooks.length - k))}` : "";
+      console.log(
+        `notebook ${k + 1}/${notebooks.length}: ${name} (${fmtSeconds(elapsed)} so far${eta})`,
+      );
       const args = [
         "nbconvert",
         "--to",
@@ -209,11 +237,16 @@ async function main(): Promise<number> {
   return failed.length === 0 ? 0 : 1;
 }
 
+function fmtSeconds(s: number): string {
+  return s < 90 ? `${s.toFixed(0)} s` : `${(s / 60).toFixed(1)} min`;
+}
+
 if (import.meta.main) {
   try {
     Deno.exit(await main());
   } catch (error) {
-    console.error((error as Error).message);
+    // One line naming the flag; the usage is a `--help` away.
+    console.error(`notebooks: ${(error as Error).message.split(". ")[0]} (see --help)`);
     Deno.exit(2);
   }
 }

@@ -110,7 +110,7 @@ async function main(args: string[]): Promise<number> {
     options = parse(args);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    console.error(`splits: ${error.message}\n${USAGE}`);
+    console.error(`splits: ${error.message} (see --help)`);
     return 2;
   }
   if (options === null) {

@@ -27,7 +27,7 @@ const USAGE = `usage: deno task train --config FILE [flags]
   -h, --help       this text`;
 
 function fail(message: string): never {
-  console.error(`train: ${message}\n${USAGE}`);
+  console.error(`train: ${message} (see --help)`);
   Deno.exit(2);
 }
 

@@ -18,7 +18,8 @@ import {
   startUiFixture,
   type UiFixture,
 } from "./ui_helpers.ts";
-import { writeRunsDir } from "./ui_runs_fixture.ts";
+import { GRID_SETTINGS, gridRunName, writeGridDir, writeRunsDir } from "./ui_runs_fixture.ts";
+import { loginLink } from "../lib/ui/auth.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const ARTIFACTS = new URL("./artifacts/ui/", import.meta.url).pathname;
@@ -100,6 +101,7 @@ Deno.test({
     await Deno.mkdir(ARTIFACTS, { recursive: true });
     const profile = await Deno.makeTempDir({ prefix: "reins_ui_chromium_" });
     const runsDir = await writeRunsDir();
+    await writeGridDir(runsDir);
     const fx = await startUiFixture({ runsDir });
     const browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -156,7 +158,8 @@ Deno.test({
             "#rollouts tbody tr",
             (rows) => rows.map((r) => r.getAttribute("data-rollout")),
           ),
-          ["r1", "r2", "r3"],
+          ["r3", "r2", "r1"],
+          "newest first",
         );
         await shot(page, "02_rollouts_live");
       });
@@ -182,7 +185,7 @@ Deno.test({
             "#rollouts tbody tr",
             (rows) => rows.map((r) => r.getAttribute("data-rollout")),
           ),
-          ["r2", "hack-1"],
+          ["hack-1", "r2"],
         );
         await page.goto(`${fx.base}/rollouts`);
         await page.selectOption("#f-flagged", "yes");
@@ -203,7 +206,7 @@ Deno.test({
           page.waitForURL(/group=g-2/),
           page.click('tr[data-rollout="r2"] a[href*="group="]'),
         ]);
-        assert.deepEqual(await rowIds(page), ["r2", "r3"]);
+        assert.deepEqual(await rowIds(page), ["r3", "r2"]);
         // Full text: a word of a tool call's arguments finds the rollout that made it.
         await page.goto(`${fx.base}/rollouts`);
         await page.fill("#f-q", "git log");
@@ -212,7 +215,12 @@ Deno.test({
         // A word of the prompts finds every rollout that was asked it.
         await page.fill("#f-q", "careful calculator");
         await Promise.all([page.waitForURL(/q=careful/), page.click("#apply")]);
-        assert.deepEqual(await rowIds(page), ["r1", "r2", "r3"]);
+        assert.deepEqual(await rowIds(page), ["r3", "r2", "r1"]);
+        assert.match(
+          await page.textContent('tr[data-rollout="r1"] .snippet') ?? "",
+          /a careful calculator/,
+          "each hit shows its match in context",
+        );
         // Sorting: a header click sorts by reward, highest first; a second click flips it.
         await page.goto(`${fx.base}/rollouts`);
         await Promise.all([page.waitForURL(/sort=-reward/), page.click("#sort-reward")]);
@@ -226,8 +234,11 @@ Deno.test({
         // Keyset paging in sorted order: two per page, the cursor is the last row's key.
         await page.goto(`${fx.base}/rollouts?sort=-reward&limit=2`);
         assert.deepEqual(await rowIds(page), ["r1", "hack-1"]);
+        // The live list refreshes page 1 when r4 arrives; the cursor read before must still
+        // give the same page 2.
+        const next = await page.getAttribute("#next-page", "href");
         await runRollout(fx, "r4", { reward: 2 }); // sorts first: must not shift page 2
-        await page.click("#next-page");
+        await page.goto(new URL(next!, page.url()).href);
         await page.waitForURL(/after=k/);
         assert.deepEqual(await rowIds(page), ["r2", "r3"]);
         await assertNoHorizontalScroll(page, "rollouts");
@@ -387,49 +398,152 @@ Deno.test({
       });
 
       await t.step(
-        "the runs page overlays an experiment grid's runs and diffs their configs",
+        "a step drills down to its groups, and two rollouts diff",
+        async () => {
+          await page.goto(`${fx.base}/`);
+          await Promise.all([
+            page.waitForURL(/\/steps\/3$/),
+            page.click('#steps tr[data-step="3"] a'),
+          ]);
+          assert.equal(await page.textContent("h1"), "Step 3");
+          // r2 and r3 carry step label 2 (the overview's step 3): one group, side by side.
+          const cells = (id: string) =>
+            page.$eval(`tr[data-rollout="${id}"]`, (tr) => ({
+              answer: tr.querySelector(".answer")?.textContent ?? "",
+              reward: Number(tr.querySelector(".reward")?.textContent),
+              advantage: Number(tr.querySelector(".advantage")?.textContent),
+              weight: Number(tr.querySelector(".weight")?.textContent),
+              samples: tr.querySelectorAll(".sample-fact").length,
+            }));
+          const [r2, r3] = [await cells("r2"), await cells("r3")];
+          assert.equal(r2.answer, "6.");
+          assert.deepEqual([r2.reward, r3.reward], [0.5, 0]);
+          assert.ok(r2.advantage > 0 && r3.advantage < 0, `${r2.advantage} ${r3.advantage}`);
+          assert.ok(r2.weight > 0 && r2.samples >= 1);
+          assert.ok(await page.$('section.group[data-group="g-2"]'));
+          await assertNoHorizontalScroll(page, "step");
+          await shot(page, "10_step");
+          // Two ticked rollouts: the diff of their transcripts.
+          await page.check('tr[data-rollout="r2"] input[name="r"]');
+          await page.check('tr[data-rollout="hack-1"] input[name="r"]');
+          await Promise.all([page.waitForURL(/\/diff\?/), page.click("#diff-selected")]);
+          assert.match(
+            await page.textContent("#diff-counts") ?? "",
+            /\d+ line\(s\) only in (r2|hack-1), \d+ only in (r2|hack-1), \d+ shared/,
+          );
+          assert.ok((await page.$$("pre.diff .ins")).length > 0);
+          assert.match(await page.textContent("pre.diff") ?? "", /git log -p/);
+          await assertNoHorizontalScroll(page, "diff");
+          await shot(page, "11_diff");
+        },
+      );
+
+      await t.step(
+        "the runs page compares a 24-run grid legibly, by its differing keys",
         async () => {
           await page.goto(`${fx.base}/runs`);
-          await page.click('#grids a[href*="grid=ablation"]');
-          await page.waitForURL(/grid=ablation/);
-          assert.deepEqual(
-            await page.$$eval(
-              "#runs tbody tr input:checked",
-              (els) => els.map((e) => (e as HTMLInputElement).value),
-            ),
-            ["dir:ablation/seq-s0", "dir:ablation/seq-s1", "dir:ablation/tok-s0"],
+          await page.click('#grids a[href*="grid=grid"]');
+          await page.waitForURL(/grid=grid/);
+          assert.equal(
+            (await page.$$("#runs tbody tr input:checked")).length,
+            24,
+            "the whole grid is compared",
           );
-          assert.deepEqual(
-            await page.$$eval(
-              ".chart[data-chart]",
-              (els) => els.map((e) => e.getAttribute("data-chart")),
-            ),
-            ["runs-reward", "runs-eval", "runs-entropy", "runs-alignment"],
+          // One legend for every chart, by the key that differs, never the long run names.
+          const legend = await page.$$eval(
+            "#runs-legend .key",
+            (els) => els.map((e) => e.getAttribute("data-setting")),
           );
-          // Only the differing keys, one column per run.
+          assert.deepEqual(legend.sort(), GRID_SETTINGS.map((n) => `mode=${n}`).sort());
+          assert.doesNotMatch(await page.textContent("#runs-legend") ?? "", /ablation-2026/);
+          // Charts come first and are drawn at a readable size.
+          const widths = await page.$$eval(
+            "#runs-charts .chart svg",
+            (svgs) => svgs.map((s) => Math.round(s.getBoundingClientRect().width)),
+          );
+          assert.ok(widths.length >= 4, widths.join());
+          assert.ok(widths.every((w) => w >= 600), `plotted widths ${widths.join()}`);
+          const top = (sel: string) =>
+            page.$eval(sel, (e) => e.getBoundingClientRect().top + globalThis.scrollY);
+          assert.ok(await top("#runs-charts") < await top("#run-results"));
           assert.deepEqual(
             await page.$$eval(
               "#config-diff tbody td:first-child",
               (els) => els.map((e) => e.textContent),
             ),
-            ["normalization", "seed"],
+            ["normalization.mode", "seed"],
           );
-          // Pooling seeds draws one curve per setting with a band across seeds.
-          await page.check("#f-pool");
-          await Promise.all([page.waitForURL(/pool=seeds/), page.click("#compare")]);
-          const legend = await page.$$eval(
-            '.chart[data-chart="runs-reward"] svg > text',
-            (ts) => ts.map((t) => t.textContent),
-          );
-          assert.ok(legend.includes("seq") && legend.includes("tok"), legend.join());
-          assert.ok(!legend.includes("seq-s0"), legend.join());
           await assertNoHorizontalScroll(page, "runs");
           await shot(page, "07_runs");
+          // Pooled over seeds: one curve and one t band per setting; any metric selectable.
+          await page.check("#f-pool");
+          await page.selectOption("#f-metric", ["reward_mean", "entropy", "timings_ms.step"]);
+          await Promise.all([page.waitForURL(/pool=seeds/), page.click("#compare")]);
+          assert.deepEqual(
+            await page.$$eval(
+              "#runs-charts .chart[data-chart]",
+              (els) => els.map((e) => e.getAttribute("data-chart")),
+            ),
+            ["runs-entropy", "runs-reward_mean", "runs-timings_ms.step"],
+          );
+          const bands = await page.$$eval(
+            '.chart[data-chart="runs-entropy"] [aria-label="area"] path',
+            (p) => p.length,
+          );
+          assert.equal(bands, 4, "a band per setting");
+          assert.match(
+            await page.textContent('.chart[data-chart="runs-timings_ms.step"]') ?? "",
+            /timings_ms\.step \(s\)/,
+            "ms shown as s",
+          );
+          await shot(page, "07b_runs_pooled");
           // A run that reported to this gateway is listed too, with a link to its rollouts.
-          await page.goto(`${fx.base}/runs`);
           assert.ok(await page.$('#runs tr[data-run="gw:run-1"]'));
         },
       );
+
+      await t.step("the metric explorer charts every logged metric", async () => {
+        const runs = [gridRunName("token_mean", 0), gridRunName("rollout_token_mean", 0)]
+          .map((n) => `run=${encodeURIComponent(`dir:grid/${n}`)}`).join("&");
+        await page.goto(`${fx.base}/metrics?${runs}`);
+        const charts = await page.$$eval(
+          "#metric-charts .chart[data-chart]",
+          (els) => els.map((e) => e.getAttribute("data-chart")),
+        );
+        assert.ok(charts.includes("metric-loss") && charts.includes("metric-timings_ms.train"));
+        assert.match(await page.textContent("#metric-count") ?? "", /^(\d+) of \1 metric/);
+        assert.equal(
+          (await page.$$("#metrics-legend .key")).length,
+          2,
+          "one legend entry per run, by differing keys",
+        );
+        assert.doesNotMatch(await page.textContent("#metrics-legend") ?? "", /ablation-2026/);
+        // The loss (-2.3e-5 … -1.4e-4): distinct ticks with the digits they need, no "-0.000".
+        const lossTicks = await page.$$eval(
+          '.chart[data-chart="metric-loss"] [aria-label="y-axis tick label"] text',
+          (ts) => ts.map((t) => t.textContent ?? ""),
+        );
+        assert.equal(new Set(lossTicks).size, lossTicks.length, lossTicks.join());
+        assert.ok(lossTicks.every((t) => !/^-?0\.0*$/.test(t) || t === "0"), lossTicks.join());
+        await assertNoHorizontalScroll(page, "metrics");
+        await shot(page, "08_metrics");
+        // Filter, smoothing and a log scale.
+        await page.fill("#f-q", "timings");
+        await page.selectOption("#f-smooth", "0.6");
+        await page.check("#f-log");
+        await Promise.all([page.waitForURL(/q=timings/), page.click("#apply")]);
+        assert.deepEqual(
+          await page.$$eval(
+            "#metric-charts .chart[data-chart]",
+            (els) => els.map((e) => e.getAttribute("data-chart")),
+          ),
+          ["metric-timings_ms.rollout", "metric-timings_ms.step", "metric-timings_ms.train"],
+        );
+        // The CSV download holds the long table.
+        const href = await page.getAttribute("#export-csv", "href");
+        const csv = await page.evaluate(async (url) => await (await fetch(url!)).text(), href);
+        assert.equal(csv.split("\n")[0], "run,step,metric,value");
+      });
 
       await t.step("the proxy page shows the phase and the upstream", async () => {
         await page.goto(`${fx.base}/proxy`);
@@ -437,6 +551,36 @@ Deno.test({
         assert.match(await page.textContent("#upstreams") ?? "", /127\.0\.0\.1/);
         await shot(page, "06_proxy");
       });
+
+      await t.step(
+        "a char-tokenizer run reads as text, logged in by the one-click link",
+        async () => {
+          const char = await startUiFixture({ tokenizer: "auto" }, { tokenizer: "char" });
+          try {
+            await runRollout(char, "c1");
+            // The key rides in the fragment; the login page posts it and lands on the overview.
+            await Promise.all([
+              page.waitForURL(`${char.base}/`),
+              page.goto(loginLink(char.gateway.url, ADMIN_KEY)),
+            ]);
+            await page.goto(`${char.base}/rollouts/c1`);
+            await page.waitForSelector(".sample");
+            const context = await page.$$eval(
+              ".sample .tk.ctx",
+              (spans) => spans.map((s) => s.textContent).join(""),
+            );
+            assert.match(context, /You are a careful calculator\./);
+            const trained = await page.$$eval(
+              ".sample .tk.trn",
+              (spans) => spans.map((s) => s.textContent).join(""),
+            );
+            assert.match(trained, /I should use the tool\./);
+            await shot(page, "09_char_detail");
+          } finally {
+            await char.close();
+          }
+        },
+      );
 
       assert.deepEqual(errors, [], "no script errors in the page");
     } finally {

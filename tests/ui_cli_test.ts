@@ -39,7 +39,7 @@ Deno.test("ui cli serves a SQLite file another writer fills", async () => {
     };
     assert.deepEqual(await list(), ["a1"]);
     await writer.createRollouts([{ rollout_id: "a2", input: {} }]);
-    assert.deepEqual(await list(), ["a1", "a2"]);
+    assert.deepEqual(await list(), ["a2", "a1"], "newest first");
     const denied = await fetch(`${base}/api/rollouts`);
     assert.equal(denied.status, 401);
     await denied.body?.cancel();
@@ -56,7 +56,7 @@ Deno.test("ui cli refuses bad flags naming them", async () => {
   await assert.rejects(main(["--db", ":memory:", "--port", "99999"]), /--port: expected a port/);
   await assert.rejects(
     main(["--db", ":memory:", "--port", "0", "--tokenizer", "gpt"]),
-    /--tokenizer: expected qwen3, char or none/,
+    /--tokenizer: expected char, qwen3 or a directory holding tokenizer\.json, got 'gpt'/,
   );
 });
 

@@ -12,6 +12,7 @@ import type { RunningGateway } from "../lib/gateway/server.ts";
 import { type RunningStack, startStack } from "../lib/stack/stack.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
+import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import type { Ui, UiOptions } from "../lib/ui/app.ts";
@@ -52,10 +53,17 @@ function policy({ promptText }: { promptText: string }): ScriptedTurn {
   };
 }
 
-/** Starts gateway + proxy + UI + scripted upstream on loopback. */
-export async function startUiFixture(options: UiOptions = {}): Promise<UiFixture> {
+/**
+ * Starts gateway + proxy + UI + scripted upstream on loopback. The run's tokenizer (proxy and
+ * upstream) is Qwen3 unless `run.tokenizer` says `char`; the UI is given the same one unless
+ * `options.tokenizer` says otherwise (`"auto"`: read from the run).
+ */
+export async function startUiFixture(
+  options: UiOptions = {},
+  run: { tokenizer?: "qwen3" | "char" } = {},
+): Promise<UiFixture> {
   qwen ??= await loadQwen3Tokenizer();
-  const tokenizer = qwen;
+  const tokenizer = run.tokenizer === "char" ? await loadCharTokenizer() : qwen;
   const upstream = await startScriptedUpstream({ tokenizer, policy, policyVersion: 3 });
   let stack: RunningStack;
   try {

@@ -22,8 +22,10 @@ async function api(fx: UiFixture, path: string) {
   return JSON.parse(res.text);
 }
 
+/** Listed ids; oldest first unless the query says (the default order is newest first). */
 async function ids(fx: UiFixture, query: string): Promise<string[]> {
-  const page = await api(fx, `/api/rollouts${query}`);
+  const order = query.includes("order=") ? "" : `${query ? "&" : "?"}order=oldest`;
+  const page = await api(fx, `/api/rollouts${query}${order}`);
   return page.items.map((r: { rollout_id: string }) => r.rollout_id);
 }
 
@@ -127,26 +129,30 @@ Deno.test("UI pages over a real run", async (t) => {
 
       // Paging: a cursor per page, nothing repeated or lost, also with a post-filter.
       const seen: string[] = [];
-      let query = "?limit=2";
+      let query = "?limit=2&order=oldest";
       for (let pages = 0; pages < 10; pages++) {
         const page = await api(fx, `/api/rollouts${query}`);
         seen.push(...page.items.map((r: { rollout_id: string }) => r.rollout_id));
         if (!page.next) break;
-        query = `?limit=2&after=${encodeURIComponent(page.next)}`;
+        query = `?limit=2&order=oldest&after=${encodeURIComponent(page.next)}`;
       }
       assert.deepEqual(seen, ["r1", "s-ok-1", "s-bad-1", "s-val-1", "s-queued", "s-hack"]);
       const filtered: string[] = [];
-      query = "?limit=1&harness=swe";
+      query = "?limit=1&harness=swe&order=oldest";
       for (let pages = 0; pages < 10; pages++) {
         const page = await api(fx, `/api/rollouts${query}`);
         filtered.push(...page.items.map((r: { rollout_id: string }) => r.rollout_id));
         if (!page.next) break;
-        query = `?limit=1&harness=swe&after=${encodeURIComponent(page.next)}`;
+        query = `?limit=1&harness=swe&order=oldest&after=${encodeURIComponent(page.next)}`;
       }
       assert.deepEqual(filtered, ["s-ok-1", "s-bad-1", "s-hack"]);
 
-      // Newest first (from the UI index), also paged and filtered.
+      // Newest first by default, also paged and filtered.
       assert.deepEqual(await ids(fx, "?order=newest"), [...seen].reverse());
+      assert.deepEqual(
+        (await api(fx, "/api/rollouts")).items.map((r: { rollout_id: string }) => r.rollout_id),
+        [...seen].reverse(),
+      );
       const newest: string[] = [];
       query = "?order=newest&limit=2&status=succeeded";
       for (let pages = 0; pages < 10; pages++) {
@@ -213,18 +219,18 @@ Deno.test("UI pages over a real run", async (t) => {
             .matchAll(/font-size="11"[^>]*>([^<]+)<\/text>/g),
         ].map((m) => m[1]);
         assert.deepEqual(legend.sort(), ["other", "rollout", "train"]);
-        assert.match(frag, /<td class="num">0\.995000<\/td>/, "alignment with 6 decimals");
+        assert.match(frag, /<td class="num">0\.995<\/td>/, "alignment in significant digits");
         assert.doesNotMatch(frag, /<th>grad_norm<\/th>/, "only the chosen columns");
         const chosen =
           (await get(fx.base + "/fragments/overview?cols=grad_norm,break_reasons")).text;
         assert.match(chosen, /<th>grad_norm<\/th>/);
-        assert.match(chosen, /<td class="num">0\.750<\/td>/);
+        assert.match(chosen, /<td class="num">0\.75<\/td>/);
         assert.match(chosen, /<td class="">template_rewrite 1 · branch 1<\/td>/, "records as text");
 
         await store.appendEvents("run-1", run.attempt.attempt_id, [step(2)]);
         frag = (await get(fx.base + "/fragments/overview")).text;
         assert.match(frag, /<b id="step-count">3<\/b>/);
-        assert.match(frag, /<td class="num">0\.500<\/td>/, "step 2 reward 0.5");
+        assert.match(frag, /<td class="num">0\.5<\/td>/, "step 2 reward 0.5");
 
         await Deno.writeTextFile(
           metricsPath,

@@ -114,6 +114,11 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     const attempt = rollout?.attempts.at(-1);
     if (!rollout || !attempt) return;
     const events = await store.listEvents(rolloutId);
+    // Checked before (a restarted UI reads the feed from the start): the stored result stands.
+    // Storing again would carry a new `checked_at`, which the store refuses as a different
+    // event under the same key.
+    const flagsKey = reinsEventKey(MONITOR_FLAGS_EVENT, attempt.attempt_id);
+    if (events.some((e) => e.type === "custom" && e.event_key === flagsKey)) return;
     const input: MonitorInput = { rollout, events };
     const flags = await runMonitors(input, monitors);
     stats.checked++;

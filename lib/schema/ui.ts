@@ -44,22 +44,22 @@ const finite = z.number().refine(Number.isFinite, "must be a finite number");
 export const TrainStepMetricsSchema = z.looseObject({
   step: z.number().int().min(0),
   /** Policy version after the step's optimizer update. */
-  policy_version: z.number().int().min(0).optional(),
+  policy_version: z.number().int().min(0).nullish(),
   /** Epoch ms when the step ended. */
-  time: z.number().optional(),
+  time: z.number().nullish(),
   /** Mean outcome reward of the step's rollouts. */
-  reward_mean: finite.optional(),
+  reward_mean: finite.nullish(),
   /** Share (0..1) of the step's rollouts that passed (reward > 0 unless the loop says else). */
-  pass_rate: z.number().min(0).max(1).optional(),
+  pass_rate: z.number().min(0).max(1).nullish(),
   /** Pearson correlation of exp(rollout logprob) vs exp(trainer logprob) on trained tokens. */
-  alignment_corr: z.number().min(-1).max(1).optional(),
-  rollouts: z.number().int().min(0).optional(),
-  samples: z.number().int().min(0).optional(),
-  samples_per_rollout: finite.optional(),
+  alignment_corr: z.number().min(-1).max(1).nullish(),
+  rollouts: z.number().int().min(0).nullish(),
+  samples: z.number().int().min(0).nullish(),
+  samples_per_rollout: finite.nullish(),
   /** Breaks of exact prefix merging by reason (docs/architecture.md#sample-assembly). */
-  break_reasons: z.record(z.string(), z.number().min(0)).optional(),
+  break_reasons: z.record(z.string(), z.number().min(0)).nullish(),
   /** Phase wall times in ms (e.g. `rollout`, `assemble`, `train`, `sync`). */
-  timings_ms: z.record(z.string(), z.number().min(0)).optional(),
+  timings_ms: z.record(z.string(), z.number().min(0)).nullish(),
 });
 /** Metrics of one training step. */
 export type TrainStepMetrics = z.infer<typeof TrainStepMetricsSchema>;
@@ -186,10 +186,10 @@ export const RolloutListQuerySchema = z.object({
   reward_max: optionalNumber,
   /** `yes`: only rollouts with monitor flags; `no`: only without. */
   flagged: z.preprocess((v) => (v === "" ? undefined : v), z.enum(["yes", "no"]).optional()),
-  /** `oldest` (default): creation order, the store's cursor; `newest`: newest first. */
+  /** `newest` (default): newest first; `oldest`: creation order. Both page by the store's cursor. */
   order: z.preprocess(
     (v) => (v === "" ? undefined : v),
-    z.enum(["oldest", "newest"]).default("oldest"),
+    z.enum(["oldest", "newest"]).default("newest"),
   ),
   /** Cursor of the page (from the previous page). */
   after: optionalText,

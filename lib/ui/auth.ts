@@ -136,3 +136,18 @@ export function requireUiAccess(keys: UiKeys, sessions: UiSessions): MiddlewareH
     );
   };
 }
+
+/**
+ * The one-click login link of a UI: the admin key in the URL's fragment (never sent to a
+ * server, never in its logs), which the login page posts.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { loginLink } from "./auth.ts";
+ * assert.equal(loginLink("http://127.0.0.1:8421", "k/1"), "http://127.0.0.1:8421/ui/login#key=k%2F1");
+ * ```
+ */
+export function loginLink(gatewayUrl: string, adminKey: string, base = "/ui"): string {
+  return `${gatewayUrl}${base}/login#key=${encodeURIComponent(adminKey)}`;
+}

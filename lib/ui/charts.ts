@@ -11,13 +11,23 @@ import * as Plot from "@observablehq/plot";
 import { plot } from "../plot/figure.ts";
 import { type SafeHtml, unsafeRaw } from "./html.ts";
 
-/** One point of a series; `lo`/`hi` bound its confidence band when known. */
+/**
+ * One point of a series; `lo`/`hi` bound its confidence band when known. `group` picks the
+ * colour when several lines share one (the seeds of one grid setting); it defaults to `series`.
+ */
 export interface SeriesPoint {
   x: number;
   series: string;
   y: number;
   lo?: number;
   hi?: number;
+  group?: string;
+}
+
+/** A horizontal reference line (a pass threshold, say), drawn dashed with its label. */
+export interface ThresholdLine {
+  y: number;
+  label: string;
 }
 
 /**
@@ -52,6 +62,8 @@ export function smooth(values: readonly number[], alpha: number): number[] {
  * import { niceTicks } from "./charts.ts";
  * const { labels } = niceTicks(0.999991, 0.999998);
  * assert.ok(labels.includes("0.999998") || labels.includes("0.999996"), labels.join());
+ * // Noise in the twelfth digit is not zoomed into.
+ * assert.ok(niceTicks(0.999999999991, 0.999999999998).labels.every((l) => l.length <= 8));
  * assert.deepEqual(niceTicks(0, 10).labels, ["0", "2", "4", "6", "8", "10"]);
  * ```
  */
@@ -64,10 +76,17 @@ export function niceTicks(
     return { ticks: [], labels: [], format: String };
   }
   if (hi < lo) [lo, hi] = [hi, lo];
-  if (hi === lo) {
-    const pad = lo === 0 ? 1 : Math.abs(lo) * 1e-3;
-    lo -= pad;
-    hi += pad;
+  // A span far below the values' size is noise in the last digits (alignment at
+  // 0.999999999998): widen it to 1e-5 of the magnitude rather than print twelve decimals.
+  // A constant series gets a band of ±5% around it (±1 around 0), so that its few ticks read
+  // as distinct round numbers.
+  const minSpan = hi === lo
+    ? (lo === 0 ? 2 : Math.abs(lo) * 0.1)
+    : Math.max(Math.abs(lo), Math.abs(hi)) * 1e-5;
+  if (hi - lo < minSpan) {
+    const mid = (hi + lo) / 2;
+    lo = mid - minSpan / 2;
+    hi = mid + minSpan / 2;
   }
   const raw = (hi - lo) / count;
   const power = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -86,12 +105,25 @@ export function niceTicks(
   return { ticks, labels: ticks.map(format), format };
 }
 
-function yAxis(values: number[]): Record<string, unknown> {
+function yAxis(values: number[], format?: (v: number) => string): Record<string, unknown> {
   const finite = values.filter(Number.isFinite);
   if (!finite.length) return {};
-  const { ticks, labels, format } = niceTicks(Math.min(...finite), Math.max(...finite));
-  const widest = Math.max(...labels.map((l) => l.length), 1);
-  return { ticks, tickFormat: format, marginLeft: Math.max(40, 12 + 7 * widest) };
+  const [min, max] = [Math.min(...finite), Math.max(...finite)];
+  const ticks = niceTicks(min, max);
+  const tickFormat = format ?? ticks.format;
+  const widest = Math.max(...ticks.ticks.map((t) => tickFormat(t).length), 1);
+  // niceTicks widened a (near-)constant series: the domain must widen with it, or Plot's own
+  // domain (the data's) would stack every tick on one line.
+  const first = ticks.ticks[0];
+  const last = ticks.ticks.at(-1);
+  const widened = ticks.ticks.length > 1 && first !== undefined && last !== undefined &&
+    (first > min || last < max || max - min < (last - first) / 10);
+  return {
+    ticks: ticks.ticks,
+    tickFormat,
+    marginLeft: Math.max(40, 12 + 7 * widest),
+    ...(widened ? { domain: [Math.min(min, first!), Math.max(max, last!)] } : {}),
+  };
 }
 
 /** Options of {@link lineChart}. */
@@ -109,11 +141,21 @@ export interface LineChartOptions {
   id?: string;
   /** Shown under the title: the assumption behind a band, say. */
   note?: string;
+  /** Reference lines (thresholds), drawn dashed and kept inside the y domain. */
+  thresholds?: readonly ThresholdLine[];
+  /** A log y axis (points ≤ 0 are left out, and the note says how many). */
+  log?: boolean;
+  /** Tick labels (units, significant digits); default: the 1-2-5 ticks' decimals. */
+  yFormat?: (v: number) => string;
+  /** Colours by group (or series): fixed so that several charts share one legend. */
+  colors?: ReadonlyMap<string, string>;
+  /** Plot's own legend (default true); false when the page draws one legend for all charts. */
+  legend?: boolean;
 }
 
 /**
  * A line chart of several series: raw points faint, smoothed line solid, bands when points
- * carry `lo`/`hi`. Empty input renders nothing.
+ * carry `lo`/`hi`, dashed threshold lines. Empty input renders nothing.
  *
  * @example
  * ```ts
@@ -121,11 +163,20 @@ export interface LineChartOptions {
  * import { lineChart } from "./charts.ts";
  * const svg = lineChart([{ x: 0, series: "a", y: 0.999991 }, { x: 1, series: "a", y: 0.999998 }], {
  *   title: "alignment",
+ *   thresholds: [{ y: 0.99, label: "Pearson ≥ 0.99" }],
  * }).toString();
- * assert.match(svg, /0\.99999/);
+ * assert.match(svg, /Pearson ≥ 0\.99/);
+ * assert.match(svg, />0\.990</); // the threshold is inside the y domain
  * ```
  */
-export function lineChart(points: readonly SeriesPoint[], options: LineChartOptions): SafeHtml {
+export function lineChart(input: readonly SeriesPoint[], options: LineChartOptions): SafeHtml {
+  let points = input;
+  let note = options.note;
+  if (options.log) {
+    points = input.filter((p) => p.y > 0);
+    const dropped = input.length - points.length;
+    if (dropped) note = `${note ? `${note}; ` : ""}${dropped} value(s) ≤ 0 not drawn (log scale)`;
+  }
   if (points.length === 0) return unsafeRaw("");
   const alpha = options.smoothing ?? 0;
   const bySeries = new Map<string, SeriesPoint[]>();
@@ -147,17 +198,20 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
       }
     });
   }
-  const ys = points.flatMap((p) => [p.y, p.lo ?? p.y, p.hi ?? p.y]);
-  const axis = options.yDomain ? {} : yAxis(ys);
-  const { marginLeft, ...y } = axis as { marginLeft?: number };
+  const thresholds = options.thresholds ?? [];
+  const ys = [
+    ...points.flatMap((p) => [p.y, p.lo ?? p.y, p.hi ?? p.y]),
+    ...thresholds.map((t) => t.y),
+  ];
+  const colorOf = (p: SeriesPoint) => p.group ?? p.series;
   const marks: Plot.Markish[] = [];
   if (bands.length) {
     marks.push(
       Plot.areaY(bands, {
         x: "x",
-        y1: "lo",
+        y1: (p: SeriesPoint) => options.log ? Math.max(p.lo!, Number.MIN_VALUE) : p.lo,
         y2: "hi",
-        fill: "series",
+        fill: colorOf,
         z: "series",
         fillOpacity: 0.15,
       }),
@@ -165,22 +219,46 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
   }
   if (alpha > 0) {
     marks.push(
-      Plot.line(points, { x: "x", y: "y", stroke: "series", z: "series", strokeOpacity: 0.3 }),
+      Plot.line(points, { x: "x", y: "y", stroke: colorOf, z: "series", strokeOpacity: 0.3 }),
     );
   }
   marks.push(
     Plot.line(smoothed, {
       x: "x",
       y: "y",
-      stroke: "series",
+      stroke: colorOf,
       z: "series",
       marker: points.length <= 60 ? "circle" : null,
     }),
   );
-  return chartFigure(options, {
+  for (const t of thresholds) {
+    marks.push(Plot.ruleY([t.y], { stroke: "#b91c1c", strokeDasharray: "4,3" }));
+    marks.push(
+      Plot.text([t], {
+        y: "y",
+        text: "label",
+        frameAnchor: "right",
+        dy: -6,
+        fill: "#b91c1c",
+        fontSize: 10,
+      }),
+    );
+  }
+  let y: Record<string, unknown>;
+  let marginLeft: number | undefined;
+  if (options.yDomain) y = { domain: options.yDomain };
+  else if (options.log) {
+    y = { type: "log", ...(options.yFormat ? { tickFormat: options.yFormat } : {}) };
+    marginLeft = 56;
+  } else {
+    const { marginLeft: m, ...rest } = yAxis(ys, options.yFormat) as { marginLeft?: number };
+    marginLeft = m;
+    y = rest;
+  }
+  return chartFigure({ ...options, ...(note ? { note } : {}) }, {
     marginLeft,
     x: { tickFormat: (v: number) => Number.isInteger(v) ? String(v) : "" },
-    y: options.yDomain ? { domain: options.yDomain } : y,
+    y,
     marks,
   });
 }
@@ -198,7 +276,7 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
  */
 export function stackedChart(
   points: readonly SeriesPoint[],
-  options: Omit<LineChartOptions, "smoothing" | "yDomain">,
+  options: Omit<LineChartOptions, "smoothing" | "yDomain" | "thresholds" | "log">,
 ): SafeHtml {
   if (points.length === 0) return unsafeRaw("");
   const totals = new Map<number, number>();
@@ -214,7 +292,7 @@ export function stackedChart(
 
 /** A chart's figure in its `<div class="chart">`: the options' frame with these axes and marks. */
 function chartFigure(
-  options: Omit<LineChartOptions, "smoothing" | "yDomain">,
+  options: Omit<LineChartOptions, "smoothing" | "yDomain" | "thresholds" | "log">,
   parts: {
     marginLeft: number | undefined;
     x: Record<string, unknown>;
@@ -230,7 +308,12 @@ function chartFigure(
     marginLeft: parts.marginLeft ?? 48,
     x: { label: options.xLabel ?? "step", ...parts.x },
     y: { grid: true, label: null, ...parts.y },
-    color: { legend: true },
+    color: {
+      legend: options.legend ?? true,
+      ...(options.colors
+        ? { domain: [...options.colors.keys()], range: [...options.colors.values()] }
+        : {}),
+    },
     marks: parts.marks,
   });
   return unsafeRaw(`<div class="chart" data-chart="${options.id ?? ""}">${fig.svg()}</div>`);

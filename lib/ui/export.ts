@@ -78,11 +78,13 @@ export async function exportRollout(
 /**
  * A Deno Jupyter notebook that fetches the export from the gateway (URL and admin key from
  * `REINS_GATEWAY_URL` / `REINS_ADMIN_KEY`) or reads a saved export file, and re-assembles it
- * with reins.
+ * with reins. It runs wherever it is saved: reins' modules resolve their packages through reins'
+ * own `deno.json`, which a notebook outside the checkout does not have, so the notebook runs
+ * them in `deno eval --config <reins>/deno.json` (the checkout from `REINS_HOME`, else where it
+ * was exported from).
  */
 export function rolloutNotebook(origin: string, base: string, rolloutId: string): JsonObject {
-  const samples = new URL("../samples/mod.ts", import.meta.url).href;
-  const wire = new URL("../gateway/wire.ts", import.meta.url).href;
+  const home = decodeURIComponent(new URL("../../", import.meta.url).pathname).replace(/\/$/, "");
   const code = (lines: string[]) => ({
     cell_type: "code",
     execution_count: null,
@@ -98,8 +100,9 @@ export function rolloutNotebook(origin: string, base: string, rolloutId: string)
         metadata: {},
         source: [
           `# Rollout ${rolloutId}\n`,
-          "Exported from the reins Live UI. Save it inside the reins checkout (e.g. `notebooks/`) ",
-          "so that the import map resolves, and run it on the Deno kernel.",
+          "Exported from the reins Live UI; runs on the Deno kernel wherever it is saved. ",
+          "Set `REINS_ROLLOUT_EXPORT` to a saved export file, or `REINS_GATEWAY_URL` and ",
+          "`REINS_ADMIN_KEY` to fetch it; `REINS_HOME` to use another reins checkout.",
         ],
       },
       code([
@@ -113,10 +116,28 @@ export function rolloutNotebook(origin: string, base: string, rolloutId: string)
         `  events: doc.events.length, samples: doc.samples.length, flags: doc.flags.length });`,
       ]),
       code([
-        `import { assembleRollout } from ${JSON.stringify(samples)};`,
-        `import { eventFromWire } from ${JSON.stringify(wire)};`,
-        `const result = assembleRollout(doc.events.map(eventFromWire), { strategy: "tree" });`,
-        `result.metrics;`,
+        `// reins' modules resolve through reins' deno.json: run them under it (see the header).`,
+        `const REINS = Deno.env.get("REINS_HOME") ?? ${JSON.stringify(home)};`,
+        `async function withReins(script: string, input: unknown): Promise<unknown> {`,
+        `  const child = new Deno.Command(Deno.execPath(), {`,
+        `    args: ["eval", "--quiet", "--config", REINS + "/deno.json", script],`,
+        `    stdin: "piped", stdout: "piped", stderr: "inherit",`,
+        `  }).spawn();`,
+        `  const writer = child.stdin.getWriter();`,
+        `  await writer.write(new TextEncoder().encode(JSON.stringify(input)));`,
+        `  await writer.close();`,
+        `  const out = await child.output();`,
+        `  if (!out.success) throw new Error("reins script failed (see stderr)");`,
+        `  return JSON.parse(new TextDecoder().decode(out.stdout));`,
+        `}`,
+        `const metrics = await withReins(\``,
+        `  import { assembleRollout } from "\${REINS}/lib/samples/mod.ts";`,
+        `  import { eventFromWire } from "\${REINS}/lib/gateway/wire.ts";`,
+        `  const doc = JSON.parse(await new Response(Deno.stdin.readable).text());`,
+        `  const result = assembleRollout(doc.events.map(eventFromWire), { strategy: "tree" });`,
+        `  console.log(JSON.stringify(result.metrics));`,
+        `\`, doc);`,
+        `metrics;`,
       ]),
     ],
     metadata: {

@@ -22,6 +22,7 @@ export function page(ctx: PageContext, title: string, active: string, body: Html
     ["overview", "Overview", `${ctx.base}/`],
     ["rollouts", "Rollouts", `${ctx.base}/rollouts`],
     ["runs", "Runs", `${ctx.base}/runs`],
+    ["metrics", "Metrics", `${ctx.base}/metrics`],
     ["proxy", "Proxy", `${ctx.base}/proxy`],
   ].map(([id, label, href]) =>
     html`<a href="${href}" class="${id === active ? "active" : ""}">${label}</a>`

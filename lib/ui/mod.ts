@@ -29,7 +29,32 @@ export {
   type UiContext,
   type UiOptions,
 } from "./app.ts";
-export { type Access, checkAccess, requireUiAccess, SESSION_COOKIE, UiSessions } from "./auth.ts";
+export {
+  type Access,
+  checkAccess,
+  loginLink,
+  requireUiAccess,
+  SESSION_COOKIE,
+  UiSessions,
+} from "./auth.ts";
+export { detectRunTokenizer, loadNamedTokenizer, type RunTokenizer } from "./run_tokenizer.ts";
+export {
+  displayStep,
+  flattenStep,
+  fmtMetric,
+  fmtSig,
+  metricNames,
+  metricRows,
+  metricsTable,
+} from "./metrics.ts";
+export {
+  maskedCrc32c,
+  readTfEvents,
+  tfEventRecord,
+  tfEventsFile,
+  tfEventsFileName,
+} from "./tfevents.ts";
+export { configDiff, isBookkeepingKey, labelRuns, type RunInfo, runsInDirectory } from "./runs.ts";
 export { escapeHtml, html, type HtmlValue, isSafeHtml, type SafeHtml, unsafeRaw } from "./html.ts";
 export { exportRollout, rolloutNotebook } from "./export.ts";
 export { harnessOf, listRolloutPage, type RolloutListPage } from "./query.ts";

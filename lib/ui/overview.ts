@@ -3,16 +3,26 @@
  * charts rendered on the server (train and eval reward with a 95% band, pass rate, alignment,
  * entropy, samples per rollout, break reasons and the disjoint phase timings), a smoothing
  * control and a steps table with chosen columns. The region is re-fetched as steps arrive.
+ * Steps are numbered from 1 as the terminal and the figures count them (`displayStep`); each
+ * links to its drill-down. Evaluation series come from the run: the `val` rollouts labelled
+ * with a `step`, and every step metric whose name starts with `eval`.
  *
  * @module
  */
 import type { Store } from "../gateway/store.ts";
 import type { PhaseSnapshot } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
-import { ci95HalfWidth, meanCi } from "../util/stats.ts";
-import { disjointTimings, lineChart, type SeriesPoint, stackedChart } from "./charts.ts";
+import { ci95HalfWidth } from "../util/stats.ts";
+import {
+  disjointTimings,
+  lineChart,
+  type SeriesPoint,
+  stackedChart,
+  type ThresholdLine,
+} from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
-import { badge, fmtNum } from "./layout.ts";
+import { badge } from "./layout.ts";
+import { displayStep, fmtMetric, fmtSig, isEvalMetric, tMeanCi } from "./metrics.ts";
 import type { RunIndex } from "./run_index.ts";
 
 /** Smoothing weights the overview and runs pages offer. */
@@ -31,7 +41,10 @@ export const DEFAULT_COLUMNS = [
   "step_ms",
 ] as const;
 
-/** One eval measurement: mean reward of the eval rollouts at a step, with its 95% interval. */
+/**
+ * One eval measurement: mean reward of the eval rollouts after `step` training steps (their
+ * `step` label; 0 = before RL), with its 95% Student-t interval.
+ */
 export interface EvalPoint {
   step: number;
   mean: number;
@@ -82,16 +95,6 @@ export function viewQuery(view: OverviewView): string {
 }
 
 /**
- * Mean and 95% Student-t interval of rewards as a band (`lo` = `hi` = the mean when there is no
- * interval, n < 2), from `meanCi` in `lib/util/stats.ts` like every other interval reins shows.
- */
-function meanBand(values: readonly number[]): { mean: number; lo: number; hi: number } {
-  const { mean, ci95 } = meanCi(values);
-  const half = Number.isFinite(ci95) ? ci95 : 0;
-  return { mean, lo: mean - half, hi: mean + half };
-}
-
-/**
  * Eval rewards per step from the store's `val` rollouts that carry a `step` label (the loop's
  * `evaluatePolicy` sets it), reading at most `budget` rollouts.
  */
@@ -121,14 +124,29 @@ export async function loadEvalPoints(
   } while (after && read < budget);
   return [...byStep].sort((a, b) => a[0] - b[0]).map(([step, rewards]) => ({
     step,
-    n: rewards.length,
-    ...meanBand(rewards),
+    ...tMeanCi(rewards),
   }));
 }
 
 /**
  * Reward points of steps: the train reward with a 95% band from `reward_std` and `rollouts`
- * (Student-t, `ci95HalfWidth`), the eval reward from `evals` or the metrics' `val_reward`.
+ * (Student-t, `ci95HalfWidth`), the eval reward from `evals` (labelled `val` rollouts), and every
+ * `eval…` step metric as its own series (`val_reward` too, when no rollouts say more).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { rewardPoints } from "./overview.ts";
+ * const points = rewardPoints([
+ *   { step: 0, reward_mean: 0.5, "eval/heldout_reward_mean": 0.25 },
+ *   { step: 1, reward_mean: 0.75, "eval/heldout_reward_mean": null },
+ * ]);
+ * assert.deepEqual(points.map((p) => [p.series, p.x, p.y]), [
+ *   ["train reward", 1, 0.5],
+ *   ["train reward", 2, 0.75],
+ *   ["eval/heldout_reward_mean", 1, 0.25],
+ * ]);
+ * ```
  */
 export function rewardPoints(
   steps: readonly TrainStepMetrics[],
@@ -140,11 +158,10 @@ export function rewardPoints(
     if (typeof mean !== "number") continue;
     const std = s.reward_std;
     const n = s.rollouts;
-    const band = typeof std === "number" && typeof n === "number" && n > 1
-      ? ci95HalfWidth(std, n)
-      : null;
+    const half = typeof std === "number" && typeof n === "number" ? ci95HalfWidth(std, n) : NaN;
+    const band = Number.isFinite(half) ? half : null;
     out.push({
-      x: s.step,
+      x: displayStep(s.step),
       series: "train reward",
       y: mean,
       ...(band !== null ? { lo: mean - band, hi: mean + band } : {}),
@@ -153,15 +170,27 @@ export function rewardPoints(
   for (const e of evals) {
     out.push({ x: e.step, series: "eval reward", y: e.mean, lo: e.lo, hi: e.hi });
   }
-  if (!evals.length) {
+  for (const name of evalRewardMetrics(steps)) {
+    if (name === "val_reward" && evals.length) continue;
     for (const s of steps) {
-      const v = s.val_reward;
+      const v = s[name];
       if (typeof v === "number" && Number.isFinite(v)) {
-        out.push({ x: s.step, series: "eval reward", y: v });
+        out.push({ x: displayStep(s.step), series: name, y: v });
       }
     }
   }
   return out;
+}
+
+/** Top-level `eval…` metrics that hold a reward or pass rate (drawn on the reward chart). */
+function evalRewardMetrics(steps: readonly TrainStepMetrics[]): string[] {
+  const names = new Set<string>();
+  for (const s of steps) {
+    for (const [k, v] of Object.entries(s)) {
+      if (isEvalMetric(k) && typeof v === "number" && /reward|pass/.test(k)) names.add(k);
+    }
+  }
+  return [...names].sort();
 }
 
 /** Points of numeric fields, one series per field (label = field name or `rename`). */
@@ -175,7 +204,7 @@ export function fieldPoints(
     for (const field of fields) {
       const value = s[field];
       if (typeof value === "number" && Number.isFinite(value)) {
-        out.push({ x: s.step, series: rename[field] ?? field, y: value });
+        out.push({ x: displayStep(s.step), series: rename[field] ?? field, y: value });
       }
     }
   }
@@ -184,12 +213,14 @@ export function fieldPoints(
 
 function recordPoints(
   steps: readonly TrainStepMetrics[],
-  pick: (s: TrainStepMetrics) => Record<string, number> | undefined,
+  pick: (s: TrainStepMetrics) => Record<string, number> | null | undefined,
 ): SeriesPoint[] {
   const out: SeriesPoint[] = [];
   for (const s of steps) {
     for (const [key, value] of Object.entries(pick(s) ?? {})) {
-      if (Number.isFinite(value) && value > 0) out.push({ x: s.step, series: key, y: value });
+      if (Number.isFinite(value) && value > 0) {
+        out.push({ x: displayStep(s.step), series: key, y: value });
+      }
     }
   }
   return out;
@@ -205,12 +236,13 @@ function recordPoints(
  * import { cellText } from "./overview.ts";
  * assert.equal(cellText({ error: 0, zero_variance: 2, stale: 1 }), "zero_variance 2 · stale 1");
  * assert.equal(cellText({ error: 0 }), "none");
- * assert.equal(cellText(0.5), "0.500");
+ * assert.equal(cellText(0.5), "0.5");
+ * assert.equal(cellText(-0.0000231), "-2.31e-5");
  * ```
  */
-export function cellText(value: unknown, digits = 3): string {
+export function cellText(value: unknown, digits = 4): string {
   if (value === null || value === undefined) return "–";
-  if (typeof value === "number") return fmtNum(value, digits);
+  if (typeof value === "number") return fmtSig(value, digits);
   if (typeof value === "string" || typeof value === "boolean") return String(value);
   if (Array.isArray(value)) return value.map((v) => cellText(v, digits)).join(", ");
   if (typeof value === "object") {
@@ -228,12 +260,18 @@ function columnValue(
   column: string,
   evals: ReadonlyMap<number, EvalPoint>,
 ): unknown {
-  if (column === "eval_reward") return evals.get(s.step)?.mean ?? s.val_reward;
+  if (column === "eval_reward") return evals.get(displayStep(s.step))?.mean ?? s.val_reward;
   if (column === "step_ms") return s.timings_ms?.step;
   return s[column];
 }
 
 const DIGITS: Record<string, number> = { alignment_corr: 6, alignment_logprob_corr: 6 };
+
+/** A table cell: units from the column name (`step_ms` 1.9 s), significant digits. */
+function columnText(column: string, value: unknown): string {
+  if (typeof value === "number" && !DIGITS[column]) return fmtMetric(column, value);
+  return cellText(value, DIGITS[column] ?? 4);
+}
 
 /** The steps table, newest first, with the chosen columns and a column picker. */
 export function stepsTable(
@@ -263,14 +301,17 @@ export function stepsTable(
     </details>
   `;
   const rows = steps.slice(-50).reverse().map((s) =>
-    html`<tr><td class="num">${s.step}</td>${
-      columns.map((c) => {
-        const v = columnValue(s, c, evalByStep);
-        return html`<td class="${typeof v === "number" ? "num" : ""}">${
-          cellText(v, DIGITS[c] ?? 3)
-        }</td>`;
-      })
-    }</tr>`
+    html`
+      <tr
+        data-step="${displayStep(s.step)}"><td class="num"><a href="${base}/steps/${displayStep(
+          s.step,
+        )}" title="this step's rollouts and groups">${displayStep(s.step)}</a></td>${columns.map(
+          (c) => {
+            const v = columnValue(s, c, evalByStep);
+            return html`<td class="${typeof v === "number" ? "num" : ""}">${columnText(c, v)}</td>`;
+          },
+        )}</tr>
+    `
   );
   return html`
     ${picker}<div class="scroll-x">
@@ -284,6 +325,11 @@ export function stepsTable(
   `;
 }
 
+/** The rollout–trainer mismatch thresholds drawn on the alignment chart. */
+export const ALIGNMENT_THRESHOLDS: readonly ThresholdLine[] = [
+  { y: 0.99, label: "Pearson ≥ 0.99" },
+];
+
 /** The charts of one run's steps. */
 export function stepCharts(
   steps: readonly TrainStepMetrics[],
@@ -294,7 +340,7 @@ export function stepCharts(
 ${
     lineChart(rewardPoints(steps, evals), {
       title: "reward (train, eval)",
-      note: "band: 95% normal interval of the mean over the step's rollouts",
+      note: "band: 95% t interval of the mean over the step's rollouts",
       smoothing,
       id: "reward",
     })
@@ -305,6 +351,7 @@ ${
       title: "rollout–trainer alignment (Pearson)",
       smoothing,
       id: "alignment",
+      thresholds: ALIGNMENT_THRESHOLDS,
     })
   }
 ${lineChart(fieldPoints(steps, ["entropy"]), { title: "entropy", smoothing, id: "entropy" })}
@@ -313,6 +360,7 @@ ${
       title: "samples per rollout",
       smoothing,
       id: "samples",
+      yFormat: (v) => fmtSig(v, 3),
     })
   }
 ${
@@ -377,7 +425,10 @@ ${
 <div class="card"><span class="muted">training steps</span><b id="step-count">${steps.length}</b></div>
 </div>`;
   const charts = steps.length
-    ? html`${smoothingForm(base, view)}${stepCharts(steps, evals, view.smoothing)}
+    ? html`${
+      smoothingForm(base, view)
+    } <a href="${base}/metrics" id="all-metrics">every metric →</a>
+${stepCharts(steps, evals, view.smoothing)}
 <h2>Steps</h2>${stepsTable(base, steps, evals, view)}`
     : html`<p class="muted" id="no-steps">No training steps yet. A training loop reports one as a
 <code>custom</code> event named <code>train_step</code> under a reserved <code>reins:</code> event key

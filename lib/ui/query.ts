@@ -22,6 +22,15 @@ export interface RolloutListPage {
   scanned: number;
   /** True when the scan budget ran out before the page was full. */
   partial: boolean;
+  /** With a text search: each listed rollout's first match with its context. */
+  snippets?: Record<string, Snippet>;
+}
+
+/** A search match in context (`before` and `after` start/end with `…` when cut). */
+export interface Snippet {
+  before: string;
+  match: string;
+  after: string;
 }
 
 /** The harness a rollout runs: its `harness` label, else `config.harness.name`. */
@@ -35,15 +44,19 @@ export function harnessOf(rollout: Rollout): string | null {
  * call and log event. Cached per rollout until its `updated_at` changes.
  */
 export class RolloutText {
-  readonly #cache = new Map<string, { updated: number; text: string }>();
+  readonly #cache = new Map<string, { updated: number; text: string; lower: string }>();
   readonly #max: number;
   constructor(readonly store: Store, max = 2_000) {
     this.#max = max;
   }
 
   async of(rollout: Rollout): Promise<string> {
+    return (await this.#entry(rollout)).lower;
+  }
+
+  async #entry(rollout: Rollout): Promise<{ updated: number; text: string; lower: string }> {
     const hit = this.#cache.get(rollout.rollout_id);
-    if (hit && hit.updated === rollout.updated_at) return hit.text;
+    if (hit && hit.updated === rollout.updated_at) return hit;
     const parts: string[] = [];
     textsOf(rollout.input, parts);
     for (const e of await this.store.listEvents(rollout.rollout_id)) {
@@ -59,11 +72,31 @@ export class RolloutText {
         textsOf(e.payload, parts);
       }
     }
-    const text = parts.join("\n").toLowerCase().replace(/\s+/g, " ");
+    // One space for every run of white space, in both: offsets in `lower` hold in `text`.
+    const text = parts.join("\n").replace(/\s+/g, " ");
+    const entry = { updated: rollout.updated_at, text, lower: text.toLowerCase() };
+    if (entry.lower.length !== text.length) {
+      entry.lower = text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+    }
     this.#cache.delete(rollout.rollout_id);
-    this.#cache.set(rollout.rollout_id, { updated: rollout.updated_at, text });
+    this.#cache.set(rollout.rollout_id, entry);
     if (this.#cache.size > this.#max) this.#cache.delete(this.#cache.keys().next().value!);
-    return text;
+    return entry;
+  }
+
+  /** The first match of `q` with `width` characters of context each side, or null. */
+  async snippet(rollout: Rollout, q: string, width = 50): Promise<Snippet | null> {
+    const { text, lower } = await this.#entry(rollout);
+    const needle = q.toLowerCase().trim().replace(/\s+/g, " ");
+    const at = lower.indexOf(needle);
+    if (at < 0 || !needle) return null;
+    const from = Math.max(0, at - width);
+    const to = Math.min(text.length, at + needle.length + width);
+    return {
+      before: `${from > 0 ? "…" : ""}${text.slice(from, at)}`,
+      match: text.slice(at, at + needle.length),
+      after: `${text.slice(at + needle.length, to)}${to < text.length ? "…" : ""}`,
+    };
   }
 
   /** True when `q` occurs (case-insensitive, runs of white space as one) in the rollout's text. */
@@ -121,9 +154,10 @@ function sortValue(r: Rollout, key: string): number {
  * await store.createRollouts([{ rollout_id: "r1", input: { q: "two plus two" }, labels: { step: "1" } }]);
  * const index = new RunIndex(store);
  * const page = await listRolloutPage(store, index, {
- *   step: "1", q: "PLUS", order: "oldest", sort: "created", limit: 50,
+ *   step: "1", q: "PLUS", order: "newest", sort: "created", limit: 50,
  * });
  * assert.equal(page.items.length, 1);
+ * assert.deepEqual(page.snippets?.r1, { before: '{"q":"two ', match: "plus", after: ' two"}' });
  * await store.close();
  * ```
  */
@@ -133,6 +167,23 @@ export async function listRolloutPage(
   query: RolloutListQuery,
   scanBudget = 5_000,
   texts: RolloutText = new RolloutText(store),
+): Promise<RolloutListPage> {
+  const page = await listMatching(store, index, query, scanBudget, texts);
+  if (query.q === undefined) return page;
+  const snippets: Record<string, Snippet> = {};
+  for (const r of page.items) {
+    const s = await texts.snippet(r, query.q);
+    if (s !== null) snippets[r.rollout_id] = s;
+  }
+  return { ...page, snippets };
+}
+
+async function listMatching(
+  store: Store,
+  index: RunIndex,
+  query: RolloutListQuery,
+  scanBudget: number,
+  texts: RolloutText,
 ): Promise<RolloutListPage> {
   const keep = async (r: Rollout): Promise<boolean> => {
     if (query.status && r.status !== query.status) return false;

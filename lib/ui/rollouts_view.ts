@@ -7,7 +7,7 @@ import { RolloutModeSchema, RolloutStatusSchema } from "../schema.ts";
 import type { RolloutListQuery } from "../schema/ui.ts";
 import { html, type SafeHtml, tableHead } from "./html.ts";
 import { badge, fmtNum, fmtTime } from "./layout.ts";
-import { harnessOf, type RolloutListPage } from "./query.ts";
+import { harnessOf, type RolloutListPage, type Snippet } from "./query.ts";
 import type { RunIndex } from "./run_index.ts";
 
 /** The query string of `query` with `after` replaced (undefined: dropped). */
@@ -31,7 +31,7 @@ export function queryString(query: RolloutListQuery, after?: string | null): str
     const value = query[key as keyof RolloutListQuery];
     if (value !== undefined && value !== null) params.set(key, String(value));
   }
-  if (query.order !== "oldest") params.set("order", query.order);
+  if (query.order !== "newest") params.set("order", query.order);
   if (query.sort !== "created") params.set("sort", query.sort);
   if (query.limit !== 50) params.set("limit", String(query.limit));
   if (after) params.set("after", after);
@@ -55,14 +55,14 @@ export function filterForm(base: string, query: RolloutListQuery): SafeHtml {
 ${text("q", "search prompts, responses, tool calls", 28)}
 <label>status ${select("status", RolloutStatusSchema.options, query.status)}</label>
 <label>mode ${select("mode", RolloutModeSchema.options, query.mode)}</label>
-${text("group", "group", 14)}${text("step", "step", 4)}
+${text("group", "group", 14)}${text("step", "step label", 4)}
 <label>role ${select("role", ["train", "eval"], query.role)}</label>
 ${text("harness", "harness", 10)}${text("reward_min", "reward ≥", 4)}${
     text("reward_max", "reward ≤", 4)
   }
 <label>flagged ${select("flagged", ["yes", "no"], query.flagged)}</label>
 <label>order ${html`<select name="order" id="f-order">${
-    (["oldest", "newest"] as const).map((o) =>
+    (["newest", "oldest"] as const).map((o) =>
       html`<option value="${o}" ${o === query.order ? "selected" : ""}>${o} first</option>`
     )
   }</select>`}</label>
@@ -96,6 +96,22 @@ function sortHeader(
   `;
 }
 
+/** A search snippet with its match highlighted. */
+function snippetView(snippet: Snippet): SafeHtml {
+  return html`${snippet.before}<mark>${snippet.match}</mark>${snippet.after}`;
+}
+
+/**
+ * A training rollout's step as the overview numbers it (its 0-based label + 1), linked to the
+ * step's drill-down; other labels (an eval's steps done) as they are.
+ */
+function stepCell(base: string, label: string | undefined, role: string | undefined): SafeHtml {
+  if (label === undefined) return html`–`;
+  const n = Number(label);
+  if (role === "eval" || !Number.isInteger(n)) return html`${label}`;
+  return html`<a href="${base}/steps/${n + 1}" title="step label ${label}">${n + 1}</a>`;
+}
+
 /** The table and paging links (the live region's content). */
 export function rolloutTable(
   base: string,
@@ -108,7 +124,10 @@ export function rolloutTable(
     const verdict = index.verdicts.get(r.rollout_id);
     return html`
       <tr data-rollout="${r.rollout_id}" data-status="${r.status}">
-        <td><a href="${base}/rollouts/${encodeURIComponent(r.rollout_id)}">${r.rollout_id}</a></td>
+        <td><a href="${base}/rollouts/${encodeURIComponent(r.rollout_id)}">${r
+          .rollout_id}</a>${page.snippets?.[r.rollout_id]
+          ? html`<div class="snippet">${snippetView(page.snippets[r.rollout_id])}</div>`
+          : ""}</td>
         <td>${badge(r.status)}</td>
         <td>${r.mode}</td>
         <td>${r.group_id
@@ -116,7 +135,7 @@ export function rolloutTable(
             encodeURIComponent(r.group_id)
           }">${r.group_id}</a>`
           : "–"}</td>
-        <td>${r.labels.step ?? "–"}${r.labels.role
+        <td>${stepCell(base, r.labels.step, r.labels.role)}${r.labels.role
           ? html`
             <span class="muted">${r.labels.role}</span>
           `

@@ -1,24 +1,16 @@
 /**
- * Runs side by side: the runs a UI knows (every directory holding a `metrics.jsonl` under the
- * runs directory, e.g. `runs/` or an experiment grid in `experiments/results/<grid>/`, and every
- * run that reported `train_step` events to this gateway), their reward, eval reward, entropy
- * and alignment curves overlaid with 95% bands and smoothing, and the differences between
- * their configs.
- *
- * A band is the normal-approximation 95% interval of a step's mean reward over its rollouts
- * (`reward_std`, `rollouts`); with "seeds pooled", runs that differ only in their seed suffix
- * (`-s<k>`) are drawn as one curve: the mean over seeds with a 95% Student-t interval.
+ * The runs a UI knows: every directory holding a `metrics.jsonl` under the runs directory
+ * (`runs/`, or an experiment grid in `experiments/results/<grid>/`) and every run that reported
+ * `train_step` events to this gateway, with their configs, results and evaluation points; and
+ * what tells them apart: the config keys that differ (paths and bookkeeping left out), the
+ * setting a run belongs to (its differing keys but the seed) and the label drawn for it.
  *
  * @module
  */
 import type { Store } from "../gateway/store.ts";
 import { parseJsonlLines } from "../schema.ts";
 import { type TrainStepMetrics, TrainStepMetricsSchema } from "../schema/ui.ts";
-import { ci95HalfWidth, meanCi } from "../util/stats.ts";
-import { lineChart, type SeriesPoint } from "./charts.ts";
-import { html, type SafeHtml, tableHead } from "./html.ts";
-import { fmtNum } from "./layout.ts";
-import { cellText, type EvalPoint, loadEvalPoints, SMOOTHING_CHOICES } from "./overview.ts";
+import { type EvalPoint, loadEvalPoints } from "./overview.ts";
 import type { RunIndex } from "./run_index.ts";
 
 /** One run the runs page can show. */
@@ -144,38 +136,98 @@ export async function runsInGateway(store: Store, index: RunIndex): Promise<RunI
 }
 
 /**
+ * Whether a config key is a path or bookkeeping (where a run wrote, its name or id, when it
+ * started): such keys differ between any two runs and say nothing about the setting.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isBookkeepingKey } from "./runs.ts";
+ * assert.ok(isBookkeepingKey("out_dir", '"runs/a"'));
+ * assert.ok(isBookkeepingKey("harness.data_dir", '"/tmp/x"'));
+ * assert.ok(isBookkeepingKey("name", '"grid-a-s0"'));
+ * assert.ok(isBookkeepingKey("cell.id", '"a-s0"'));
+ * assert.ok(!isBookkeepingKey("advantage.normalization", '"token_mean"'));
+ * assert.ok(!isBookkeepingKey("seed", "3"));
+ * ```
+ */
+export function isBookkeepingKey(key: string, value: string): boolean {
+  const last = key.slice(key.lastIndexOf(".") + 1);
+  if (
+    /^(name|id|run|run_id|out_dir|outdir|dir|path|file|created_at|started_at|finished_at|time|timestamp|host|hostname|git|commit|version_hash)$/
+      .test(last)
+  ) return true;
+  if (/(_dir|_path|_file|_url)$/.test(last)) return true;
+  // A value that is an absolute or run-relative path.
+  return /^"(\/|\.{1,2}\/|runs\/|experiments\/)/.test(value);
+}
+
+/** Seed keys: they separate repeats of one setting. */
+export function isSeedKey(key: string): boolean {
+  return /(^|\.)(seed|seeds|rep|repeat)$/.test(key);
+}
+
+/** What tells runs apart. */
+export interface ConfigDiff {
+  /** Differing keys (paths and bookkeeping left out), sorted. */
+  keys: string[];
+  /** Per key, each run's value (`–` when the run's config lacks it, `?` without a config). */
+  values: string[][];
+  /** Keys all configs share with one value. */
+  same: number;
+  /** Keys left out as paths or bookkeeping. */
+  ignored: string[];
+  /** Runs without a config (left out of the comparison, not counted as differing). */
+  missing: number;
+}
+
+/**
  * Dotted keys whose values differ between configs (missing counts as a value), with each
- * config's value; `same` counts the keys all share.
+ * config's value; `same` counts the keys all share. A run without a config is left out of the
+ * comparison (its column reads `?`), so one such run does not make every key "differ"; path
+ * and bookkeeping keys are listed apart.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { configDiff } from "./runs.ts";
- * const d = configDiff([{ lr: 1, algo: { kind: "ppo" }, seed: 0 }, { lr: 1, algo: { kind: "grpo" } }]);
+ * const d = configDiff([
+ *   { lr: 1, algo: { kind: "ppo" }, seed: 0, out_dir: "runs/a" },
+ *   { lr: 1, algo: { kind: "grpo" }, out_dir: "runs/b" },
+ *   null,
+ * ]);
  * assert.deepEqual(d.keys, ["algo.kind", "seed"]);
- * assert.deepEqual(d.values[0], ['"ppo"', '"grpo"']);
+ * assert.deepEqual(d.values[0], ['"ppo"', '"grpo"', "?"]);
  * assert.equal(d.same, 1);
+ * assert.deepEqual(d.ignored, ["out_dir"]);
+ * assert.equal(d.missing, 1);
  * ```
  */
-export function configDiff(
-  configs: readonly (Record<string, unknown> | null)[],
-): { keys: string[]; values: string[][]; same: number } {
+export function configDiff(configs: readonly (Record<string, unknown> | null)[]): ConfigDiff {
   const flat = configs.map((c) => {
+    if (!c) return null;
     const out = new Map<string, string>();
-    const walk = (v: unknown, key: string) => {
-      if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length) {
-        for (const [k, x] of Object.entries(v)) walk(x, key ? `${key}.${k}` : k);
+    const walk = (v: unknown, key: string, depth: number) => {
+      if (
+        v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length && depth < 6
+      ) {
+        for (const [k, x] of Object.entries(v)) walk(x, key ? `${key}.${k}` : k, depth + 1);
       } else out.set(key, JSON.stringify(v));
     };
-    if (c) walk(c, "");
+    walk(c, "", 0);
     return out;
   });
-  const all = [...new Set(flat.flatMap((m) => [...m.keys()]))].sort();
-  const keys = all.filter((k) => new Set(flat.map((m) => m.get(k) ?? "–")).size > 1);
+  const present = flat.filter((m): m is Map<string, string> => m !== null);
+  const all = [...new Set(present.flatMap((m) => [...m.keys()]))].sort();
+  const differing = all.filter((k) => new Set(present.map((m) => m.get(k) ?? "–")).size > 1);
+  const ignored = differing.filter((k) => present.some((m) => isBookkeepingKey(k, m.get(k) ?? "")));
+  const keys = differing.filter((k) => !ignored.includes(k));
   return {
     keys,
-    values: keys.map((k) => flat.map((m) => m.get(k) ?? "–")),
-    same: all.length - keys.length,
+    values: keys.map((k) => flat.map((m) => m === null ? "?" : m.get(k) ?? "–")),
+    same: all.length - differing.length,
+    ignored,
+    missing: flat.length - present.length,
   };
 }
 
@@ -184,209 +236,59 @@ export function settingOf(name: string): string {
   return name.replace(/-s(eed)?\d+$/, "");
 }
 
-function pooled(values: number[]): { y: number; lo?: number; hi?: number } {
-  const { mean, ci95 } = meanCi(values);
-  if (!Number.isFinite(ci95)) return { y: mean };
-  return { y: mean, lo: mean - ci95, hi: mean + ci95 };
+function shortValue(value: string): string {
+  const text = value.startsWith('"') ? value.slice(1, -1) : value;
+  return text.length > 24 ? `${text.slice(0, 23)}…` : text;
 }
 
-type Metric = "reward" | "eval" | "entropy" | "alignment";
-
-function metricPoints(run: RunInfo, metric: Metric): SeriesPoint[] {
-  const out: SeriesPoint[] = [];
-  if (metric === "eval" && run.evals.length) {
-    return run.evals.map((e) => ({ x: e.step, series: run.name, y: e.mean, lo: e.lo, hi: e.hi }));
-  }
-  for (const s of run.steps) {
-    const field = metric === "reward"
-      ? "reward_mean"
-      : metric === "eval"
-      ? "val_reward"
-      : metric === "entropy"
-      ? "entropy"
-      : "alignment_corr";
-    const y = s[field];
-    if (typeof y !== "number" || !Number.isFinite(y)) continue;
-    const std = s.reward_std;
-    const n = s.rollouts;
-    if (metric === "reward" && typeof std === "number" && typeof n === "number" && n > 1) {
-      const half = ci95HalfWidth(std, n);
-      out.push({ x: s.step, series: run.name, y, lo: y - half, hi: y + half });
-    } else out.push({ x: s.step, series: run.name, y });
-  }
-  return out;
+/** How each run is labelled and grouped in a comparison. */
+export interface RunLabels {
+  /** Run id → its label (differing keys and values, seed included). */
+  label: Map<string, string>;
+  /** Run id → its setting (differing keys but the seed): runs pooled over seeds share it. */
+  setting: Map<string, string>;
+  diff: ConfigDiff;
 }
 
-/** Points of `metric` for the chosen runs, or per setting pooled over seeds. */
-export function overlayPoints(
-  runs: readonly RunInfo[],
-  metric: Metric,
-  poolSeeds: boolean,
-): SeriesPoint[] {
-  const perRun = runs.flatMap((r) => metricPoints(r, metric));
-  if (!poolSeeds) return perRun;
-  const groups = new Map<string, Map<number, number[]>>();
-  for (const p of perRun) {
-    const key = settingOf(p.series);
-    if (!groups.has(key)) groups.set(key, new Map());
-    const byStep = groups.get(key)!;
-    if (!byStep.has(p.x)) byStep.set(p.x, []);
-    byStep.get(p.x)!.push(p.y);
-  }
-  const out: SeriesPoint[] = [];
-  for (const [series, byStep] of groups) {
-    for (const [x, values] of byStep) out.push({ x, series, ...pooled(values) });
-  }
-  return out;
-}
-
-/** What the runs page shows (query-string values). */
-export interface RunsView {
-  selected: string[];
-  grid: string | null;
-  smoothing: number;
-  poolSeeds: boolean;
-}
-
-/** Parses the runs page's query string. */
-export function runsView(params: URLSearchParams): RunsView {
-  const s = Number(params.get("smooth") ?? 0);
-  return {
-    selected: params.getAll("run").filter((r) => r.length <= 400),
-    grid: params.get("grid") || null,
-    smoothing: Number.isFinite(s) && s >= 0 && s < 1 ? s : 0,
-    poolSeeds: params.get("pool") === "seeds",
-  };
-}
-
-function runLink(base: string, run: RunInfo): string {
-  return `${base}/runs?run=${encodeURIComponent(run.id)}`;
-}
-
-/** The runs page body. */
-export function runsFragment(base: string, runs: readonly RunInfo[], view: RunsView): SafeHtml {
-  const grids = [...new Set(runs.map((r) => r.grid).filter((g): g is string => g !== null))];
-  const chosen = runs.filter((r) =>
-    view.selected.includes(r.id) || (view.grid !== null && r.grid === view.grid)
-  );
-  const shown = chosen.length ? chosen : runs.slice(0, 8);
-  const last = (r: RunInfo) => r.steps.at(-1);
-  const rows = runs.map((r) =>
-    html`
-      <tr data-run="${r.id}">
-        <td><input type="checkbox" name="run" value="${r.id}" ${shown.includes(r)
-          ? "checked"
-          : ""}></td>
-        <td><a href="${runLink(base, r)}">${r.name}</a></td>
-        <td>${r.grid
-          ? html`<a href="${base}/runs?grid=${encodeURIComponent(r.grid)}">${r.grid}</a>`
-          : r.source}</td>
-        <td class="num">${r.steps.length}</td>
-        <td class="num">${fmtNum(last(r)?.reward_mean)}</td>
-        <td class="num">${fmtNum(
-          (r.done?.final_val_reward as number | undefined) ?? r.evals.at(-1)?.mean ??
-            (last(r)?.val_reward as number | undefined),
-        )}</td>
-        <td>${r.source === "gateway"
-          ? html`<a href="${base}/rollouts?run=${encodeURIComponent(r.name)}">rollouts</a>`
-          : ""}</td>
-      </tr>
-    `
-  );
-  const gridLinks = grids.length
-    ? html`<p id="grids">experiment grids: ${
-      grids.map((g, k) =>
-        html`${k ? " · " : ""}<a href="${base}/runs?grid=${encodeURIComponent(g)}">${g}</a> (${
-          runs.filter((r) => r.grid === g).length
-        } runs)`
-      )
-    }</p>`
-    : "";
-  const table = html`
-    <form method="get" action="${base}/runs" id="run-picker">
-      <div class="scroll-x">
-        <table id="runs">
-          ${tableHead(["", "run", "grid / source", { num: "steps" }, { num: "last reward" }, {
-            num: "eval reward",
-          }, ""])}
-          <tbody>${rows}</tbody>
-        </table>
-      </div>
-      <div
-        class="filters"><label>smoothing <select name="smooth" id="f-smooth">${SMOOTHING_CHOICES
-          .map((s) =>
-            html`<option value="${s}" ${s === view.smoothing ? "selected" : ""}>${
-              s === 0 ? "none" : `EMA ${s}`
-            }</option>`
-          )}</select></label>
-    <label class="check"><input type="checkbox" name="pool" value="seeds" id="f-pool" ${view
-        .poolSeeds
-      ? "checked"
-      : ""}> pool seeds (mean, 95% t interval)</label>
-    <button type="submit" id="compare">Compare</button></div>
-    </form>
-  `;
-  if (!runs.length) {
-    return html`<p class="muted" id="no-runs">No runs yet: start the UI with a runs directory
-(<code>deno task ui --runs-dir runs</code>, or <code>experiments/results</code>), or run a
-training loop against this gateway.</p>`;
-  }
-  const chart = (metric: Metric, title: string, note?: string) =>
-    lineChart(overlayPoints(shown, metric, view.poolSeeds), {
-      title,
-      smoothing: view.smoothing,
-      id: `runs-${metric}`,
-      width: 520,
-      height: 280,
-      ...(note ? { note } : {}),
-    });
-  const diff = configDiff(shown.map((r) => r.config));
-  const diffTable = html`<h2>Config differences</h2>
-<p class="muted">${diff.keys.length} differing key(s), ${diff.same} identical.</p>
-${
-    diff.keys.length
-      ? html`
-        <div class="scroll-x">
-          <table id="config-diff">
-            <thead>
-              <tr><th>key</th>${shown.map((r) => html`<th>${r.name}</th>`)}</tr>
-            </thead>
-            <tbody>${diff.keys.map((k, i) =>
-              html`<tr><td><code>${k}</code></td>${
-                diff.values[i].map((v) => html`<td><code>${v}</code></td>`)
-              }</tr>`
-            )}</tbody>
-          </table>
-        </div>
-      `
-      : ""
-  }`;
-  const summary = shown.some((r) => r.done)
-    ? html`
-      <h2>Results</h2>
-      <div class="scroll-x">
-        <table id="run-results">
-          <thead>
-            <tr><th>run</th>${[...new Set(shown.flatMap((r) => Object.keys(r.done ?? {})))].map((
-              k,
-            ) => html`<th>${k}</th>`)}</tr>
-          </thead>
-          <tbody>${shown.map((r) =>
-            html`<tr><td>${r.name}</td>${
-              [...new Set(shown.flatMap((x) => Object.keys(x.done ?? {})))].map((k) =>
-                html`<td>${cellText(r.done?.[k])}</td>`
-              )
-            }</tr>`
-          )}</tbody>
-        </table>
-      </div>
-    `
-    : "";
-  return html`${gridLinks}${table}
-<div class="charts wide">
-${chart("reward", "train reward", "band: 95% interval of the step's mean over its rollouts")}
-${chart("eval", "eval reward")}
-${chart("entropy", "entropy")}
-${chart("alignment", "rollout–trainer alignment (Pearson)")}
-</div>${summary}${diffTable}`;
+/**
+ * Labels runs by the config keys that differ between them (not by their long names), and
+ * groups them into settings (the same label but the seed). Runs without a config, or when no
+ * key differs, fall back to their name (setting: the name without a `-s<k>` suffix).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { labelRuns } from "./runs.ts";
+ * const run = (id: string, config: Record<string, unknown>) => ({ id, name: `a-very-long-name-${id}`, config });
+ * const { label, setting } = labelRuns([
+ *   run("1", { norm: "token", seed: 0, out_dir: "runs/1" }),
+ *   run("2", { norm: "token", seed: 1, out_dir: "runs/2" }),
+ *   run("3", { norm: "seq", seed: 0, out_dir: "runs/3" }),
+ * ]);
+ * assert.equal(label.get("1"), "norm=token seed=0");
+ * assert.equal(setting.get("1"), "norm=token");
+ * assert.equal(setting.get("2"), "norm=token");
+ * assert.equal(setting.get("3"), "norm=seq");
+ * ```
+ */
+export function labelRuns(
+  runs: readonly Pick<RunInfo, "id" | "name" | "config">[],
+): RunLabels {
+  const diff = configDiff(runs.map((r) => r.config));
+  const label = new Map<string, string>();
+  const setting = new Map<string, string>();
+  runs.forEach((r, i) => {
+    const parts = diff.keys.map((k, j) => ({ k, v: diff.values[j][i] }))
+      .filter(({ v }) => v !== "?" && v !== "–");
+    const keyName = (k: string) => k.slice(k.lastIndexOf(".") + 1);
+    const text = (list: typeof parts) =>
+      list.map(({ k, v }) => `${keyName(k)}=${shortValue(v)}`).join(" ");
+    const settingParts = parts.filter(({ k }) => !isSeedKey(k));
+    label.set(r.id, r.config && parts.length ? text(parts) : r.name);
+    setting.set(
+      r.id,
+      r.config && parts.length ? (text(settingParts) || "all") : settingOf(r.name),
+    );
+  });
+  return { label, setting, diff };
 }

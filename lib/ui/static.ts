@@ -36,7 +36,7 @@ td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .chart svg, .chart figure { max-width:100%; height:auto; margin:0; }
 .scroll-x { overflow-x:auto; max-width:100%; }
 form.filters.inline { margin:8px 0; }
-label.check { flex-direction:row; gap:4px; align-items:center; }
+label.check, form.filters label.check { flex-direction:row; gap:4px; align-items:center; }
 details.columns { margin:8px 0; }
 th a.sort { color:inherit; text-decoration:none; } th a.sort:hover { text-decoration:underline; }
 form.filters { display:flex; flex-wrap:wrap; gap:8px; align-items:end; margin-bottom:8px; }
@@ -59,6 +59,19 @@ details { margin:4px 0; } summary { cursor:pointer; }
 .seg { display:inline-block; font-size:10px; color:#fff; background:#2563eb; border-radius:3px;
   padding:0 3px; margin:0 2px; }
 .legend span { margin-right:12px; }
+.legend { display:flex; flex-wrap:wrap; gap:4px 14px; align-items:center; margin:8px 0; font-size:13px; }
+.legend .key i, i.sw { display:inline-block; width:12px; height:12px; border-radius:2px; margin-right:5px; vertical-align:-1px; }
+.charts.wide { grid-template-columns:repeat(auto-fill, minmax(640px, 1fr)); }
+.charts.wide .chart { overflow-x:auto; } .charts.wide .chart svg { min-width:600px; }
+.charts.small { grid-template-columns:repeat(auto-fill, minmax(330px, 1fr)); gap:10px; }
+tr.group th { background:#eef2ff; text-align:left; font-size:13px; }
+.metric-grid { display:grid; grid-template-columns:repeat(auto-fill, minmax(260px, 1fr)); gap:2px 16px; font-size:13px; }
+section.group { margin:12px 0; } section.group h3 { font-size:14px; margin:6px 0; }
+td.answer { max-width:420px; font:12px/1.4 ui-monospace, monospace; }
+.sample-fact { display:inline-block; background:#f3f4f6; border-radius:3px; padding:0 4px; margin:1px; font-size:12px; }
+.snippet { font-size:12px; color:var(--muted); max-width:560px; } .snippet mark { background:#fef08a; color:var(--fg); }
+pre.diff span { display:block; } pre.diff .ins, #diff-head .ins { background:#dcfce7; }
+pre.diff .del, #diff-head .del { background:#fee2e2; } pre.diff .ctx { color:#374151; }
 .muted { color:var(--muted); } .err { color:#b91c1c; }
 a { color:var(--accent); }
 `;
@@ -66,6 +79,16 @@ a { color:var(--accent); }
 /** The client script. */
 export const APP_JS = `"use strict";
 (() => {
+  // A one-click login link (\`/ui/login#key=…\`, printed by the command line): the key sits in
+  // the fragment, which the browser never sends, and is posted like a typed one.
+  const login = document.getElementById("login");
+  if (login && location.hash.startsWith("#key=")) {
+    const key = decodeURIComponent(location.hash.slice(5));
+    history.replaceState(null, "", location.pathname);
+    const input = document.getElementById("key");
+    if (input && key) { input.value = key; login.submit(); }
+    return;
+  }
   const body = document.body;
   const base = body.dataset.base || "";
   const indicator = document.getElementById("live");
