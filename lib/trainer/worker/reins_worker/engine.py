@@ -193,7 +193,7 @@ class Engine:
         try:
             model.load_state_dict(checkpoint["model"])
         except (KeyError, RuntimeError) as e:
-            raise bad("model.path", f"checkpoint {path} does not fit {source}: {e}")
+            raise bad("model.path", f"checkpoint {path} does not fit {source}: {e}") from e
         version = int(checkpoint.get("policy_version", 0))
         return Built(model, config, version, source, "hf")
 

@@ -33,7 +33,8 @@ class CheckpointTest(unittest.TestCase):
 
     def test_rng_states_round_trip(self) -> None:
         engine = Engine()
-        engine.init(parse_init({"model": {"kind": "builtin", "config": tiny_config(16), "seed": 1}}))
+        model = {"kind": "builtin", "config": tiny_config(16), "seed": 1}
+        engine.init(parse_init({"model": model}))
         engine.save(self.path)
         expected = draws()
         draws()  # the generators move on
@@ -51,6 +52,7 @@ class CheckpointTest(unittest.TestCase):
         with mock.patch.object(hf_model, "load_hf", fake_load_hf):
             engine = Engine()
             engine.init(parse_init({"model": {"kind": "hf", "path": "/models/tiny-hf"}}))
+            assert engine.model is not None
             with torch.no_grad():
                 for p in engine.model.parameters():
                     p.add_(0.5)  # trained weights, unlike anything load_hf builds
@@ -64,6 +66,7 @@ class CheckpointTest(unittest.TestCase):
             self.assertEqual(state["source"], "/models/tiny-hf")
             self.assertEqual(state["policy_version"], 7)
             self.assertEqual(calls, ["/models/tiny-hf", "/models/tiny-hf"])
+            assert resumed.model is not None
             for k, v in resumed.model.state_dict().items():
                 self.assertTrue(torch.equal(v, saved[k]), k)
             # and /load of the same file (optimizer, version, generators) is accepted
