@@ -10,7 +10,7 @@ import { z } from "zod";
 import { lineChart } from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
 import { displayUnit, metricNames, metricSeries, unitOf } from "./metrics.ts";
-import { SMOOTHING_CHOICES } from "./overview.ts";
+import { smoothingSelect } from "./overview.ts";
 import { labelRuns, type RunInfo } from "./runs.ts";
 import { PALETTE } from "./runs_view.ts";
 
@@ -82,13 +82,7 @@ export function explorerFragment(
   const form = html`<form method="get" action="${base}/metrics" class="filters" id="explorer">
 ${shown.map((r) => html`<input type="hidden" name="run" value="${r.id}">`)}
 <label>metric name contains <input name="q" id="f-q" value="${query.q ?? ""}" size="24"></label>
-<label>smoothing <select name="smooth" id="f-smooth">${
-    SMOOTHING_CHOICES.map((s) =>
-      html`<option value="${s}" ${s === query.smooth ? "selected" : ""}>${
-        s === 0 ? "none" : `EMA ${s}`
-      }</option>`
-    )
-  }</select></label>
+${smoothingSelect(query.smooth)}
 <label class="check"><input type="checkbox" name="log" value="1" id="f-log" ${
     query.log === "1" ? "checked" : ""
   }> log scale</label>

@@ -28,6 +28,17 @@ import type { RunIndex } from "./run_index.ts";
 /** Smoothing weights the overview and runs pages offer. */
 export const SMOOTHING_CHOICES = [0, 0.6, 0.8, 0.9, 0.95] as const;
 
+/** The smoothing `<select>` every chart form shows (`id="f-smooth"`), `current` selected. */
+export function smoothingSelect(current: number | undefined): SafeHtml {
+  return html`<label>smoothing <select name="smooth" id="f-smooth">${
+    SMOOTHING_CHOICES.map((s) =>
+      html`<option value="${s}" ${s === current ? "selected" : ""}>${
+        s === 0 ? "none" : `EMA ${s}`
+      }</option>`
+    )
+  }</select></label>`;
+}
+
 /** Columns of the steps table shown when none are chosen. */
 export const DEFAULT_COLUMNS = [
   "policy_version",
@@ -385,13 +396,7 @@ ${
 
 function smoothingForm(base: string, view: OverviewView): SafeHtml {
   return html`<form method="get" action="${base}/" class="filters inline" id="smoothing">
-<label>smoothing <select name="smooth" id="f-smooth">${
-    SMOOTHING_CHOICES.map((s) =>
-      html`<option value="${s}" ${s === view.smoothing ? "selected" : ""}>${
-        s === 0 ? "none" : `EMA ${s}`
-      }</option>`
-    )
-  }</select></label>
+${smoothingSelect(view.smoothing)}
 ${
     view.columns.join(",") !== DEFAULT_COLUMNS.join(",")
       ? html`<input type="hidden" name="cols" value="${view.columns.join(",")}">`

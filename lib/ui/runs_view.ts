@@ -21,7 +21,7 @@ import {
   tMeanCi,
   unitOf,
 } from "./metrics.ts";
-import { cellText, SMOOTHING_CHOICES } from "./overview.ts";
+import { cellText, smoothingSelect } from "./overview.ts";
 import { labelRuns, type RunInfo, type RunLabels } from "./runs.ts";
 
 const many = z.preprocess(
@@ -215,13 +215,7 @@ ${query.grid ? html`<input type="hidden" name="grid" value="${query.grid}">` : "
       html`<option value="${m}" ${metrics.includes(m) ? "selected" : ""}>${m}</option>`
     )
   }</select></label>
-<label>smoothing <select name="smooth" id="f-smooth">${
-    SMOOTHING_CHOICES.map((s) =>
-      html`<option value="${s}" ${s === query.smooth ? "selected" : ""}>${
-        s === 0 ? "none" : `EMA ${s}`
-      }</option>`
-    )
-  }</select></label>
+${smoothingSelect(query.smooth)}
 <label class="check"><input type="checkbox" name="pool" value="seeds" id="f-pool" ${
     pool ? "checked" : ""
   }> pool seeds (mean, 95% t interval)</label>
