@@ -335,6 +335,10 @@ class Engine:
                 logits = full[b_idx, p_idx]
                 anchor = full
         logits = logits.float()
+        if batch.temperature is not None:
+            # The behaviour logprob of a token sampled at temperature τ is that of softmax(z/τ):
+            # recomputing it at τ = 1 would bias every importance weight of the call.
+            logits = logits / batch.temperature[b_idx, t_idx][:, None]
         lse = torch.logsumexp(logits, dim=-1)
         targets = batch.tokens[b_idx, t_idx]
         new = logits.gather(1, targets[:, None]).squeeze(1) - lse

@@ -252,6 +252,9 @@ class Row:
     sequence_ids: Optional[List[int]] = None
     # Optional: π_prox per token (the policy at the start of the update), `proximal_logprobs`.
     proximal: Optional[List[float]] = None
+    # Optional: the sampling temperature of each trained token (`temperatures`); the trainer
+    # divides that position's logits by it, so its logprob is the one the sampler drew from.
+    temperatures: Optional[List[float]] = None
 
     @property
     def sequence(self) -> List[int]:
@@ -394,6 +397,13 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
                 integer(v, f"{name}.sequence_ids[{i}]", lo=0, hi=n - 1)
                 for i, v in enumerate(seq_raw)
             ]
+    temperatures: Optional[List[float]] = None
+    temps_raw = r.get("temperatures")
+    if temps_raw is not None:
+        temperatures = numbers(temps_raw, f"{name}.temperatures", n)
+        for i, v in enumerate(temperatures):
+            if v <= 0:
+                raise bad(f"{name}.temperatures[{i}]", f"must be > 0 (a sampling temperature), got {v!r}")
     if n and max(positions) >= max_seq_len:
         raise bad(
             f"{name}.tokens",
@@ -411,6 +421,8 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
         positions,
         segment,
         sequence_ids,
+        None,
+        temperatures,
     )
 
 
