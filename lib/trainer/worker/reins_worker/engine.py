@@ -18,6 +18,7 @@ from torch import nn
 
 from .batch import Batch, build_batch, linear_batch
 from .losses import LossInputs, policy_loss
+from .hf_layout import LayoutError, is_hf_dir, is_qwen3_dir, load_hf_dir
 from .model import Decoder, ModelConfig, build_builtin, parameter_count
 from .validate import (
     InitSpec,
@@ -120,6 +121,15 @@ class Engine:
             assert spec.config is not None
             config = ModelConfig(**spec.config)
             return Built(build_builtin(config, spec.seed), config, 0, None, "builtin")
+        hf_dir = spec.path is not None and is_hf_dir(spec.path)
+        if spec.path and hf_dir and (spec.kind == "checkpoint" or is_qwen3_dir(spec.path)):
+            # A Qwen3 in the HF layout runs as the built-in decoder (no transformers needed);
+            # other HF architectures still go through transformers.
+            try:
+                model, config = load_hf_dir(spec.path)
+            except LayoutError as e:
+                raise bad("model.path", str(e))
+            return Built(model, config, 0, spec.path, "builtin")
         if spec.kind == "checkpoint":
             assert spec.path is not None
             checkpoint = self._read_checkpoint(spec.path, "model.path")
