@@ -16,6 +16,7 @@ import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
+import type { WeightSync } from "../engine/sync.ts";
 import { saveCheckpoint } from "./checkpoint.ts";
 import type { MetricsWriter } from "./metrics.ts";
 import type { ProgressSink } from "./progress.ts";
@@ -49,6 +50,8 @@ export interface LoopContext {
   /** Endpoint registered for the policy in the model registry. */
   workerUrl: string;
   tokenizer?: ChatTokenizer;
+  /** The engine every update is synced to before calls resume (absent: the worker samples). */
+  engine?: WeightSync;
   progress: ProgressSink;
   metrics: MetricsWriter;
   state: LoopProgressState;
