@@ -13,13 +13,12 @@ import { parseArgs } from "node:util";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { Reconciler } from "../lib/controller/reconciler.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
-import { startGateway } from "../lib/gateway/server.ts";
+import { startStack } from "../lib/stack/stack.ts";
 import { runAgent } from "../lib/harness/builtin/agent.ts";
 import { builtinScriptedPolicy, nonCanonicalTokenizer } from "../lib/harness/builtin/scripted.ts";
 import { fileTools } from "../lib/harness/envs/workspace_tools.ts";
 import { arithmeticExpert, searchExpert } from "../lib/harness/envs/experts.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
 import { type ScriptedTurn, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { assembleRollout } from "../lib/samples/mod.ts";
 import {
@@ -50,12 +49,10 @@ async function stack(
   t: ChatTokenizer,
 ) {
   const upstream = await startScriptedUpstream({ tokenizer: t, policy });
-  const gateway = await startGateway({
+  const { gateway } = await startStack({
     db: ":memory:",
     leaseSweepMs: 0,
-    mounts: [
-      proxyMount({ tokenizer, upstream: { kind: "token_level", endpoints: [upstream.url] } }),
-    ],
+    proxy: { tokenizer, upstream: { kind: "token_level", endpoints: [upstream.url] } },
   });
   let n = 0;
   return {

@@ -16,8 +16,7 @@
  */
 import { parseArgs } from "node:util";
 import { capabilityToken } from "../lib/gateway/auth.ts";
-import { startGateway } from "../lib/gateway/server.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
+import { startStack } from "../lib/stack/stack.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import type { UpstreamConfigInput } from "../lib/schema.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
@@ -152,12 +151,12 @@ function poster(url: string, body: unknown, key?: string): () => Promise<void> {
 }
 
 async function startProxy(upstream: UpstreamConfigInput, tokenizer: ChatTokenizer, db?: string) {
-  const gateway = await startGateway({
+  const { gateway } = await startStack({
     adminKey: "bench-admin-key",
     secret: "bench-secret",
     leaseSweepMs: 0,
     ...(db ? { db } : {}),
-    mounts: [proxyMount({ tokenizer, upstream })],
+    proxy: { tokenizer, upstream },
   });
   await gateway.store.createRollouts([{ rollout_id: "bench", input: {} }]);
   const [claimed] = await gateway.store.claimRollouts({

@@ -11,7 +11,7 @@
  * @module
  */
 import { openaiTokenLogprob, PartTokens } from "../lib/proxy/codecs/logprobs.ts";
-import { OutputParser, type OutputPart } from "../lib/proxy/parse_output.ts";
+import { OutputParser, type OutputPart } from "../lib/tokens/parse_output.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import { StreamDecoder } from "../lib/tokens/stream_decoder.ts";
 

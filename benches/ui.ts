@@ -11,9 +11,8 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { startGateway } from "../lib/gateway/server.ts";
+import { startStack } from "../lib/stack/stack.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
-import { createUi } from "../lib/ui/app.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -64,8 +63,13 @@ for (let done = 0; done < FINISHED; done += 250) {
 }
 const fillMs = performance.now() - fillStart;
 
-const ui = createUi({ monitors: false, indexPollMs: 3_600_000 });
-const gw = await startGateway({ store, adminKey: KEY, leaseSweepMs: 0, mounts: [ui.mount] });
+const stack = await startStack({
+  store,
+  adminKey: KEY,
+  leaseSweepMs: 0,
+  ui: { monitors: false, indexPollMs: 3_600_000 },
+});
+const gw = stack.gateway;
 const headers = { authorization: `Bearer ${KEY}` };
 
 async function timed(path: string): Promise<{ ms: number; text: string }> {
@@ -134,8 +138,7 @@ try {
   console.log(`ui_overview_first_load_ms: ${overviewFirst.ms.toFixed(1)}`);
   console.log(`ui_overview_ms: ${overview.median.toFixed(1)}`);
 } finally {
-  await ui.close();
-  await gw.close();
+  await stack.close();
   await store.close();
   await Deno.remove(dir, { recursive: true });
 }

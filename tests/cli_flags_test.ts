@@ -26,7 +26,7 @@ Deno.test("ensure_deps: an unknown flag is refused naming it", async () => {
 });
 
 Deno.test("gateway and ui CLIs: a bad port or an unknown flag is refused naming it", async () => {
-  for (const script of ["lib/gateway/cli.ts", "lib/ui/cli.ts"]) {
+  for (const script of ["bin/gateway.ts", "bin/ui.ts"]) {
     const port = await run(script, ["--db", ":memory:", "--port", "99999"]);
     assert.notEqual(port.code, 0, script);
     assert.match(port.stderr, /--port: expected a port number, got '99999'/, script);

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startGateway } from "../lib/gateway/server.ts";
-import { parseLabelFlags } from "../lib/controller/cli.ts";
+import { parseLabelFlags } from "../bin/controller.ts";
 import { FakeK8s } from "./support/fake_k8s.ts";
 
-const CLI = new URL("../lib/controller/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../bin/controller.ts", import.meta.url).pathname;
 
 Deno.test("cli: --backend k8s runs rollouts on the cluster its --kubeconfig names", async () => {
   const dir = await Deno.makeTempDir();

@@ -4,7 +4,7 @@ import { startGateway } from "../lib/gateway/server.ts";
 import type { Rollout } from "../lib/schema.ts";
 import { waitFor } from "./support/wait.ts";
 
-const CLI = new URL("../lib/controller/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../bin/controller.ts", import.meta.url).pathname;
 
 /**
  * Records when each attempt starts and beats every 100 ms, so overlaps can be checked. A retry

@@ -58,7 +58,7 @@ Deno.test("cli: bad flags exit 2 naming the flag", async () => {
     ] as const
   ) {
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "lib/gateway/cli.ts", ...args],
+      args: ["run", "-A", "bin/gateway.ts", ...args],
       cwd: ROOT,
       stdout: "piped",
       stderr: "piped",

@@ -17,10 +17,9 @@
  */
 import assert from "node:assert/strict";
 import { capabilityToken } from "../lib/gateway/auth.ts";
-import { startGateway } from "../lib/gateway/server.ts";
 import { LocalBackend } from "../lib/controller/local_backend.ts";
 import { probeSandbox } from "../lib/controller/sandbox.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
+import { startStack } from "../lib/stack/stack.ts";
 import {
   type ScriptedCall,
   type ScriptedTurn,
@@ -162,16 +161,16 @@ Deno.test({
       tokenizer,
       policy: (input) => policy ? policy(input) : { content: "no policy set" },
     });
-    const gateway = await startGateway({
+    const { gateway } = await startStack({
       adminKey: ADMIN,
       secret: SECRET,
       leaseSweepMs: 0,
-      mounts: [proxyMount({
+      proxy: {
         tokenizer,
         upstream: { kind: "token_level", endpoints: [upstream.url] },
         // CLIs ask for 32k-token answers; the scripted turns are short anyway.
         options: { max_tokens_limit: 4096 },
-      })],
+      },
     });
     await gateway.store.upsertModel({ name: "reins-policy", endpoints: [], version: 3, info: {} });
     const root = await Deno.makeTempDir({ prefix: "reins-harness-cli-" });

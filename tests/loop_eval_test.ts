@@ -12,7 +12,7 @@ import {
   meanCi,
   toyModel,
 } from "../lib/loop/mod.ts";
-import { mulberry32 } from "../lib/loop/random.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import { parseOrThrow } from "../lib/schema.ts";
 import { LoopConfigSchema } from "../lib/schema/loop.ts";
 import { toyLoopTasks } from "../lib/loop/toy.ts";

@@ -7,11 +7,11 @@
 import OpenAI from "openai";
 import { capabilityToken } from "../lib/gateway/auth.ts";
 import type { PhaseGate } from "../lib/gateway/phase.ts";
-import { type RunningGateway, startGateway } from "../lib/gateway/server.ts";
+import type { RunningGateway } from "../lib/gateway/server.ts";
 import type { Store } from "../lib/gateway/store.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
+import { startStack } from "../lib/stack/stack.ts";
 import {
   type ScriptedUpstream,
   type ScriptedUpstreamOptions,
@@ -72,17 +72,15 @@ export async function startProxyFixture(options: FixtureOptions = {}): Promise<P
     : await startScriptedUpstream({ tokenizer, ...options.scripted });
   const upstreamConfig = options.upstream?.(upstream?.url ?? null) ??
     tokenLevelUpstream(upstream!.url);
-  const gateway = await startGateway({
+  const { gateway } = await startStack({
     adminKey: ADMIN_KEY,
     secret: SECRET,
     leaseSweepMs: 0,
-    mounts: [
-      proxyMount({
-        tokenizer,
-        upstream: upstreamConfig,
-        ...(options.proxy ? { options: options.proxy } : {}),
-      }),
-    ],
+    proxy: {
+      tokenizer,
+      upstream: upstreamConfig,
+      ...(options.proxy ? { options: options.proxy } : {}),
+    },
   });
   const store = gateway.store;
   await store.createRollouts([{ rollout_id: "r1", input: { task: "t" } }]);

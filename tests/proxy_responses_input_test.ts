@@ -4,7 +4,7 @@
  * naming the item's field.
  */
 import assert from "node:assert/strict";
-import { HttpError } from "../lib/http/error.ts";
+import { HttpError } from "../lib/util/error.ts";
 import { decodeResponsesInput } from "../lib/proxy/codecs/openai_responses_input.ts";
 
 Deno.test("responses input: function_call and custom_tool_call are the turn's tool calls", () => {

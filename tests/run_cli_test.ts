@@ -6,8 +6,7 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { startGateway } from "../lib/gateway/server.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
+import { startStack } from "../lib/stack/stack.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 
 const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname);
@@ -81,15 +80,15 @@ Deno.test({
     ]).spawn();
     const [, url] = await waitForLine(child.stdout, /policy: (http:\/\/\S+)/);
     const tokenizer = await loadQwen3Tokenizer();
-    const gateway = await startGateway({
+    const { gateway } = await startStack({
       adminKey: ADMIN,
       secret: "run-cli-secret",
       leaseSweepMs: 0,
-      mounts: [proxyMount({
+      proxy: {
         tokenizer,
         upstream: { kind: "token_level", endpoints: [url] },
         options: { max_tokens_limit: 4096 },
-      })],
+      },
     });
     try {
       await t.step(

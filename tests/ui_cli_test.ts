@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
-import { main } from "../lib/ui/cli.ts";
+import { main } from "../bin/ui.ts";
 
 Deno.test("ui cli serves a SQLite file another writer fills", async () => {
   const dir = await Deno.makeTempDir({ prefix: "reins_ui_cli_" });

@@ -8,13 +8,13 @@
  */
 import OpenAI from "openai";
 import { capabilityToken } from "../lib/gateway/auth.ts";
-import { type RunningGateway, startGateway } from "../lib/gateway/server.ts";
-import { proxyMount } from "../lib/proxy/app.ts";
+import type { RunningGateway } from "../lib/gateway/server.ts";
+import { type RunningStack, startStack } from "../lib/stack/stack.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
-import { createUi, type Ui, type UiOptions } from "../lib/ui/app.ts";
+import type { Ui, UiOptions } from "../lib/ui/app.ts";
 import { tokenLevelUpstream } from "./proxy_helpers.ts";
 import { ADD_TOOL } from "./support/tools.ts";
 
@@ -57,26 +57,21 @@ export async function startUiFixture(options: UiOptions = {}): Promise<UiFixture
   qwen ??= await loadQwen3Tokenizer();
   const tokenizer = qwen;
   const upstream = await startScriptedUpstream({ tokenizer, policy, policyVersion: 3 });
-  const ui = createUi({ tokenizer, indexPollMs: 100, streamPollMs: 100, ...options });
-  let gateway: RunningGateway;
+  let stack: RunningStack;
   try {
-    gateway = await startGateway({
+    stack = await startStack({
       adminKey: ADMIN_KEY,
       secret: SECRET,
       leaseSweepMs: 0,
-      mounts: [
-        proxyMount({
-          tokenizer,
-          upstream: tokenLevelUpstream(upstream.url),
-        }),
-        ui.mount,
-      ],
+      proxy: { tokenizer, upstream: tokenLevelUpstream(upstream.url) },
+      ui: { tokenizer, indexPollMs: 100, streamPollMs: 100, ...options },
     });
   } catch (err) {
-    await ui.close();
     await upstream.close();
     throw err;
   }
+  const { gateway } = stack;
+  const ui = stack.ui!;
   await gateway.store.upsertModel({
     name: "policy",
     endpoints: [upstream.url],
@@ -90,8 +85,7 @@ export async function startUiFixture(options: UiOptions = {}): Promise<UiFixture
     ui,
     base: `${gateway.url}/ui`,
     close: async () => {
-      await ui.close();
-      await gateway.close();
+      await stack.close();
       await upstream.close();
     },
   };

@@ -17,7 +17,7 @@
  * @module
  */
 import type { GatewayClient } from "../gateway/client.ts";
-import { statusOf } from "../http/error.ts";
+import { statusOf } from "../util/error.ts";
 import { backoffDelay, sleep } from "../http/retry.ts";
 import {
   type Attempt,

@@ -18,7 +18,7 @@ import {
   treeHash,
 } from "../harness/envs/coding_tasks.ts";
 import { pythonBinary, runRepoTests, type TestOutcome } from "../harness/envs/coding.ts";
-import { mulberry32 } from "../loop/random.ts";
+import { mulberry32 } from "../util/random.ts";
 import type { SweTask } from "../schema.ts";
 
 /** The repositories of `data/envs/coding/repos` written as pristine trees for the generator. */

@@ -16,7 +16,7 @@
  */
 import { createHash } from "node:crypto";
 import { promptRole } from "../harness/builtin/scripted.ts";
-import { mulberry32 } from "../loop/random.ts";
+import { mulberry32 } from "../util/random.ts";
 import type { ScriptedPolicyInput, ScriptedTurn } from "../proxy/scripted_upstream.ts";
 
 /** Options of {@link repairPolicy}. */

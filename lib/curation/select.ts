@@ -6,7 +6,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
-import { mulberry32 } from "../loop/random.ts";
+import { mulberry32 } from "../util/random.ts";
 
 function rngFor(seed: number, label: string): () => number {
   return mulberry32(createHash("sha256").update(`${seed}\0${label}`).digest().readUInt32LE(0));

@@ -17,9 +17,9 @@ import { Hono } from "hono";
 import { secureHeaders } from "hono/secure-headers";
 import { type AuthEnv, requireCredential } from "../http/auth.ts";
 import { bodyLimits, readJson } from "../http/body.ts";
-import { concurrencyCap } from "../http/concurrency.ts";
-import { CAPABILITY_PREFIX, capabilityToken, keyFromHeaders } from "../http/credentials.ts";
-import { HttpError, toHttpError } from "../http/error.ts";
+import { keyConcurrencyCap } from "../http/concurrency.ts";
+import { capabilityToken } from "../http/credentials.ts";
+import { HttpError, toHttpError } from "../util/error.ts";
 import { sleep } from "../http/retry.ts";
 import {
   ClaimRequestSchema,
@@ -37,7 +37,6 @@ import {
   RegisterModelRequestSchema,
   RenewLeaseRequestSchema,
   RESERVED_EVENT_KEY_PREFIX,
-  type ServerDeadlines,
   type ServerDeadlinesInput,
   ServerDeadlinesSchema,
   TransitionRequestSchema,
@@ -106,17 +105,6 @@ export class ChangeNotifier {
       this.#waiters.delete(wake);
     }
   }
-}
-
-/** Middleware capping requests in flight per API key (capability tokens get the lower cap). */
-export function keyConcurrencyCap(deadlines: ServerDeadlines) {
-  return concurrencyCap({
-    keyOf: (c) => keyFromHeaders(c.req.raw.headers),
-    max: (key) =>
-      key.startsWith(CAPABILITY_PREFIX)
-        ? deadlines.max_concurrent_per_token
-        : deadlines.max_concurrent_per_key,
-  });
 }
 
 /**

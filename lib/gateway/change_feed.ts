@@ -6,7 +6,7 @@
  * @module
  */
 import type { Context } from "hono";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import { sseStream } from "../http/sse.ts";
 import type { Store } from "./store.ts";
 

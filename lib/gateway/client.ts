@@ -12,7 +12,7 @@
  * @module
  */
 import type { z } from "zod";
-import { HttpError, httpErrorFrom } from "../http/error.ts";
+import { HttpError, httpErrorFrom } from "../util/error.ts";
 import { backoffDelay, sleep } from "../http/retry.ts";
 import { readSse } from "../http/sse.ts";
 import {
@@ -70,7 +70,7 @@ export interface GatewayClientOptions {
 /**
  * The gateway client's error: {@link HttpError} itself (kept as a name for existing code).
  *
- * @deprecated Use `HttpError` from `lib/http/error.ts`.
+ * @deprecated Use `HttpError` from `lib/util/error.ts`.
  */
 export const GatewayError = HttpError;
 /** The gateway client's error (see {@link HttpError}). */

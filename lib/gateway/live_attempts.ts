@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import type { Change, Rollout } from "../schema.ts";
 
 /** What {@link LiveAttempts} reads (the gateway's `Store` satisfies it). */

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import type { Phase, PhaseSnapshot } from "../schema.ts";
 
 /**

@@ -19,7 +19,7 @@ import type {
   RolloutMode,
   RolloutStatus,
 } from "../schema.ts";
-import { HttpError, statusOfCode } from "../http/error.ts";
+import { HttpError, statusOfCode } from "../util/error.ts";
 
 /** Machine-readable error codes of the gateway (also used in HTTP error bodies). */
 export type GatewayErrorCode =

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { HttpError } from "./error.ts";
+import { HttpError } from "../util/error.ts";
 import {
   classifyKey,
   type CredentialKind,

@@ -8,7 +8,7 @@
  * @module
  */
 import type { MiddlewareHandler } from "hono";
-import { HttpError } from "./error.ts";
+import { HttpError } from "../util/error.ts";
 
 /** Limits of a request body. */
 export interface BodyLimits {
@@ -118,7 +118,7 @@ export function limitStream(
  * import assert from "node:assert/strict";
  * import { Hono } from "hono";
  * import { bodyLimits, readJson } from "./body.ts";
- * import { HttpError } from "./error.ts";
+ * import { HttpError } from "../util/error.ts";
  * const app = new Hono();
  * app.onError((err) => err instanceof HttpError ? err.toResponse() : new Response(null, { status: 500 }));
  * app.post("/", bodyLimits({ maxBytes: 16 }), async (c) => c.json(await readJson(c.req.raw)));

@@ -6,7 +6,9 @@
  * @module
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { HttpError } from "./error.ts";
+import type { ServerDeadlines } from "../schema/gateway_api.ts";
+import { HttpError } from "../util/error.ts";
+import { CAPABILITY_PREFIX, keyFromHeaders } from "./credentials.ts";
 
 /** Options of {@link concurrencyCap}. */
 export interface ConcurrencyCapOptions {
@@ -79,7 +81,7 @@ export function onBodyDone(response: Response, done: () => void): Response {
  * import assert from "node:assert/strict";
  * import { Hono } from "hono";
  * import { concurrencyCap } from "./concurrency.ts";
- * import { HttpError } from "./error.ts";
+ * import { HttpError } from "../util/error.ts";
  * const app = new Hono();
  * app.onError((err) => (err as HttpError).toResponse());
  * let release = () => {};
@@ -121,4 +123,15 @@ export function concurrencyCap(options: ConcurrencyCapOptions): MiddlewareHandle
       if (!handedOff) release(key);
     }
   };
+}
+
+/** Middleware capping requests in flight per API key (capability tokens get the lower cap). */
+export function keyConcurrencyCap(deadlines: ServerDeadlines) {
+  return concurrencyCap({
+    keyOf: (c) => keyFromHeaders(c.req.raw.headers),
+    max: (key) =>
+      key.startsWith(CAPABILITY_PREFIX)
+        ? deadlines.max_concurrent_per_token
+        : deadlines.max_concurrent_per_key,
+  });
 }

@@ -26,7 +26,7 @@ export {
   statusOf,
   statusOfCode,
   toHttpError,
-} from "./error.ts";
+} from "../util/error.ts";
 export { LineSplitter, readLines } from "./lines.ts";
 export { backoffDelay, retry, sleep } from "./retry.ts";
 export { type GuardedServer, serveGuarded } from "./serve.ts";

@@ -20,7 +20,7 @@ import type { WeightSync } from "../engine/sync.ts";
 import { saveCheckpoint } from "./checkpoint.ts";
 import type { MetricsWriter } from "./metrics.ts";
 import type { ProgressSink } from "./progress.ts";
-import { taskIndexOf } from "./random.ts";
+import { taskIndexOf } from "../util/random.ts";
 import type { RolloutData, UpdateResult } from "./train.ts";
 
 /** Mutable progress of a run (what a checkpoint records). */

@@ -1,6 +1,6 @@
 /**
- * The embedded stack of a local run: a SQLite gateway (in `<outDir>/gateway.db`, so a resumed
- * run finds its rollouts again) with the proxy mounted and a token-level upstream pointing at a
+ * The embedded stack of a local run, assembled with `startStack` (`lib/stack`): a SQLite gateway
+ * (in `<outDir>/gateway.db`, so a resumed run finds its rollouts again) with the proxy mounted and a token-level upstream pointing at a
  * local CPU worker, and a local controller running the harness registry's harnesses (as
  * processes, or in this process for specs whose `runner` is `in_process`). The controller
  * starts only when the loop asks (after its bookkeeping rollout exists).
@@ -8,12 +8,12 @@
  * @module
  */
 import { GatewayClient } from "../gateway/client.ts";
-import { type RunningGateway, startGateway } from "../gateway/server.ts";
+import type { RunningGateway } from "../gateway/server.ts";
 import { LocalBackend } from "../controller/local_backend.ts";
 import { Reconciler } from "../controller/reconciler.ts";
 import { harnessRegistry, type HarnessRegistryOptions } from "../harness/registry.ts";
-import { proxyMount } from "../proxy/app.ts";
 import type { ProxyOptionsInput } from "../schema.ts";
+import { type RunningStack, startStack } from "../stack/stack.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { startLocalWorker } from "../trainer/local_worker.ts";
@@ -81,21 +81,22 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
     ...(options.python ? { python: options.python } : {}),
     ...(options.threads ? { threads: options.threads } : {}),
   });
-  let gateway: RunningGateway | undefined;
+  let stack: RunningStack;
   try {
-    gateway = await startGateway({
+    stack = await startStack({
       db: `${outDir}/gateway.db`,
       port: 0,
-      mounts: [proxyMount({
+      proxy: {
         tokenizer: options.tokenizer,
         upstream: { kind: "token_level", endpoints: [worker.url], max_retries: 2 },
         options: { max_hold_ms: 600_000, ...options.proxy },
-      })],
+      },
     });
   } catch (error) {
     await worker.close();
     throw error;
   }
+  const gateway = stack.gateway;
   const client = new GatewayClient(gateway.url, { apiKey: gateway.adminKey });
   const registry = harnessRegistry(options.registry ?? {});
   const reconciler = new Reconciler(
@@ -119,14 +120,13 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
     },
   );
   let started = false;
-  const gw = gateway;
   const close = async () => {
     if (started) await reconciler.stop("kill").catch(() => undefined);
-    await gw.close().catch(() => undefined);
+    await stack.close().catch(() => undefined);
     await worker.close().catch(() => undefined);
   };
   return {
-    gateway: gw,
+    gateway,
     client,
     worker,
     reconciler,

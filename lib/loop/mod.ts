@@ -106,7 +106,7 @@ export {
   toyTools,
   writeToyDataset,
 } from "./toy.ts";
-export { mulberry32, taskIndexOf } from "./random.ts";
+export { mulberry32, taskIndexOf } from "../util/random.ts";
 export { ReplicatedGateway } from "./replicas.ts";
 export { type TaskSource, withTaskSource } from "./task_source.ts";
 export * from "../schema/loop.ts";

@@ -10,7 +10,7 @@ import { packSharedPrefix } from "../batching/mod.ts";
 import type { ArithmeticTask, ChatMessage, TrainingRow } from "../schema.ts";
 import type { ChatTokenizer, ToolDefinition } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
-import { mulberry32 } from "./random.ts";
+import { mulberry32 } from "../util/random.ts";
 
 /** System prompt the toy runs give the built-in harness (short: every char is a token). */
 export const TOY_SYSTEM_PROMPT = "Use the calculator, then reply with the result.";

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { parseOutput } from "../proxy/parse_output.ts";
+import { parseOutput } from "../tokens/parse_output.ts";
 import type { ModelRequestEvent, Rollout, RolloutEvent } from "../schema.ts";
 
 /** One tool call the policy made. */

@@ -9,7 +9,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { authorize, keyFromHeaders, type ServiceKeys } from "../http/credentials.ts";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import type { LiveAttempts } from "../gateway/live_attempts.ts";
 
 /** Hono env of the proxy app: the credential kind of the call. */

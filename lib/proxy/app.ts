@@ -14,9 +14,9 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { secureHeaders } from "hono/secure-headers";
 import { bodyLimits, readJson } from "../http/body.ts";
-import { HttpError, toHttpError } from "../http/error.ts";
+import { HttpError, toHttpError } from "../util/error.ts";
 import { LiveAttempts, type LiveAttemptsStore } from "../gateway/live_attempts.ts";
-import { keyConcurrencyCap } from "../gateway/app.ts";
+import { keyConcurrencyCap } from "../http/concurrency.ts";
 import {
   parseOrThrow,
   type ProxyOptions,

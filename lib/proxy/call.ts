@@ -7,14 +7,14 @@
  * @module
  */
 import type { Context } from "hono";
-import { HttpError, isAbortError } from "../http/error.ts";
+import { HttpError, isAbortError } from "../util/error.ts";
 import { PhaseHoldTimeout } from "../gateway/phase.ts";
 import type { PromptMode, ProxyOptions, Segment } from "../schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { CallRecorder, CallResult } from "./capture.ts";
 import type { Codec, DecodeOptions, FinishedCall, NormalizedRequest } from "./codecs/types.ts";
 import { generate, type GenerationOutcome, type UpstreamBinding } from "./generation.ts";
-import type { OutputParserOptions, OutputPart } from "./parse_output.ts";
+import type { OutputParserOptions, OutputPart } from "../tokens/parse_output.ts";
 import type { Conversation, SessionTracker } from "./sessions.ts";
 import { PoolFailure } from "./upstreams/pool.ts";
 

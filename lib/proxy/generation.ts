@@ -13,7 +13,7 @@ import {
   OutputParser,
   type OutputParserOptions,
   type OutputPart,
-} from "./parse_output.ts";
+} from "../tokens/parse_output.ts";
 import type { OpenAICompatibleUpstream } from "./upstreams/openai_compatible.ts";
 import type { TryContext, UpstreamPool } from "./upstreams/pool.ts";
 import type { TokenUpstream } from "./upstreams/token_level.ts";

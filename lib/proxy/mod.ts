@@ -33,15 +33,6 @@ export {
   type ProxyPhaseGate,
   type ProxyStore,
 } from "./app.ts";
-export {
-  type AssistantOutput,
-  collectOutput,
-  OutputParser,
-  type OutputParserOptions,
-  type OutputPart,
-  parseOutput,
-  type TokenLogprob,
-} from "./parse_output.ts";
 export { PartTokens } from "./codecs/logprobs.ts";
 export { anthropicMessagesCodec } from "./codecs/anthropic_messages.ts";
 export { openaiChatCodec } from "./codecs/openai_chat.ts";

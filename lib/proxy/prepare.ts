@@ -6,13 +6,13 @@
  * @module
  */
 import { readJson } from "../http/body.ts";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import type { PromptMode } from "../schema.ts";
 import { IncrementalChatEncoder } from "../tokens/incremental.ts";
 import type { RenderOptions } from "../tokens/types.ts";
 import type { PreparedCall, ProxyContext } from "./call.ts";
 import type { Codec, NormalizedRequest } from "./codecs/types.ts";
-import type { OutputParserOptions } from "./parse_output.ts";
+import type { OutputParserOptions } from "../tokens/parse_output.ts";
 import { substitutePrompt } from "./substitute.ts";
 
 /** The chat-template options of a request (tools, thinking). */

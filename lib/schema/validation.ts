@@ -5,7 +5,7 @@
  * @module
  */
 import { z } from "zod";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 
 /** A validation failure (an {@link HttpError} 400) whose message names the offending field. */
 export class ValidationError extends HttpError {

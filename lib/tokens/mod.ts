@@ -33,3 +33,12 @@ export {
 } from "./sequence.ts";
 export { StreamDecoder } from "./stream_decoder.ts";
 export { IncrementalChatEncoder, type IncrementalEncoderStats } from "./incremental.ts";
+export {
+  type AssistantOutput,
+  collectOutput,
+  OutputParser,
+  type OutputParserOptions,
+  type OutputPart,
+  parseOutput,
+  type TokenLogprob,
+} from "./parse_output.ts";

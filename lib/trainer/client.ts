@@ -9,7 +9,7 @@
  * @module
  */
 import type { z } from "zod";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import { readLines } from "../http/lines.ts";
 import {
   type CheckpointResponse,
@@ -46,7 +46,7 @@ export type GenerateInput = z.input<typeof GenerateRequestSchema>;
 /**
  * The trainer client's error: {@link HttpError} itself (kept as a name for existing code).
  *
- * @deprecated Use `HttpError` from `lib/http/error.ts`.
+ * @deprecated Use `HttpError` from `lib/util/error.ts`.
  */
 export const TrainerWorkerError = HttpError;
 /** The trainer client's error (see {@link HttpError}). */

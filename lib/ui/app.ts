@@ -15,7 +15,7 @@ import { changeFeedResponse } from "../gateway/change_feed.ts";
 import type { Mount, MountContext } from "../gateway/server.ts";
 import type { Store } from "../gateway/store.ts";
 import { bodyLimits } from "../http/body.ts";
-import { HttpError, toHttpError } from "../http/error.ts";
+import { HttpError, toHttpError } from "../util/error.ts";
 import { sleep } from "../http/retry.ts";
 import type { Auditor } from "../monitors/auditor.ts";
 import { defaultMonitors } from "../monitors/defaults.ts";

@@ -11,7 +11,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
 import { randomBytes } from "node:crypto";
 import { CAPABILITY_PREFIX, constantTimeEqual, keyFromHeaders } from "../http/credentials.ts";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 
 /** Name of the UI session cookie. */
 export const SESSION_COOKIE = "reins_ui";

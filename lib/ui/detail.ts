@@ -8,7 +8,7 @@
  * @module
  */
 import { capText, PAYLOAD_LIMITS, prettyJsonText, prettyJsonValue } from "./payload.ts";
-import { parseOutput } from "../proxy/parse_output.ts";
+import { parseOutput } from "../tokens/parse_output.ts";
 import { assembleRollout, type AssemblyResult } from "../samples/mod.ts";
 import type {
   ChatMessage,

@@ -53,7 +53,7 @@ export function spawnKeyFileGateway(store: string[], keyFile: string): Promise<G
 }
 
 /**
- * Spawns `deno run -A lib/gateway/cli.ts <args>` from the repository root.
+ * Spawns `deno run -A bin/gateway.ts <args>` from the repository root.
  *
  * @example
  * ```ts
@@ -67,7 +67,7 @@ export async function spawnGatewayProcess(
   env: Record<string, string> = {},
 ): Promise<GatewayProcess> {
   const process = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "lib/gateway/cli.ts", ...args],
+    args: ["run", "-A", "bin/gateway.ts", ...args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "inherit",

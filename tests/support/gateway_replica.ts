@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { type RunningGateway, startGateway } from "../../lib/gateway/server.ts";
-import { proxyMount } from "../../lib/proxy/app.ts";
+import type { RunningGateway } from "../../lib/gateway/server.ts";
+import { startStack } from "../../lib/stack/stack.ts";
 import { loadCharTokenizer } from "../../lib/tokens/char.ts";
 
 /** Marker line of a replica process that listens. */
@@ -20,17 +20,18 @@ export async function startReplica(
   workerUrl: string,
   adminKey: string,
 ): Promise<RunningGateway> {
-  return await startGateway({
+  const stack = await startStack({
     postgres,
     adminKey,
     port: 0,
     leaseSweepMs: 500,
-    mounts: [proxyMount({
+    proxy: {
       tokenizer: await loadCharTokenizer(),
       upstream: { kind: "token_level", endpoints: [workerUrl], max_retries: 2 },
       options: { max_hold_ms: 600_000 },
-    })],
+    },
   });
+  return stack.gateway;
 }
 
 /** A replica in a child process (so that a test can SIGKILL it). */

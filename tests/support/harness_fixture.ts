@@ -7,8 +7,8 @@
 import OpenAI from "openai";
 import { capabilityToken } from "../../lib/gateway/auth.ts";
 import { GatewayClient } from "../../lib/gateway/client.ts";
-import { type RunningGateway, startGateway } from "../../lib/gateway/server.ts";
-import { proxyMount } from "../../lib/proxy/app.ts";
+import type { RunningGateway } from "../../lib/gateway/server.ts";
+import { startStack } from "../../lib/stack/stack.ts";
 import {
   type ScriptedUpstream,
   type ScriptedUpstreamOptions,
@@ -35,12 +35,10 @@ export async function startProxiedGateway(
   tokenizer: ChatTokenizer,
   upstreamUrl: string,
 ): Promise<{ gateway: RunningGateway; client: GatewayClient }> {
-  const gateway = await startGateway({
+  const { gateway } = await startStack({
     db: ":memory:",
     leaseSweepMs: 0,
-    mounts: [
-      proxyMount({ tokenizer, upstream: { kind: "token_level", endpoints: [upstreamUrl] } }),
-    ],
+    proxy: { tokenizer, upstream: { kind: "token_level", endpoints: [upstreamUrl] } },
   });
   return { gateway, client: new GatewayClient(gateway.url, { apiKey: gateway.adminKey }) };
 }
@@ -79,15 +77,15 @@ export async function startHarnessFixture(
     tokenizer: options.policyTokenizer ?? tokenizer,
     ...options.scripted,
   });
-  const gateway = await startGateway({
+  const { gateway } = await startStack({
     db: ":memory:",
     adminKey: "harness-admin-key",
     secret: "harness-secret",
     leaseSweepMs: 0,
-    mounts: [proxyMount({
+    proxy: {
       tokenizer,
       upstream: { ...tokenLevelUpstream(upstream.url), ...options.upstream },
-    })],
+    },
   });
   return {
     tokenizer,

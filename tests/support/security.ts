@@ -7,13 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { GatewayClient } from "../../lib/gateway/client.ts";
-import { type RunningGateway, startGateway } from "../../lib/gateway/server.ts";
-import { proxyMount } from "../../lib/proxy/app.ts";
+import type { RunningGateway } from "../../lib/gateway/server.ts";
+import { startStack } from "../../lib/stack/stack.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../../lib/proxy/scripted_upstream.ts";
 import type { ProxyOptionsInput, ServerDeadlinesInput } from "../../lib/schema.ts";
 import { loadQwen3Tokenizer } from "../../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../../lib/tokens/types.ts";
-import { createUi, type Ui, type UiOptions } from "../../lib/ui/app.ts";
+import type { Ui, UiOptions } from "../../lib/ui/app.ts";
 
 export const ADMIN_KEY = "security-admin-key";
 export const REPORTER_KEY = "security-reporter-key";
@@ -74,22 +74,21 @@ export async function startSecurityFixture(
     policy: () => ({ content: "The answer is 4." }),
     ...(options.chunkDelayMs ? { chunkSize: 1, chunkDelayMs: options.chunkDelayMs } : {}),
   });
-  const ui = createUi({ tokenizer, monitors: false, ...options.ui });
-  const gateway = await startGateway({
+  const stack = await startStack({
     adminKey: ADMIN_KEY,
     reporterKey: REPORTER_KEY,
     secret: SECRET,
     leaseSweepMs: 0,
     ...(options.deadlines ? { deadlines: options.deadlines } : {}),
-    mounts: [
-      proxyMount({
-        tokenizer,
-        upstream: { kind: "token_level", endpoints: [upstream.url], max_retries: 0 },
-        ...(options.proxy ? { options: options.proxy } : {}),
-      }),
-      ui.mount,
-    ],
+    proxy: {
+      tokenizer,
+      upstream: { kind: "token_level", endpoints: [upstream.url], max_retries: 0 },
+      ...(options.proxy ? { options: options.proxy } : {}),
+    },
+    ui: { tokenizer, monitors: false, ...options.ui },
   });
+  const { gateway } = stack;
+  const ui = stack.ui!;
   const admin = new GatewayClient(gateway.url, { apiKey: ADMIN_KEY, retries: 0 });
   let counter = 0;
   return {
@@ -147,8 +146,7 @@ export async function startSecurityFixture(
       return { seq, rollouts };
     },
     async close() {
-      await ui.close();
-      await gateway.close();
+      await stack.close();
       await upstream.close();
     },
   };

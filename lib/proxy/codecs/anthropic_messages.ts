@@ -18,7 +18,7 @@
  */
 import type { ChatMessage, JsonObject } from "../../schema.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
-import type { OutputPart } from "../parse_output.ts";
+import type { OutputPart } from "../../tokens/parse_output.ts";
 import * as wire from "./types.ts";
 
 function decodeTools(value: unknown): ToolDefinition[] {

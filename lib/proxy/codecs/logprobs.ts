@@ -10,7 +10,7 @@
 import type { JsonObject } from "../../schema.ts";
 import { HfChatTokenizer } from "../../tokens/hf.ts";
 import type { ChatTokenizer } from "../../tokens/types.ts";
-import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../../tokens/parse_output.ts";
 
 const utf8 = new TextEncoder();
 const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });

@@ -16,7 +16,7 @@
  * @module
  */
 import type { ChatMessage, JsonObject } from "../../schema.ts";
-import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../../tokens/parse_output.ts";
 import { openaiTokenLogprob } from "./logprobs.ts";
 import * as wire from "./types.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";

@@ -16,7 +16,7 @@
  * @module
  */
 import type { JsonObject } from "../../schema.ts";
-import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../../tokens/parse_output.ts";
 import { completionLogprobs } from "./logprobs.ts";
 import { openaiChunks, openaiErrorBody, openaiResponse } from "./openai_chat.ts";
 import * as wire from "./types.ts";

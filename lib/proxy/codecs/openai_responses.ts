@@ -24,7 +24,7 @@
  */
 import type { JsonObject } from "../../schema.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
-import type { OutputPart, TokenLogprob } from "../parse_output.ts";
+import type { OutputPart, TokenLogprob } from "../../tokens/parse_output.ts";
 import { openaiTokenLogprob } from "./logprobs.ts";
 import { openaiErrorBody } from "./openai_chat.ts";
 import { decodeResponsesInput } from "./openai_responses_input.ts";

@@ -6,10 +6,10 @@
  *
  * @module
  */
-import { HttpError } from "../../http/error.ts";
+import { HttpError } from "../../util/error.ts";
 import type { ChatMessage, Flavor, JsonObject } from "../../schema.ts";
 import type { ToolDefinition } from "../../tokens/types.ts";
-import type { AssistantOutput, OutputPart } from "../parse_output.ts";
+import type { AssistantOutput, OutputPart } from "../../tokens/parse_output.ts";
 
 /** Sampling parameters every flavor maps onto. */
 export interface Sampling {

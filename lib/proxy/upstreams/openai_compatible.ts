@@ -9,7 +9,7 @@
 import { readSse } from "../../http/sse.ts";
 import type { ChatMessage, JsonObject } from "../../schema.ts";
 import type { NormalizedRequest } from "../codecs/types.ts";
-import type { AssistantOutput, OutputPart } from "../parse_output.ts";
+import type { AssistantOutput, OutputPart } from "../../tokens/parse_output.ts";
 import { type TryContext, UpstreamError, upstreamHttpError } from "./pool.ts";
 
 /** A passthrough call. */

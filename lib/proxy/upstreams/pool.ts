@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { HttpError } from "../../http/error.ts";
+import { HttpError } from "../../util/error.ts";
 import { backoffDelay, sleep } from "../../http/retry.ts";
 
 /**

@@ -39,7 +39,9 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, torch.Tensor], ModelConfig]:
         except hf_layout.LayoutError as e:
             raise ExportError("--checkpoint", str(e))
     if not os.path.isfile(path):
-        raise ExportError("--checkpoint", f"{path} is neither a checkpoint file nor an HF directory")
+        raise ExportError(
+            "--checkpoint", f"{path} is neither a checkpoint file nor an HF directory"
+        )
     from .engine import CHECKPOINT_FORMAT, _torch_load
 
     try:

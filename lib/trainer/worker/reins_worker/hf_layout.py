@@ -75,7 +75,9 @@ def name_map(config: ModelConfig) -> List[Tuple[str, str]]:
 def hf_config(config: ModelConfig, torch_dtype: str = "float32") -> Dict[str, Any]:
     """config.json for `config`, as `transformers`' Qwen3Config writes it."""
     if not config.qk_norm:
-        raise LayoutError("qk_norm: Qwen3 always normalises q and k; a model without has no Qwen3 layout")
+        raise LayoutError(
+            "qk_norm: Qwen3 always normalises q and k; a model without has no Qwen3 layout"
+        )
     return {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
@@ -119,7 +121,9 @@ def model_config_of(cfg: Dict[str, Any], where: str = CONFIG_FILE) -> ModelConfi
     if cfg.get("attention_bias", False):
         raise LayoutError(f"{where}: attention_bias is true; the built-in decoder has no biases")
     if cfg.get("use_sliding_window", False):
-        raise LayoutError(f"{where}: use_sliding_window is true; the built-in decoder attends fully")
+        raise LayoutError(
+            f"{where}: use_sliding_window is true; the built-in decoder attends fully"
+        )
     # transformers 4.x writes rope_theta and rope_scaling; 5.x writes rope_parameters.
     rope = cfg.get("rope_parameters") or {}
     scaling = cfg.get("rope_scaling") or {}
@@ -147,7 +151,8 @@ def model_config_of(cfg: Dict[str, Any], where: str = CONFIG_FILE) -> ModelConfi
         rope_theta=float(theta),
         qk_norm=True,
         norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        head_dim=int(head_dim),
+        # Implied head_dim stays implicit, so our own configs come back equal.
+        head_dim=None if head_dim == d_model // n_heads else int(head_dim),
     )
 
 

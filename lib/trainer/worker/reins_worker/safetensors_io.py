@@ -94,7 +94,9 @@ def _header(
     return len(raw).to_bytes(8, "little") + raw, order
 
 
-def save(path: str, tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> int:
+def save(
+    path: str, tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None
+) -> int:
     """Writes `tensors` to `path` (atomically: a crash leaves no torn file); returns its size."""
     header, order = _header(tensors, metadata)
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -135,7 +137,9 @@ def read_header(path: str) -> Tuple[Dict[str, dict], Dict[str, str], int]:
     for (begin, end), name in spans:
         if begin != cursor:
             what = "overlaps the previous tensor" if begin < cursor else "leaves a hole before it"
-            raise SafetensorsError(f"{path}: tensor {name!r} {what} (offset {begin}, expected {cursor})")
+            raise SafetensorsError(
+                f"{path}: tensor {name!r} {what} (offset {begin}, expected {cursor})"
+            )
         cursor = end
     if data_start + cursor != size:
         raise SafetensorsError(

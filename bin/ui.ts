@@ -1,5 +1,5 @@
 /**
- * `deno run -A lib/ui/cli.ts --db runs/x.db` serves a gateway with the Live UI over an existing
+ * `deno run -A bin/ui.ts --db runs/x.db` serves a gateway with the Live UI over an existing
  * SQLite file (`--db` is required; a missing file is an error unless `--create`): to watch a run
  * live from a second process (the change feed picks up the other
  * process's writes) or to inspect a finished one. It prints the login URL; the admin key comes
@@ -7,22 +7,21 @@
  * own command line.
  *
  * ```
- * deno run -A lib/ui/cli.ts --db runs/exp1/gateway.db --port 8421 --tokenizer qwen3 \
+ * deno run -A bin/ui.ts --db runs/exp1/gateway.db --port 8421 --tokenizer qwen3 \
  *   --metrics runs/exp1/metrics.jsonl
  * ```
  *
  * @module
  */
 import { dirname } from "node:path";
-import { parseFlags, portFlag } from "../flags.ts";
-import { readOrCreateKey } from "../gateway/auth.ts";
-import { startGateway } from "../gateway/server.ts";
-import { loadCharTokenizer } from "../tokens/char.ts";
-import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
-import type { ChatTokenizer } from "../tokens/types.ts";
-import { createUi } from "./app.ts";
+import { parseFlags, portFlag } from "../lib/flags.ts";
+import { readOrCreateKey } from "../lib/gateway/auth.ts";
+import { loadCharTokenizer } from "../lib/tokens/char.ts";
+import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
+import type { ChatTokenizer } from "../lib/tokens/types.ts";
+import { startStack } from "../lib/stack/stack.ts";
 
-const USAGE = `usage: deno run -A lib/ui/cli.ts --db FILE [--create] [--port N] [--host H]
+const USAGE = `usage: deno run -A bin/ui.ts --db FILE [--create] [--port N] [--host H]
   [--tokenizer qwen3|char|none] [--metrics FILE.jsonl] [--runs-dir DIR] [--no-monitors]
   [--admin-key-file FILE]
   --db FILE       the run's SQLite store, e.g. runs/demo/gateway.db (:memory: for an empty one)
@@ -42,7 +41,7 @@ export interface UiCliOptions {
  *
  * @example
  * ```ts
- * import { main } from "./cli.ts";
+ * import { main } from "./ui.ts";
  * const dir = await Deno.makeTempDir();
  * const stop = new AbortController();
  * const done = main(["--db", ":memory:", "--port", "0", "--admin-key-file", `${dir}/ui.key`], {
@@ -101,21 +100,21 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     adminKey = await readOrCreateKey(file);
     keySource = `file ${file}`;
   }
-  const ui = createUi({
-    ...(tokenizer ? { tokenizer } : {}),
-    ...(values.metrics ? { metricsPath: values.metrics } : {}),
-    ...(values["runs-dir"] ? { runsDir: values["runs-dir"] } : {}),
-    ...(values["no-monitors"] ? { monitors: false as const } : {}),
-  });
-  const gateway = await startGateway({
+  const stack = await startStack({
     db,
     port,
     hostname: values.host,
     adminKey,
     // Another gateway may own this file; leave lease expiry to it.
     leaseSweepMs: 0,
-    mounts: [ui.mount],
+    ui: {
+      ...(tokenizer ? { tokenizer } : {}),
+      ...(values.metrics ? { metricsPath: values.metrics } : {}),
+      ...(values["runs-dir"] ? { runsDir: values["runs-dir"] } : {}),
+      ...(values["no-monitors"] ? { monitors: false as const } : {}),
+    },
   });
+  const gateway = stack.gateway;
   console.log(
     `reins UI on ${gateway.url}/ui/ (store: sqlite ${opened}; log in at ${gateway.url}/ui/login)`,
   );
@@ -136,8 +135,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     Deno.removeSignalListener("SIGINT", stop);
     Deno.removeSignalListener("SIGTERM", stop);
   }
-  await ui.close();
-  await gateway.close();
+  await stack.close();
 }
 
 if (import.meta.main) {

@@ -14,12 +14,12 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { GatewayClient } from "../gateway/client.ts";
-import type { JsonObject } from "../schema.ts";
-import type { ExecutionBackend } from "./backend.ts";
-import type { EgressRule } from "./k8s_backend.ts";
-import { LocalBackend } from "./local_backend.ts";
-import { Reconciler } from "./reconciler.ts";
+import { GatewayClient } from "../lib/gateway/client.ts";
+import type { JsonObject } from "../lib/schema.ts";
+import type { ExecutionBackend } from "../lib/controller/backend.ts";
+import type { EgressRule } from "../lib/controller/k8s_backend.ts";
+import { LocalBackend } from "../lib/controller/local_backend.ts";
+import { Reconciler } from "../lib/controller/reconciler.ts";
 
 const USAGE = `usage: deno task controller [options]
   --gateway URL          gateway base URL (or $REINS_GATEWAY_URL)
@@ -52,7 +52,7 @@ function rule(text: string, flag: string): EgressRule {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { parseLabelFlags } from "./cli.ts";
+ * import { parseLabelFlags } from "./controller.ts";
  * assert.deepEqual(parseLabelFlags(["sandbox=gpu", "env=swe"]), { sandbox: "gpu", env: "swe" });
  * ```
  */
@@ -79,7 +79,7 @@ function int(value: string | undefined, flag: string, fallback: number): number 
  *
  * @example
  * ```ts ignore
- * import { main } from "./cli.ts";
+ * import { main } from "./controller.ts";
  * Deno.exit(await main(["--gateway", "http://127.0.0.1:8420", "--backend", "local"]));
  * ```
  */
@@ -137,7 +137,7 @@ export async function main(args: string[]): Promise<number> {
   } else if (values.backend === "k8s") {
     // Loaded only here: the local backend should not pay for the Kubernetes client.
     const { KubeConfig } = await import("@kubernetes/client-node");
-    const { K8sBackend } = await import("./k8s_backend.ts");
+    const { K8sBackend } = await import("../lib/controller/k8s_backend.ts");
     const kubeConfig = new KubeConfig();
     if (values.kubeconfig) kubeConfig.loadFromFile(values.kubeconfig);
     else kubeConfig.loadFromDefault();

@@ -25,17 +25,15 @@
  *
  * @module
  */
-import { intFlag, parseFlags, portFlag } from "../flags.ts";
+import { intFlag, parseFlags, portFlag } from "../lib/flags.ts";
 import { dirname } from "node:path";
-import { proxyMount } from "../proxy/app.ts";
-import { UpstreamConfigSchema, UpstreamKindSchema } from "../schema.ts";
-import { loadCharTokenizer } from "../tokens/char.ts";
-import { loadHfTokenizerFromDir } from "../tokens/hf.ts";
-import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";
-import type { ChatTokenizer } from "../tokens/types.ts";
-import { createUi } from "../ui/app.ts";
-import { readOrCreateKey } from "../http/credentials.ts";
-import { type Mount, startGateway } from "./server.ts";
+import { UpstreamConfigSchema, UpstreamKindSchema } from "../lib/schema.ts";
+import { loadCharTokenizer } from "../lib/tokens/char.ts";
+import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
+import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
+import type { ChatTokenizer } from "../lib/tokens/types.ts";
+import { readOrCreateKey } from "../lib/http/credentials.ts";
+import { startStack } from "../lib/stack/stack.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
   [--admin-key-file FILE] [--reporter-key-file FILE] [--print-key]
@@ -51,7 +49,7 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
  * @example
  * ```ts ignore
  * // Serves a gateway until SIGINT/SIGTERM (so not run as a doc test).
- * import { main } from "./cli.ts";
+ * import { main } from "./gateway.ts";
  * await main(["--db", "runs/demo.db", "--port", "0"]);
  * ```
  */
@@ -133,25 +131,12 @@ export async function main(args: string[]): Promise<void> {
     );
   }
   const tokenizer = await loadTokenizer(values.tokenizer ?? "qwen3");
-  const mounts: Mount[] = [];
   if (values.upstream?.length) {
     for (const url of values.upstream) {
       if (!URL.canParse(url)) throw new Error(`--upstream: expected a URL, got '${url}'`);
     }
-    mounts.push(proxyMount({
-      tokenizer,
-      upstream: {
-        kind: upstreamKind.data,
-        endpoints: values.upstream,
-        ...(upstreamTimeoutMs === undefined ? {} : { timeout_ms: upstreamTimeoutMs }),
-        ...(upstreamRetries === undefined ? {} : { max_retries: upstreamRetries }),
-      },
-    }));
   }
-  const ui = values["no-ui"] ? null : createUi({ tokenizer });
-  if (ui) mounts.push(ui.mount);
-
-  const gateway = await startGateway({
+  const stack = await startStack({
     db,
     postgres: values.postgres,
     port,
@@ -161,8 +146,22 @@ export async function main(args: string[]): Promise<void> {
     deadlines,
     sqlite: { synchronous },
     leaseSweepMs,
-    mounts,
+    ...(values.upstream?.length
+      ? {
+        proxy: {
+          tokenizer,
+          upstream: {
+            kind: upstreamKind.data,
+            endpoints: values.upstream,
+            ...(upstreamTimeoutMs === undefined ? {} : { timeout_ms: upstreamTimeoutMs }),
+            ...(upstreamRetries === undefined ? {} : { max_retries: upstreamRetries }),
+          },
+        },
+      }
+      : {}),
+    ...(values["no-ui"] ? {} : { ui: { tokenizer } }),
   });
+  const gateway = stack.gateway;
   const store = values.postgres ? "postgres" : `sqlite ${db}`;
   // One write, so that whoever waits for the banner (a supervisor, a test) reads it whole.
   const banner = [
@@ -180,7 +179,7 @@ export async function main(args: string[]): Promise<void> {
   } else {
     banner.push("proxy: off (give --upstream URL to serve harnesses)");
   }
-  if (ui) banner.push(`ui: ${gateway.url}/ui`);
+  if (stack.ui) banner.push(`ui: ${gateway.url}/ui`);
   console.log(banner.join("\n"));
 
   const stopped = Promise.withResolvers<void>();
@@ -190,8 +189,7 @@ export async function main(args: string[]): Promise<void> {
   await stopped.promise;
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
-  await ui?.close();
-  await gateway.close();
+  await stack.close();
 }
 
 async function loadTokenizer(name: string): Promise<ChatTokenizer> {

@@ -10,7 +10,7 @@ import {
   parseOutput,
   parseToolCallBody,
   rawJsonMember,
-} from "../lib/proxy/parse_output.ts";
+} from "../lib/tokens/parse_output.ts";
 
 const ids = () => {
   let n = 0;

@@ -1,0 +1,127 @@
+/**
+ * `deno task bench:engine`: llama.cpp beside the torch worker, on the demo-size policy (the
+ * demo's model after a few CE steps on the README; see tests/engine_helpers.ts), printing
+ * `name: value` lines.
+ *
+ * Parity figures (the worker's fp32 logprobs against llama.cpp's on the worker's GGUF export,
+ * teacher-forced on ≥ 2,000 tokens the policy sampled itself, f32 KV cache):
+ * - `engine_logprob_max_abs_diff_f32`: max |Δlogprob| of the f32 export (bound: ≤ 1e-3)
+ * - `engine_logprob_pearson_f16`: Pearson correlation of token probabilities, f16 export
+ * - `engine_k3_kl_q8_0`: mean k3 estimate of KL(llama.cpp ‖ worker), q8_0 export
+ *
+ * Usage: `deno task bench:engine [--only name,...] [--gpu cuda]`. Each measure is one entry of
+ * MEASURES; add a figure by adding an entry (it receives the shared context: the running
+ * worker, the sampled sequences and memoized exports).
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { parseFlags } from "../lib/flags.ts";
+import { exportCheckpoint, type LlamaGpu, llamaParity } from "../lib/engine/mod.ts";
+import type { AlignmentMetrics } from "../lib/schema/algo.ts";
+import { CHAR_TOKENIZER_PATH, type DemoPolicy, startDemoPolicy } from "../tests/engine_helpers.ts";
+
+type GgufType = "f32" | "f16" | "q8_0";
+
+/** What every measure can use; exports and parity runs are computed once and shared. */
+export interface EngineBenchContext {
+  policy: DemoPolicy;
+  gpu: LlamaGpu;
+  /** The policy's GGUF export of `type` (exported on first use). */
+  gguf(type: GgufType): Promise<string>;
+  /** Worker vs llama.cpp on the policy's sequences for the `type` export (run on first use). */
+  parity(type: GgufType): Promise<AlignmentMetrics>;
+}
+
+/** One figure: its printed name and value. */
+export type Figure = [name: string, value: number | string];
+
+/** A group of figures measured together. */
+export type Measure = (ctx: EngineBenchContext) => Promise<Figure[]>;
+
+/** The bench's measures, in print order. */
+export const MEASURES: Record<string, Measure> = {
+  parity: async (ctx) => {
+    const f32 = await ctx.parity("f32");
+    const f16 = await ctx.parity("f16");
+    const q8 = await ctx.parity("q8_0");
+    return [
+      ["engine_parity_tokens", f32.tokens],
+      ["engine_logprob_max_abs_diff_f32", f32.max_abs_dlogprob],
+      ["engine_logprob_pearson_f16", f16.pearson_prob ?? "undefined"],
+      ["engine_logprob_max_abs_diff_f16", f16.max_abs_dlogprob],
+      ["engine_k3_kl_q8_0", q8.k3_kl],
+      ["engine_logprob_pearson_q8_0", q8.pearson_prob ?? "undefined"],
+      ["engine_logprob_max_abs_diff_q8_0", q8.max_abs_dlogprob],
+    ];
+  },
+};
+
+function memo<K, V>(make: (key: K) => Promise<V>): (key: K) => Promise<V> {
+  const cache = new Map<K, Promise<V>>();
+  return (key) => {
+    let value = cache.get(key);
+    if (!value) cache.set(key, value = make(key));
+    return value;
+  };
+}
+
+function format(value: number | string): string {
+  return typeof value === "number" && !Number.isInteger(value) ? value.toPrecision(9) : `${value}`;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const flags = parseFlags(argv, {
+    only: { type: "string" },
+    gpu: { type: "string" },
+  }, "usage: deno task bench:engine [--only parity,...] [--gpu cuda]");
+  if (!flags) return;
+  const only = flags.only?.split(",") ?? Object.keys(MEASURES);
+  const unknown = only.filter((name) => !(name in MEASURES));
+  if (unknown.length) {
+    throw new Error(`--only: unknown measure '${unknown[0]}' (have ${Object.keys(MEASURES)})`);
+  }
+  if (flags.gpu !== undefined && flags.gpu !== "cuda") {
+    throw new Error(`--gpu: expected 'cuda', got '${flags.gpu}'`);
+  }
+  const gpu: LlamaGpu = flags.gpu === "cuda" ? "cuda" : false;
+  const policy = await startDemoPolicy();
+  try {
+    const gguf = memo(async (type: GgufType) => {
+      const path = join(policy.dir, `policy-${type}.gguf`);
+      await exportCheckpoint({
+        checkpoint: policy.checkpoint,
+        gguf: path,
+        type,
+        tokenizer: CHAR_TOKENIZER_PATH,
+      });
+      return path;
+    });
+    const parity = memo(async (type: GgufType) =>
+      (await llamaParity({
+        client: policy.worker.client,
+        gguf: await gguf(type),
+        sequences: policy.sequences,
+        gpu,
+      })).metrics
+    );
+    const ctx: EngineBenchContext = { policy, gpu, gguf, parity };
+    for (const name of only) {
+      for (const [figure, value] of await MEASURES[name](ctx)) {
+        console.log(`${figure}: ${format(value)}`);
+      }
+    }
+  } finally {
+    await policy.close();
+  }
+}
+
+if (import.meta.main) {
+  try {
+    await main(Deno.args);
+    Deno.exit(0); // llama.cpp's addon keeps the event loop alive
+  } catch (error) {
+    console.error(`error: ${error instanceof Error ? error.message : error}`);
+    Deno.exit(2);
+  }
+}

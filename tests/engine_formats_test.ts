@@ -1,0 +1,147 @@
+/**
+ * A second implementation checks ours: llama.cpp (node-llama-cpp's prebuilt CPU binary) loads
+ * the worker's GGUF export of the demo-size policy and scores the policy's own samples
+ * teacher-forced; its logprobs must match the torch worker's. Also: the export CLI's refusals.
+ *
+ * Skips (saying why) only when llama.cpp's binary cannot load on this machine.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  exportCheckpoint,
+  ExportError,
+  llamaParity,
+  llamaStatus,
+  loadGguf,
+  teacherForcedLogprobs,
+} from "../lib/engine/mod.ts";
+import { CHAR_TOKENIZER_PATH, startDemoPolicy } from "./engine_helpers.ts";
+
+const status = await llamaStatus();
+if (!status.available) {
+  console.warn(`engine tests skipped: llama.cpp's binary does not load here: ${status.reason}`);
+}
+
+Deno.test({
+  name: "engine formats: llama.cpp on the GGUF export gives the worker's logprobs",
+  ignore: !status.available,
+  sanitizeResources: false, // llama.cpp's binding keeps its addon loaded for the process
+  async fn(t) {
+    const policy = await startDemoPolicy();
+    try {
+      const tokens = policy.sequences.reduce((n, s) => n + s.length - 1, 0);
+      assert.ok(tokens >= 2000, `expected ≥ 2,000 predicted tokens, got ${tokens}`);
+      const gguf = async (type: "f32" | "f16" | "q8_0") => {
+        const path = join(policy.dir, `policy-${type}.gguf`);
+        const out = await exportCheckpoint({
+          checkpoint: policy.checkpoint,
+          gguf: path,
+          type,
+          tokenizer: CHAR_TOKENIZER_PATH,
+        });
+        assert.equal(out.gguf?.type, type);
+        return path;
+      };
+      const client = policy.worker.client;
+
+      await t.step("f32: max |Δlogprob| ≤ 1e-3 over ≥ 2,000 tokens", async () => {
+        const path = await gguf("f32");
+        const { metrics } = await llamaParity({ client, gguf: path, sequences: policy.sequences });
+        assert.equal(metrics.tokens, tokens);
+        assert.ok(metrics.max_abs_dlogprob <= 1e-3, `max |Δlogprob| ${metrics.max_abs_dlogprob}`);
+        // Not a degenerate comparison: the trained policy is far from uniform over 107 ids.
+        const { logprobs } = await client.logprobs(policy.sequences);
+        const mean = logprobs.flat().reduce((a, b) => a + b, 0) / tokens;
+        assert.ok(mean > Math.log(1 / 107) + 1, `mean logprob ${mean} is near uniform`);
+      });
+
+      await t.step("f32 at temperature 0.7 matches the worker's tempered logprobs", async () => {
+        const path = join(policy.dir, "policy-f32.gguf");
+        const sequences = policy.sequences.slice(0, 2);
+        const { metrics } = await llamaParity({
+          client,
+          gguf: path,
+          sequences,
+          temperature: 0.7,
+        });
+        assert.ok(metrics.max_abs_dlogprob <= 1e-3, `max |Δlogprob| ${metrics.max_abs_dlogprob}`);
+      });
+
+      await t.step("f16 and q8_0 stay close (what quantization costs)", async () => {
+        const f16 = await llamaParity({
+          client,
+          gguf: await gguf("f16"),
+          sequences: policy.sequences,
+        });
+        const q8 = await llamaParity({
+          client,
+          gguf: await gguf("q8_0"),
+          sequences: policy.sequences,
+        });
+        assert.ok(f16.metrics.pearson_prob! >= 0.999, `f16 Pearson ${f16.metrics.pearson_prob}`);
+        assert.ok(q8.metrics.pearson_prob! >= 0.99, `q8_0 Pearson ${q8.metrics.pearson_prob}`);
+        assert.ok(q8.metrics.k3_kl < 0.01, `q8_0 k3 KL ${q8.metrics.k3_kl}`);
+        // Quantizing harder costs more: q8_0 drifts further than f16.
+        assert.ok(q8.metrics.mean_abs_dlogprob > f16.metrics.mean_abs_dlogprob);
+      });
+
+      await t.step("llama.cpp refuses ids outside the vocabulary, naming the token", async () => {
+        const model = await loadGguf(join(policy.dir, "policy-f32.gguf"));
+        try {
+          await assert.rejects(
+            teacherForcedLogprobs(model, [[1, 2], [3, 107]]),
+            /sequences\[1\]\[1\]: token id 107 is outside \[0, 107\)/,
+          );
+          await assert.rejects(teacherForcedLogprobs(model, [[]]), /sequences\[0\]: expected/);
+        } finally {
+          await model.dispose();
+        }
+      });
+    } finally {
+      await policy.close();
+    }
+  },
+});
+
+Deno.test("engine formats: the exporter refuses bad input naming the flag", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const checkpoint = join(dir, "missing.pt");
+    await assert.rejects(
+      exportCheckpoint({ checkpoint, gguf: join(dir, "x.gguf"), tokenizer: CHAR_TOKENIZER_PATH }),
+      (e: Error) => e instanceof ExportError && /^--checkpoint: .*missing\.pt/.test(e.message),
+    );
+    await assert.rejects(
+      exportCheckpoint({ checkpoint: dir, gguf: join(dir, "x.gguf"), tokenizer: dir }),
+      (e: Error) =>
+        e instanceof ExportError && /^--tokenizer: .*no tokenizer\.json/.test(e.message),
+    );
+    await assert.rejects(
+      exportCheckpoint({ checkpoint }),
+      (e: Error) => e instanceof ExportError && /^gguf: give gguf and\/or hf/.test(e.message),
+    );
+    const cli = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "scripts/export.ts",
+        "--checkpoint",
+        checkpoint,
+        "--gguf",
+        "x",
+        "--type",
+        "q4",
+      ],
+      cwd: new URL("..", import.meta.url),
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(cli.code, 2);
+    assert.match(new TextDecoder().decode(cli.stderr), /--type: expected one of f32, f16, q8_0/);
+    const entries = [];
+    for await (const entry of Deno.readDir(dir)) entries.push(entry.name);
+    assert.deepEqual(entries, [], "a refused export writes nothing");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
