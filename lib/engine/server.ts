@@ -15,11 +15,10 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import type { Llama } from "node-llama-cpp";
-import { getLlama } from "node-llama-cpp";
-import { HttpError } from "../http/error.ts";
+import { HttpError } from "../util/error.ts";
 import { readJson } from "../http/body.ts";
 import { GenerateRequestSchema } from "../schema/proxy.ts";
+import { loadLlama } from "./llama_eval.ts";
 import { LlamaPolicy, type PolicyLoadOptions } from "./policy.ts";
 import { seededUniform } from "./sampler.ts";
 
@@ -64,20 +63,6 @@ export interface EngineServer {
   /** Loads a new version (as `POST /sync`); resolves once it serves new requests. */
   sync(version: number, gguf: string): Promise<{ policy_version: number; load_ms: number }>;
   close(): Promise<void>;
-}
-
-const llamas = new Map<string, Promise<Llama>>();
-
-/** The process's llama.cpp bindings (prebuilt binaries only: never a source build). */
-export function loadLlama(gpu: false | "cuda" = false): Promise<Llama> {
-  const key = String(gpu);
-  let llama = llamas.get(key);
-  if (!llama) {
-    llama = getLlama({ gpu, build: "never", logLevel: "error" as never });
-    llama.catch(() => llamas.delete(key));
-    llamas.set(key, llama);
-  }
-  return llama;
 }
 
 function issuesMessage(error: z.ZodError): { message: string; field: string } {

@@ -21,7 +21,7 @@
  * @module
  */
 import { join } from "node:path";
-import { resolvePython, workerEnv, workerPackageDir } from "../trainer/local_worker.ts";
+import { exportCheckpoint } from "./export.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 
 /** Which engine samples the policy. */
@@ -67,7 +67,8 @@ export interface Exporter {
 }
 
 /**
- * The worker's exporter (`python3 -m reins_worker.export`), run with the worker's Python.
+ * The worker's exporter (`exportCheckpoint`: `python3 -m reins_worker.export` with the worker's
+ * Python); its refusals become {@link EngineSyncError}s.
  *
  * @example
  * ```ts ignore
@@ -75,21 +76,12 @@ export interface Exporter {
  * ```
  */
 export const pythonExporter: Exporter = async (request) => {
-  const { python } = await resolvePython();
-  const args = ["-m", "reins_worker.export", "--checkpoint", request.checkpoint];
-  if (request.gguf) args.push("--gguf", request.gguf, "--type", request.type ?? "f32");
-  if (request.hf) args.push("--hf", request.hf, "--dtype", request.dtype ?? "bfloat16");
-  if (request.tokenizer) args.push("--tokenizer", request.tokenizer);
-  const out = await new Deno.Command(python, {
-    args,
-    cwd: workerPackageDir(),
-    env: workerEnv(),
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (!out.success) {
-    const text = new TextDecoder().decode(out.stderr).trim().split("\n").at(-1) ?? "";
-    throw new EngineSyncError(`export of ${request.checkpoint} failed: ${text}`);
+  try {
+    await exportCheckpoint(request);
+  } catch (error) {
+    throw new EngineSyncError(
+      `export of ${request.checkpoint} failed: ${(error as Error).message}`,
+    );
   }
 };
 
