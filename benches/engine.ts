@@ -9,6 +9,10 @@
  * - `engine_logprob_pearson_f16`: Pearson correlation of token probabilities, f16 export
  * - `engine_k3_kl_q8_0`: mean k3 estimate of KL(llama.cpp ‖ worker), q8_0 export
  *
+ * Speed figures (`generate`): `engine_generate_tok_per_s` and `worker_generate_tok_per_s` on
+ * the same prompts, their ratio `engine_generate_speedup`, and `engine_weight_sync_ms` (f32
+ * GGUF export + engine reload of the demo's model; `_export_ms` and `_load_ms` its parts).
+ *
  * Usage: `deno task bench:engine [--only name,...] [--gpu cuda]`. Each measure is one entry of
  * MEASURES; add a figure by adding an entry (it receives the shared context: the running
  * worker, the sampled sequences and memoized exports).
@@ -17,7 +21,13 @@
  */
 import { join } from "node:path";
 import { parseFlags } from "../lib/flags.ts";
-import { exportCheckpoint, type LlamaGpu, llamaParity } from "../lib/engine/mod.ts";
+import {
+  exportCheckpoint,
+  LlamaCppSync,
+  type LlamaGpu,
+  llamaParity,
+  startEngineServer,
+} from "../lib/engine/mod.ts";
 import type { AlignmentMetrics } from "../lib/schema/algo.ts";
 import { CHAR_TOKENIZER_PATH, type DemoPolicy, startDemoPolicy } from "../tests/engine_helpers.ts";
 
@@ -55,6 +65,68 @@ export const MEASURES: Record<string, Measure> = {
       ["engine_logprob_max_abs_diff_q8_0", q8.max_abs_dlogprob],
     ];
   },
+};
+
+const GENERATE_PROMPTS = 8;
+const GENERATE_TOKENS = 128;
+
+/** Tokens per second of `generate` over the same prompts, all of them in flight at once. */
+async function throughput(
+  prompts: number[][],
+  generate: (prompt: number[], seed: number) => Promise<{ ids: number[] }>,
+): Promise<number> {
+  await generate(prompts[0], 0); // warm-up (first-call allocations)
+  const t0 = performance.now();
+  const outs = await Promise.all(prompts.map((p, i) => generate(p, 1000 + i)));
+  const tokens = outs.reduce((n, o) => n + o.ids.length, 0);
+  return tokens / ((performance.now() - t0) / 1000);
+}
+
+/**
+ * Generation speed and weight sync of the llama.cpp engine (lib/engine/server.ts) against the
+ * worker, on the same prompts (the first 32 tokens of 8 sampled sequences, 128 new tokens each,
+ * 8 in flight, temperature 1, one CPU thread each on the CPU build), and the sync the demo pays
+ * each step: f32 GGUF export of the worker's checkpoint + the engine's reload.
+ */
+MEASURES.generate = async (ctx) => {
+  const prompts = ctx.policy.sequences.slice(0, GENERATE_PROMPTS).map((s) => s.slice(0, 32));
+  const engine = await startEngineServer({
+    gguf: await ctx.gguf("f32"),
+    slots: GENERATE_PROMPTS,
+    ...(ctx.gpu === "cuda" ? { gpu: "cuda" as const, threads: 4 } : { threads: 1 }),
+  });
+  try {
+    const engineTps = await throughput(prompts, async (prompt_ids, seed) => {
+      const response = await fetch(`${engine.url}/generate`, {
+        method: "POST",
+        body: JSON.stringify({ prompt_ids, max_tokens: GENERATE_TOKENS, seed }),
+      });
+      if (!response.ok) throw new Error(`engine: ${await response.text()}`);
+      return await response.json();
+    });
+    const client = ctx.policy.worker.client;
+    const workerTps = await throughput(
+      prompts,
+      (prompt_ids, seed) => client.generate({ prompt_ids, max_tokens: GENERATE_TOKENS, seed }),
+    );
+    const sync = new LlamaCppSync({
+      endpoint: engine.url,
+      dir: join(ctx.policy.dir, "sync"),
+      tokenizer: CHAR_TOKENIZER_PATH,
+      type: "f32",
+    });
+    const report = await sync.syncWeights(1, ctx.policy.checkpoint);
+    return [
+      ["engine_generate_tok_per_s", engineTps],
+      ["worker_generate_tok_per_s", workerTps],
+      ["engine_generate_speedup", engineTps / workerTps],
+      ["engine_weight_sync_ms", report.total_ms],
+      ["engine_weight_export_ms", report.export_ms],
+      ["engine_weight_load_ms", report.load_ms],
+    ];
+  } finally {
+    await engine.close();
+  }
 };
 
 function memo<K, V>(make: (key: K) => Promise<V>): (key: K) => Promise<V> {

@@ -36,8 +36,8 @@ export const EngineSyncRequestSchema = z.object({
 
 /** Options of {@link startEngineServer}. */
 export interface EngineServerOptions {
-  /** The GGUF served first. */
-  gguf: string;
+  /** The GGUF served first; without one, `/generate` answers 409 until the first `/sync`. */
+  gguf?: string;
   /** Its policy version (default 0). */
   version?: number;
   hostname?: string;
@@ -58,8 +58,8 @@ export interface EngineServerOptions {
 /** A running engine. */
 export interface EngineServer {
   readonly url: string;
-  /** The version served to new requests. */
-  readonly version: number;
+  /** The version served to new requests (null before the first GGUF). */
+  readonly version: number | null;
   /** Loads a new version (as `POST /sync`); resolves once it serves new requests. */
   sync(version: number, gguf: string): Promise<{ policy_version: number; load_ms: number }>;
   close(): Promise<void>;
@@ -103,7 +103,9 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
     gpuLayers: options.gpu ? "max" : 0,
     kvCacheType: options.kvCacheType ?? "F32",
   };
-  let current = await LlamaPolicy.load(llama, options.gguf, options.version ?? 0, load);
+  let current: LlamaPolicy | null = options.gguf
+    ? await LlamaPolicy.load(llama, options.gguf, options.version ?? 0, load)
+    : null;
   const retiring = new Set<Promise<void>>();
   let syncing: Promise<unknown> = Promise.resolve();
   let syncs = 0;
@@ -111,7 +113,7 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   const sync = (version: number, gguf: string) => {
     // One load at a time, in order: a second sync waits for the first.
     const run = syncing.then(async () => {
-      if (version < current.version) {
+      if (current && version < current.version) {
         throw new HttpError(
           409,
           `version: ${version} is older than the version served (${current.version})`,
@@ -132,9 +134,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       const old = current;
       current = next;
       syncs++;
-      const done = old.retire();
-      retiring.add(done);
-      done.finally(() => retiring.delete(done));
+      if (old) {
+        const done = old.retire();
+        retiring.add(done);
+        done.finally(() => retiring.delete(done));
+      }
       return { policy_version: version, load_ms: performance.now() - t0 };
     });
     syncing = run.catch(() => undefined);
@@ -151,16 +155,16 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   app.get("/health", (c) =>
     c.json({
       ok: true,
-      initialized: true,
       engine: "llama_cpp",
-      policy_version: current.version,
-      gguf: current.path,
-      generating: current.active,
-      queued: current.queued,
+      initialized: current !== null,
+      policy_version: current?.version ?? null,
+      gguf: current?.path ?? null,
+      generating: current?.active ?? 0,
+      queued: current?.queued ?? 0,
       retiring: retiring.size,
       syncs,
       slots: load.slots,
-      max_seq_len: current.maxSeqLen,
+      max_seq_len: current?.maxSeqLen ?? null,
       device: options.gpu ? "cuda" : "cpu",
     }));
   app.post("/sync", async (c) => {
@@ -170,6 +174,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   app.post("/generate", async (c) => {
     const spec = parseBody(EngineGenerateRequestSchema, await readJson(c.req.raw));
     const policy = current; // the version this whole response comes from
+    if (!policy) {
+      throw new HttpError(409, "no policy loaded: POST /sync {version, gguf} first", {
+        code: "not_initialized",
+      });
+    }
     spec.prompt_ids.forEach((id, i) => {
       if (id >= policy.vocabSize) {
         throw new HttpError(
@@ -249,14 +258,14 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   return {
     url: `http://${addr.hostname}:${addr.port}`,
     get version() {
-      return current.version;
+      return current?.version ?? null;
     },
     sync,
     async close() {
       await server.shutdown();
       await syncing;
       await Promise.all([...retiring]);
-      await current.retire();
+      await current?.retire();
     },
   };
 }
