@@ -11,7 +11,9 @@
  *
  * Speed figures (`generate`): `engine_generate_tok_per_s` and `worker_generate_tok_per_s` on
  * the same prompts, their ratio `engine_generate_speedup`, and `engine_weight_sync_ms` (f32
- * GGUF export + engine reload of the demo's model; `_export_ms` and `_load_ms` its parts).
+ * GGUF export from the worker's memory + engine reload of the demo's model, what the demo pays
+ * each step; `_export_ms` and `_load_ms` its parts; `engine_weight_sync_from_checkpoint_ms`
+ * the same through the exporter process from a checkpoint file).
  *
  * Usage: `deno task bench:engine [--only name,...] [--gpu cuda]`. Each measure is one entry of
  * MEASURES; add a figure by adding an entry (it receives the shared context: the running
@@ -109,20 +111,30 @@ MEASURES.generate = async (ctx) => {
       prompts,
       (prompt_ids, seed) => client.generate({ prompt_ids, max_tokens: GENERATE_TOKENS, seed }),
     );
-    const sync = new LlamaCppSync({
+    // What the demo pays each step: export from the worker's memory (POST /export) + reload.
+    const version = (await client.state()).policy_version;
+    const fromWorker = await new LlamaCppSync({
       endpoint: engine.url,
       dir: join(ctx.policy.dir, "sync"),
       tokenizer: CHAR_TOKENIZER_PATH,
       type: "f32",
-    });
-    const report = await sync.syncWeights(1, ctx.policy.checkpoint);
+      worker: client,
+    }).syncWeights(version, "");
+    // The same from a checkpoint file, through the exporter process (a remote engine's path).
+    const fromFile = await new LlamaCppSync({
+      endpoint: engine.url,
+      dir: join(ctx.policy.dir, "sync-file"),
+      tokenizer: CHAR_TOKENIZER_PATH,
+      type: "f32",
+    }).syncWeights(version + 1, ctx.policy.checkpoint);
     return [
       ["engine_generate_tok_per_s", engineTps],
       ["worker_generate_tok_per_s", workerTps],
       ["engine_generate_speedup", engineTps / workerTps],
-      ["engine_weight_sync_ms", report.total_ms],
-      ["engine_weight_export_ms", report.export_ms],
-      ["engine_weight_load_ms", report.load_ms],
+      ["engine_weight_sync_ms", fromWorker.total_ms],
+      ["engine_weight_export_ms", fromWorker.export_ms],
+      ["engine_weight_load_ms", fromWorker.load_ms],
+      ["engine_weight_sync_from_checkpoint_ms", fromFile.total_ms],
     ];
   } finally {
     await engine.close();

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { toyModel } from "../lib/loop/toy.ts";
 import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { startLocalWorker } from "../lib/trainer/mod.ts";
-import { pythonExporter } from "../lib/engine/sync.ts";
+import { LlamaCppSync, pythonExporter } from "../lib/engine/sync.ts";
 import { startEngineServer } from "../lib/engine/server.ts";
 
 const TOKENIZER = decodeURIComponent(new URL("../data/tokenizers/char/", import.meta.url).pathname);
@@ -174,14 +174,19 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
         await worker.client.forwardBackward({ rows, loss: { kind: "ce" } });
         const step = await worker.client.optimStep();
         assert.equal(step.policy_version, 1);
-        const v1 = join(dir, "v1.pt");
-        await worker.client.save(v1);
-        await pythonExporter({
-          checkpoint: v1,
+        // Exported straight from the worker's memory (POST /export), as the loop does.
+        const bad = await fetch(`${worker.url}/export`, {
+          method: "POST",
+          body: JSON.stringify({ gguf: join(dir, "x.gguf") }),
+        });
+        assert.equal(bad.status, 400);
+        assert.match((await bad.json()).error.message, /tokenizer/);
+        const exported = await worker.client.exportWeights({
           gguf: join(dir, "v1.gguf"),
           type: "f32",
           tokenizer: TOKENIZER,
         });
+        assert.equal(exported.policy_version, 1);
         // A long request in flight on version 0 while the sync runs.
         const inFlight = post(`${engine.url}/generate`, {
           prompt_ids: PROMPTS[2],
@@ -206,6 +211,18 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
         const back = await post(`${engine.url}/sync`, { version: 0, gguf: join(dir, "v0.gguf") });
         assert.equal(back.status, 409);
         assert.match(back.body.error.message, /^version: 0 is older/);
+        // The loop's sync: worker memory → GGUF → /sync, refusing a version the worker lacks.
+        const sync = new LlamaCppSync({
+          endpoint: engine.url,
+          dir: join(dir, "sync"),
+          tokenizer: TOKENIZER,
+          worker: worker.client,
+        });
+        await sync.probe();
+        await assert.rejects(sync.syncWeights(5, ""), /holds version 1, not 5/);
+        const report = await sync.syncWeights(1, "");
+        assert.ok(report.export_ms > 0 && report.load_ms > 0);
+        assert.equal(engine.version, 1);
       });
     } finally {
       await engine.close();

@@ -43,6 +43,11 @@ export interface WeightSync {
   readonly kind: EngineKind;
   /** Where the engine serves (`/generate` or the OpenAI API). */
   readonly endpoint: string;
+  /**
+   * Whether `syncWeights` reads the checkpoint file; false when it exports straight from the
+   * worker's memory (`POST /export`), so the loop need not save one each step.
+   */
+  readonly needsCheckpoint: boolean;
   /** Throws {@link EngineSyncError} naming why when the engine cannot take new weights. */
   probe(): Promise<void>;
   /** Makes the engine serve `version` from the worker checkpoint at `checkpoint`. */
@@ -126,6 +131,7 @@ async function failure(response: Response, what: string): Promise<EngineSyncErro
  */
 export class WorkerSync implements WeightSync {
   readonly kind = "worker" as const;
+  readonly needsCheckpoint = false;
   readonly endpoint: string;
   readonly #client: Pick<TrainerClient, "health" | "state">;
 
@@ -151,15 +157,51 @@ export class WorkerSync implements WeightSync {
   }
 }
 
+/**
+ * An exporter that writes the worker's weights straight from its memory (`POST /export`),
+ * checking that they are the version being synced: no checkpoint file, no second Python.
+ *
+ * @example
+ * ```ts ignore
+ * const sync = new LlamaCppSync({ endpoint, dir, tokenizer, worker: stack.worker.client });
+ * ```
+ */
+async function exportFromWorker(
+  worker: Pick<TrainerClient, "exportWeights">,
+  version: number,
+  request: Parameters<Exporter>[0],
+): Promise<void> {
+  const { checkpoint: _unused, ...what } = request;
+  const out = await worker.exportWeights(what).catch((error) => {
+    throw new EngineSyncError(`export from the worker failed: ${(error as Error).message}`);
+  });
+  if (out.policy_version !== version) {
+    throw new EngineSyncError(
+      `the worker holds version ${out.policy_version}, not ${version}: nothing synced`,
+    );
+  }
+}
+
+/** Where an export's weights come from. */
+interface Source {
+  /** Export from this worker's memory (else: the exporter on the checkpoint file). */
+  worker?: Pick<TrainerClient, "exportWeights">;
+  exporter?: Exporter;
+}
+
+function runExport(source: Source, version: number, request: Parameters<Exporter>[0]) {
+  if (source.worker) return exportFromWorker(source.worker, version, request);
+  return (source.exporter ?? pythonExporter)(request);
+}
+
 /** Options of {@link LlamaCppSync}. */
-export interface LlamaCppSyncOptions {
+export interface LlamaCppSyncOptions extends Source {
   endpoint: string;
   /** Where the GGUF exports go (one file per version; older ones are removed). */
   dir: string;
   /** Directory with the policy's tokenizer.json (the GGUF's vocabulary). */
   tokenizer: string;
   type?: "f32" | "f16" | "q8_0";
-  exporter?: Exporter;
 }
 
 /**
@@ -174,11 +216,13 @@ export interface LlamaCppSyncOptions {
 export class LlamaCppSync implements WeightSync {
   readonly kind = "llama_cpp" as const;
   readonly endpoint: string;
+  readonly needsCheckpoint: boolean;
   readonly #options: LlamaCppSyncOptions;
   #previous: string | null = null;
 
   constructor(options: LlamaCppSyncOptions) {
     this.endpoint = options.endpoint.replace(/\/+$/, "");
+    this.needsCheckpoint = !options.worker;
     this.#options = options;
   }
 
@@ -197,7 +241,7 @@ export class LlamaCppSync implements WeightSync {
     const t0 = performance.now();
     await Deno.mkdir(this.#options.dir, { recursive: true });
     const gguf = join(this.#options.dir, `policy-v${version}.gguf`);
-    await (this.#options.exporter ?? pythonExporter)({
+    await runExport(this.#options, version, {
       checkpoint,
       gguf,
       type: this.#options.type ?? "f32",
@@ -218,13 +262,12 @@ export class LlamaCppSync implements WeightSync {
 }
 
 /** Options of {@link SglangSync}. */
-export interface SglangSyncOptions {
+export interface SglangSyncOptions extends Source {
   endpoint: string;
   /** Where HF exports go; SGLang must read the same path (shared disk). */
   dir: string;
   tokenizer?: string;
   dtype?: "float32" | "bfloat16" | "float16";
-  exporter?: Exporter;
 }
 
 /**
@@ -240,10 +283,12 @@ export interface SglangSyncOptions {
 export class SglangSync implements WeightSync {
   readonly kind = "sglang" as const;
   readonly endpoint: string;
+  readonly needsCheckpoint: boolean;
   readonly #options: SglangSyncOptions;
 
   constructor(options: SglangSyncOptions) {
     this.endpoint = options.endpoint.replace(/\/+$/, "");
+    this.needsCheckpoint = !options.worker;
     this.#options = options;
   }
 
@@ -256,7 +301,7 @@ export class SglangSync implements WeightSync {
   async syncWeights(version: number, checkpoint: string): Promise<SyncReport> {
     const t0 = performance.now();
     const dir = join(this.#options.dir, `policy-v${version}`);
-    await (this.#options.exporter ?? pythonExporter)({
+    await runExport(this.#options, version, {
       checkpoint,
       hf: dir,
       dtype: this.#options.dtype ?? "bfloat16",
@@ -283,13 +328,12 @@ export class SglangSync implements WeightSync {
 }
 
 /** Options of {@link VllmSync}. */
-export interface VllmSyncOptions {
+export interface VllmSyncOptions extends Source {
   endpoint: string;
   /** The directory vLLM serves (`vllm serve <modelDir>`): the export overwrites it. */
   modelDir: string;
   tokenizer?: string;
   dtype?: "float32" | "bfloat16" | "float16";
-  exporter?: Exporter;
 }
 
 /**
@@ -308,10 +352,12 @@ export interface VllmSyncOptions {
 export class VllmSync implements WeightSync {
   readonly kind = "vllm" as const;
   readonly endpoint: string;
+  readonly needsCheckpoint: boolean;
   readonly #options: VllmSyncOptions;
 
   constructor(options: VllmSyncOptions) {
     this.endpoint = options.endpoint.replace(/\/+$/, "");
+    this.needsCheckpoint = !options.worker;
     this.#options = options;
   }
 
@@ -331,7 +377,7 @@ export class VllmSync implements WeightSync {
     const t0 = performance.now();
     // Export beside the served directory, then move the files in: vLLM never reads a torn file.
     const staging = `${this.#options.modelDir.replace(/\/+$/, "")}.staging-v${version}`;
-    await (this.#options.exporter ?? pythonExporter)({
+    await runExport(this.#options, version, {
       checkpoint,
       hf: staging,
       dtype: this.#options.dtype ?? "bfloat16",

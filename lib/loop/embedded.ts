@@ -134,6 +134,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
         dir: `${outDir}/gguf`,
         tokenizer: options.engine.tokenizerDir,
         type: options.engine.type ?? "f32",
+        // Straight from the worker's memory: no checkpoint file, no exporter process per step.
+        worker: worker.client,
       }),
     }
     : null;

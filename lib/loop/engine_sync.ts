@@ -10,8 +10,9 @@ import type { TrainerClient } from "../trainer/client.ts";
 import type { ProgressSink } from "./progress.ts";
 
 /**
- * Saves the worker's current weights to `<outDir>/checkpoints/engine-sync.pt` and syncs
- * `engine` to `version` from it (the worker kind only checks the version).
+ * Syncs `engine` to `version`: from the worker's memory when the engine's sync exports from
+ * there, else from `<outDir>/checkpoints/engine-sync.pt`, saved first (the worker kind only
+ * checks the version).
  *
  * @example
  * ```ts ignore
@@ -26,7 +27,7 @@ export async function syncEngine(
   progress?: ProgressSink,
 ): Promise<SyncReport> {
   let checkpoint = "";
-  if (engine.kind !== "worker") {
+  if (engine.needsCheckpoint) {
     await Deno.mkdir(`${outDir}/checkpoints`, { recursive: true });
     // The worker may run elsewhere in the file system's eyes: give it an absolute path.
     checkpoint = `${await Deno.realPath(`${outDir}/checkpoints`)}/engine-sync.pt`;

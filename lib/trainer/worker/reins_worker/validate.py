@@ -507,6 +507,34 @@ def parse_logprobs(
     return out, temperature
 
 
+@dataclass
+class ExportSpec:
+    gguf: Optional[str]
+    gguf_type: str
+    hf: Optional[str]
+    dtype: str
+    tokenizer: Optional[str]
+
+
+def parse_export(body: Any) -> ExportSpec:
+    """Body of POST /export: `gguf` (+ `type`) and/or `hf` (+ `dtype`), `tokenizer`."""
+    b = obj(body, "(body)")
+    gguf = string(b["gguf"], "gguf") if b.get("gguf") is not None else None
+    hf = string(b["hf"], "hf") if b.get("hf") is not None else None
+    if gguf is None and hf is None:
+        raise bad("gguf", "give gguf (a file to write) and/or hf (a directory)")
+    gguf_type = b.get("type", "f32")
+    if gguf_type not in ("f32", "f16", "q8_0"):
+        raise bad("type", 'expected "f32", "f16" or "q8_0"')
+    dtype = b.get("dtype", "bfloat16")
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise bad("dtype", 'expected "float32", "bfloat16" or "float16"')
+    tokenizer = string(b["tokenizer"], "tokenizer") if b.get("tokenizer") is not None else None
+    if gguf is not None and tokenizer is None:
+        raise bad("tokenizer", "a GGUF needs the model's tokenizer: a dir with tokenizer.json")
+    return ExportSpec(gguf, gguf_type, hf, dtype, tokenizer)
+
+
 def parse_path(body: Any) -> str:
     b = obj(body, "(body)")
     return string(b.get("path"), "path")
