@@ -158,7 +158,8 @@ async function main(argv: string[]): Promise<void> {
   const flags = parseFlags(argv, {
     only: { type: "string" },
     gpu: { type: "string" },
-  }, "usage: deno task bench:engine [--only parity,...] [--gpu cuda]");
+    "worker-device": { type: "string", default: "cpu" },
+  }, "usage: deno task bench:engine [--only parity,...] [--gpu cuda] [--worker-device cuda]");
   if (!flags) return;
   const only = flags.only?.split(",") ?? Object.keys(MEASURES);
   const unknown = only.filter((name) => !(name in MEASURES));
@@ -169,7 +170,7 @@ async function main(argv: string[]): Promise<void> {
     throw new Error(`--gpu: expected 'cuda', got '${flags.gpu}'`);
   }
   const gpu: LlamaGpu = flags.gpu === "cuda" ? "cuda" : false;
-  const policy = await startDemoPolicy();
+  const policy = await startDemoPolicy({ device: flags["worker-device"] });
   try {
     const gguf = memo(async (type: GgufType) => {
       const path = join(policy.dir, `policy-${type}.gguf`);
