@@ -38,6 +38,10 @@ const USAGE = `usage: deno task controller [options]
           --gateway-cidr CIDR[:PORT]  enables the egress NetworkPolicy
           --allow CIDR[:PORT]  extra egress (repeatable)
           --create-per-second N (default 5)  --ttl-seconds N (default 600)
+          --reporter-key-file FILE  reporter key for verified rollouts (or $REINS_REPORTER_KEY)
+          --runner-image IMAGE  image of the verifier and reporter containers
+          --dry-run --config FILE  print the manifests of one attempt of the rollout in FILE
+                                  (YAML) and exit; needs no cluster, gateway or key
   --quiet                no log lines`;
 
 function rule(text: string, flag: string): EgressRule {
@@ -105,12 +109,22 @@ export async function main(args: string[]): Promise<number> {
       label: { type: "string", multiple: true, default: [] },
       "create-per-second": { type: "string" },
       "ttl-seconds": { type: "string" },
+      "reporter-key-file": { type: "string" },
+      "runner-image": { type: "string" },
+      "dry-run": { type: "boolean", default: false },
+      config: { type: "string" },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", default: false },
     },
   });
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values["dry-run"]) {
+    // Loaded only here, as the k8s backend below.
+    const { dryRunMain } = await import("../lib/controller/k8s_dry_run.ts");
+    console.log(await dryRunMain(values, rule));
     return 0;
   }
   const gatewayUrl = values.gateway ?? Deno.env.get("REINS_GATEWAY_URL");
@@ -156,6 +170,11 @@ export async function main(args: string[]): Promise<number> {
       template,
       createPerSecond: int(values["create-per-second"], "--create-per-second", 5),
       ttlSecondsAfterFinished: int(values["ttl-seconds"], "--ttl-seconds", 600),
+      ...(values["runner-image"] ? { runnerImage: values["runner-image"] } : {}),
+      reporterKey: Deno.env.get("REINS_REPORTER_KEY") ||
+        (values["reporter-key-file"]
+          ? (await Deno.readTextFile(values["reporter-key-file"])).trim()
+          : undefined),
       networkPolicy: values["gateway-cidr"]
         ? {
           gateway: rule(values["gateway-cidr"], "--gateway-cidr"),

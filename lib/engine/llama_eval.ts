@@ -103,7 +103,22 @@ export async function loadGguf(path: string, options: LoadGgufOptions = {}): Pro
   }
 }
 
-/** Options of {@link teacherForcedLogprobs}, validated. */
+/**
+ * Options of {@link teacherForcedLogprobs}, validated.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { TeacherForcedOptionsSchema } from "./llama_eval.ts";
+ * assert.deepEqual(TeacherForcedOptionsSchema.parse({}), {
+ *   temperature: 1,
+ *   kvCacheType: "F32",
+ *   parallel: 4,
+ *   threads: 1,
+ * });
+ * assert.equal(TeacherForcedOptionsSchema.safeParse({ temperature: 0 }).success, false);
+ * ```
+ */
 export const TeacherForcedOptionsSchema = z.object({
   /** Logprobs of softmax(logits / temperature); 1 = the model's own distribution. */
   temperature: z.number().positive().finite().default(1),

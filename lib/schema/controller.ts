@@ -149,6 +149,34 @@ export const JobTemplateSchema = z.object({
 /** A Kubernetes Job template. */
 export type JobTemplate = z.infer<typeof JobTemplateSchema>;
 
+/**
+ * How the Kubernetes backend verifies an attempt (the `options` of a harness spec named `k8s`):
+ * the agent runs first, then a verifier container in the same pod computes the reward on the
+ * tree it left, then a reporter container posts it with the reporter key (see docs/controller.md).
+ */
+export const K8sHarnessSchema = z.strictObject({
+  /**
+   * Absolute path, inside the agent's image, of the task's pristine workspace. It is copied into
+   * the pod's workspace volume (without `.git` for the agent) and the volume is mounted over it
+   * in the agent's container, so the image's copy (history included) is out of its sight.
+   */
+  workspace: z.string().regex(/^\/[^\0]*$/, "must be an absolute path").optional(),
+  /** The reward command, run in the verifier container on the verification tree. */
+  reward: RewardHookSchema,
+  /** Files (relative path → text) mounted only into the verifier and laid into its tree. */
+  files: z.record(relativePath, z.string()).default({}),
+  /** Answer files (relative path → text): a Secret mounted only into the verifier. */
+  answers: z.record(relativePath, z.string()).default({}),
+  /** Before: the agent's copy has no `.git`, and `git` is replaced by a shim that exits 128. */
+  hide_git: z.boolean().default(true),
+  /** Before: directories of the agent's image covered by an empty volume in its container. */
+  hide: z.array(z.string().regex(/^\/.+/, "must be an absolute path")).default([]),
+  /** Refuse to start (fail the rollout) when a requested stage cannot be applied. */
+  strict: z.boolean().default(false),
+});
+/** How the Kubernetes backend verifies an attempt. */
+export type K8sHarness = z.infer<typeof K8sHarnessSchema>;
+
 /** Settings of the controller's reconcile loop. */
 export const ControllerOptionsSchema = z.object({
   /** Stable id of this controller: a restart with the same id re-adopts its attempts. */

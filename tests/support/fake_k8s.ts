@@ -1,24 +1,33 @@
 /**
- * An in-process fake of the Kubernetes API server, with the real JSON shapes, for testing the
- * Kubernetes backend without a cluster. It covers what the backend uses: Jobs (create with 409 on
- * conflict and 422 on invalid specs, get, list with label selectors, watch as chunked JSON lines
- * that a test can drop, delete), Pods of a Job (list, logs) and NetworkPolicies.
+ * An in-process fake of the Kubernetes API server, with the real JSON shapes and the real
+ * server's refusals, for testing the Kubernetes backend without a cluster:
  *
- * Jobs "run" by a script the test sets: when a Job is created, `script(job)` says how it ends
- * (exit code, logs, delay) or that it hangs until its `activeDeadlineSeconds`.
+ * - every object written (Job, Pod, ConfigMap, Secret, NetworkPolicy) is validated against the
+ *   Kubernetes OpenAPI definitions (`k8s_schema.ts`): types, required fields, unknown fields,
+ *   names, label values, volume mounts — a 422 `Invalid` naming the field, as the server says;
+ * - a Job's `spec.template` (and `spec.selector`) are immutable: a PUT or PATCH changing them is
+ *   a 422 `field is immutable`;
+ * - list and watch honour label selectors, equality- and set-based (`in`, `notin`, `!key`); a
+ *   malformed selector is a 400;
+ * - RBAC: each request needs the verb on the resource that the Role in `deploy/k8s/rbac.yaml`
+ *   grants (403 `Forbidden` otherwise); `accessLog` lists what was asked;
+ * - a Job creates its Pod, which the fake kubelet (`fake_kubelet.ts`) runs: init containers in
+ *   order, then the containers; the Job reads `Complete` or `Failed` (`BackoffLimitExceeded`,
+ *   `DeadlineExceeded` at `activeDeadlineSeconds`) from its Pod, as the Job controller does.
+ *   Secrets store `stringData` as base64 `data`.
  *
  * @module
  */
 import { KubeConfig } from "@kubernetes/client-node";
+import { type Access, accessOf, allowed, loadRole, type PolicyRule } from "./fake_rbac.ts";
+import { type JobScript, type KubeletHost, PodRun } from "./fake_kubelet.ts";
+import { schemaErrors } from "../../lib/controller/k8s_schema.ts";
+
+export type { JobScript } from "./fake_kubelet.ts";
 
 /** A Kubernetes object as JSON. */
 // deno-lint-ignore no-explicit-any
 export type K8sObject = Record<string, any>;
-
-/** How a fake Job ends. */
-export type JobScript =
-  | { exit_code: number; logs?: string; delay_ms?: number }
-  | { hang: true; logs?: string };
 
 interface WatchEvent {
   rv: number;
@@ -26,21 +35,35 @@ interface WatchEvent {
   object: K8sObject;
 }
 
-/** Parses an equality-based label selector (`a=b,c!=d,e`). */
-function matches(labels: Record<string, string> | undefined, selector: string | null): boolean {
-  if (!selector) return true;
-  for (const term of selector.split(",").map((t) => t.trim()).filter(Boolean)) {
-    const neq = term.match(/^([^!=]+)!=(.*)$/);
-    const eq = term.match(/^([^!=]+)==?(.*)$/);
-    if (neq) {
-      if (labels?.[neq[1]] === neq[2]) return false;
-    } else if (eq) {
-      if (labels?.[eq[1]] !== eq[2]) return false;
-    } else if (!(labels && term in labels)) {
-      return false;
+/** The Role the fake enforces by default: the one shipped in `deploy/`. */
+export const RBAC_FILE = new URL("../../deploy/k8s/rbac.yaml", import.meta.url).pathname;
+
+class SelectorError extends Error {}
+
+/** Parses a label selector (`a=b,c!=d,e,!f,g in (x,y),h notin (z)`) into a predicate. */
+export function selectorMatcher(
+  selector: string | null,
+): (labels: Record<string, string> | undefined) => boolean {
+  if (!selector) return () => true;
+  const terms = selector.match(/[^,(]+(\([^)]*\))?/g)?.map((t) => t.trim()).filter(Boolean) ?? [];
+  const tests = terms.map((term) => {
+    let m = term.match(/^([A-Za-z0-9./_-]+)\s+(in|notin)\s+\(([^)]*)\)$/);
+    if (m) {
+      const [, key, op, list] = m;
+      const values = list.split(",").map((v) => v.trim());
+      return (l: Record<string, string>) =>
+        op === "in" ? key in l && values.includes(l[key]) : !(key in l && values.includes(l[key]));
     }
-  }
-  return true;
+    m = term.match(/^([A-Za-z0-9./_-]+)\s*(==|=|!=)\s*([A-Za-z0-9._-]*)$/);
+    if (m) {
+      const [, key, op, value] = m;
+      return (l: Record<string, string>) => op === "!=" ? l[key] !== value : l[key] === value;
+    }
+    m = term.match(/^(!?)([A-Za-z0-9./_-]+)$/);
+    if (m) return (l: Record<string, string>) => (m![2] in l) !== (m![1] === "!");
+    throw new SelectorError(`unable to parse requirement: "${term}"`);
+  });
+  return (labels) => tests.every((t) => t(labels ?? {}));
 }
 
 function status(code: number, reason: string, message: string): Response {
@@ -55,6 +78,18 @@ function status(code: number, reason: string, message: string): Response {
   }, { status: code });
 }
 
+const KIND_OF: Record<string, { kind: string; apiVersion: string; group: string }> = {
+  jobs: { kind: "Job", apiVersion: "batch/v1", group: "batch" },
+  pods: { kind: "Pod", apiVersion: "v1", group: "" },
+  configmaps: { kind: "ConfigMap", apiVersion: "v1", group: "" },
+  secrets: { kind: "Secret", apiVersion: "v1", group: "" },
+  networkpolicies: {
+    kind: "NetworkPolicy",
+    apiVersion: "networking.k8s.io/v1",
+    group: "networking.k8s.io",
+  },
+};
+
 /**
  * The fake API server.
  *
@@ -67,16 +102,29 @@ function status(code: number, reason: string, message: string): Response {
  * ```
  */
 export class FakeK8s {
-  /** How each created Job ends (default: succeeds at once). */
+  /** How each Job's agent ends in `script` mode (default: succeeds at once). */
   script: (job: K8sObject) => JobScript = () => ({ exit_code: 0 });
+  /** `script` (the default) or `exec` (containers really run; see `fake_kubelet.ts`). */
+  mode: "script" | "exec" = "script";
   /** When true, Job status changes are applied without a watch event (a missed event). */
   silent = false;
+  /** Images the fake kubelet cannot pull (their containers wait in `ErrImagePull`). */
+  readonly unpullable = new Set<string>();
+  /** `exec` mode: host paths every container sees read-only (what its image would hold). */
+  readonly imagePaths: string[] = [];
+  /** The Role's rules every request is checked against (null: everything is allowed). */
+  role: PolicyRule[] | null = loadRole(RBAC_FILE);
   readonly jobs = new Map<string, K8sObject>();
   readonly pods = new Map<string, K8sObject>();
   readonly networkPolicies = new Map<string, K8sObject>();
-  readonly logs = new Map<string, string>();
+  readonly configMaps = new Map<string, K8sObject>();
+  readonly secrets = new Map<string, K8sObject>();
   /** Every request, as `METHOD path?query` (for assertions on what the client did). */
   readonly requests: string[] = [];
+  /** The access each request needed, and whether RBAC granted it. */
+  readonly accessLog: Array<Access & { allowed: boolean }> = [];
+  /** The running pods (the kubelet's), by `namespace/name`. */
+  readonly runs = new Map<string, PodRun>();
   #rv = 100;
   #history: WatchEvent[] = [];
   #watchers = new Set<
@@ -120,9 +168,15 @@ export class FakeK8s {
     return this.#watchers.size;
   }
 
+  /** The logs of a pod's container (what `kubectl logs -c` prints). */
+  podLog(key: string, container: string): string {
+    return this.runs.get(key)?.logs.get(container) ?? "";
+  }
+
   async close(): Promise<void> {
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
+    for (const run of this.runs.values()) run.stop();
     this.dropWatches();
     await this.#server.shutdown();
   }
@@ -132,7 +186,7 @@ export class FakeK8s {
     this.#history.push(event);
     if (this.silent && type === "MODIFIED") return;
     for (const watcher of this.#watchers) {
-      if (matches(object.metadata?.labels, watcher.selector)) watcher.send(event);
+      if (selectorMatcher(watcher.selector)(object.metadata?.labels)) watcher.send(event);
     }
   }
 
@@ -144,117 +198,174 @@ export class FakeK8s {
     this.#timers.add(timer);
   }
 
-  #finish(key: string, exitCode: number | null, reason: string | null): void {
-    const job = this.jobs.get(key);
-    if (!job || job.status?.completionTime || job.status?.conditions) return;
-    const now = new Date().toISOString();
-    const pod = [...this.pods.values()].find((p) =>
-      p.metadata.labels["job-name"] === job.metadata.name
-    );
-    if (pod) {
-      pod.status = {
-        phase: exitCode === 0 ? "Succeeded" : "Failed",
-        containerStatuses: exitCode === null ? [] : [{
-          name: pod.spec.containers[0].name,
-          state: { terminated: { exitCode, reason: exitCode === 0 ? "Completed" : "Error" } },
-        }],
-      };
-    }
+  #bump(object: K8sObject): void {
     this.#rv++;
-    job.metadata.resourceVersion = String(this.#rv);
-    if (exitCode === 0) {
+    object.metadata.resourceVersion = String(this.#rv);
+  }
+
+  /** The Job controller's verdict once its (single, backoffLimit 0) pod ended. */
+  #finishJob(key: string, phase: "Succeeded" | "Failed" | "DeadlineExceeded"): void {
+    const job = this.jobs.get(key);
+    if (!job || job.status?.conditions?.length) return;
+    const now = new Date().toISOString();
+    const condition = (type: string, reason: string, message: string) => ({
+      type,
+      status: "True",
+      reason,
+      message,
+      lastProbeTime: now,
+      lastTransitionTime: now,
+    });
+    if (phase === "Succeeded") {
       job.status = {
-        succeeded: 1,
+        ...job.status,
         active: 0,
+        ready: 0,
+        succeeded: 1,
         completionTime: now,
-        conditions: [{ type: "Complete", status: "True", lastTransitionTime: now }],
+        conditions: [
+          condition(
+            "SuccessCriteriaMet",
+            "CompletionsReached",
+            "Reached expected number of succeeded pods",
+          ),
+          condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
+        ],
       };
     } else {
+      const reason = phase === "DeadlineExceeded" ? "DeadlineExceeded" : "BackoffLimitExceeded";
+      const message = phase === "DeadlineExceeded"
+        ? "Job was active longer than specified deadline"
+        : "Job has reached the specified backoff limit";
       job.status = {
-        failed: 1,
+        ...job.status,
         active: 0,
-        conditions: [{
-          type: "Failed",
-          status: "True",
-          reason: reason ?? "BackoffLimitExceeded",
-          message: reason === "DeadlineExceeded"
-            ? "Job was active longer than specified deadline"
-            : "Job has reached the specified backoff limit",
-          lastTransitionTime: now,
-        }],
+        ready: 0,
+        failed: 1,
+        conditions: [
+          condition("FailureTarget", reason, message),
+          condition("Failed", reason, message),
+        ],
       };
     }
+    this.#bump(job);
     this.#emit("MODIFIED", job);
   }
 
+  #host(): KubeletHost {
+    return {
+      object: (kind, ns, name) =>
+        (kind === "Secret" ? this.secrets : this.configMaps).get(`${ns}/${name}`),
+      changed: () => {},
+      unpullable: this.unpullable,
+      mode: this.mode,
+      script: this.script,
+      imagePaths: this.imagePaths,
+    };
+  }
+
+  #startPod(ns: string, pod: K8sObject, job: K8sObject | null): void {
+    const key = `${ns}/${pod.metadata.name}`;
+    this.pods.set(key, pod);
+    const run = new PodRun(pod, job, this.#host());
+    this.runs.set(key, run);
+    run.run().then((phase) => {
+      if (!job || phase === null) return;
+      this.#finishJob(`${ns}/${job.metadata.name}`, phase);
+    }, (error) => {
+      console.error(`fake kubelet: pod ${key}: ${error}`);
+      pod.status.phase = "Failed";
+      if (job) this.#finishJob(`${ns}/${job.metadata.name}`, "Failed");
+    });
+  }
+
   #createJob(ns: string, body: K8sObject): Response {
-    const name = body?.metadata?.name;
-    if (!name) return status(422, "Invalid", "Job.batch is invalid: metadata.name: Required value");
-    const containers = body?.spec?.template?.spec?.containers;
-    if (!Array.isArray(containers) || containers.length === 0) {
-      return status(
-        422,
-        "Invalid",
-        `Job.batch "${name}" is invalid: spec.template.spec.containers: Required value`,
-      );
-    }
-    for (const [i, c] of containers.entries()) {
-      if (!c?.image) {
-        return status(
-          422,
-          "Invalid",
-          `Job.batch "${name}" is invalid: spec.template.spec.containers[${i}].image: Required value`,
-        );
-      }
-    }
+    const name = body.metadata.name;
     const key = `${ns}/${name}`;
     if (this.jobs.has(key)) {
       return status(409, "AlreadyExists", `jobs.batch "${name}" already exists`);
     }
     this.#rv++;
     const uid = crypto.randomUUID();
+    const now = new Date().toISOString();
     const job: K8sObject = {
-      apiVersion: "batch/v1",
-      kind: "Job",
       ...structuredClone(body),
       metadata: {
         ...structuredClone(body.metadata),
         namespace: ns,
         uid,
         resourceVersion: String(this.#rv),
-        creationTimestamp: new Date().toISOString(),
+        creationTimestamp: now,
+        generation: 1,
       },
-      status: { active: 1 },
+      status: { active: 1, ready: 0, startTime: now },
+    };
+    // The API server defaults the selector and the pod labels the Job controller matches on.
+    const jobLabels = {
+      "batch.kubernetes.io/controller-uid": uid,
+      "batch.kubernetes.io/job-name": name,
+    };
+    job.spec.selector = { matchLabels: { "batch.kubernetes.io/controller-uid": uid } };
+    job.spec.template.metadata = {
+      ...(job.spec.template.metadata ?? {}),
+      labels: { ...(job.spec.template.metadata?.labels ?? {}), ...jobLabels, "job-name": name },
     };
     this.jobs.set(key, job);
-    const podName = `${name}-${uid.slice(0, 5)}`;
-    this.pods.set(`${ns}/${podName}`, {
+    this.#emit("ADDED", job);
+    const pod: K8sObject = {
       apiVersion: "v1",
       kind: "Pod",
       metadata: {
-        name: podName,
+        name: `${name}-${uid.slice(0, 5)}`,
         namespace: ns,
-        labels: { ...(job.spec.template.metadata?.labels ?? {}), "job-name": name },
+        uid: crypto.randomUUID(),
+        labels: structuredClone(job.spec.template.metadata.labels),
+        ownerReferences: [{ apiVersion: "batch/v1", kind: "Job", name, uid, controller: true }],
       },
       spec: structuredClone(job.spec.template.spec),
-      status: { phase: "Running" },
-    });
-    this.#emit("ADDED", job);
-    const script = this.script(job);
-    this.logs.set(`${ns}/${podName}`, script.logs ?? "");
-    if ("hang" in script) {
-      const deadline = job.spec.activeDeadlineSeconds;
-      if (typeof deadline === "number") {
-        this.#later(deadline * 1000, () => this.#finish(key, null, "DeadlineExceeded"));
-      }
-    } else {
-      this.#later(script.delay_ms ?? 0, () => this.#finish(key, script.exit_code, null));
+      status: { phase: "Pending" },
+    };
+    this.#startPod(ns, pod, job);
+    const deadline = job.spec.activeDeadlineSeconds;
+    if (typeof deadline === "number") {
+      this.#later(deadline * 1000, () => {
+        const current = this.jobs.get(key);
+        if (!current || current.status?.conditions?.length) return;
+        this.runs.get(`${ns}/${pod.metadata.name}`)?.stop();
+        pod.status.phase = "Failed";
+        pod.status.reason = "DeadlineExceeded";
+        this.#finishJob(key, "DeadlineExceeded");
+      });
     }
     return Response.json(job, { status: 201 });
   }
 
+  /** PUT/PATCH of a Job: the template and selector cannot change (422, as the real server). */
+  #updateJob(key: string, job: K8sObject, body: K8sObject, patch: boolean): Response {
+    const next = patch ? mergePatch(structuredClone(job), body) : body;
+    for (const field of ["template", "selector"]) {
+      const before = JSON.stringify(job.spec?.[field] ?? null);
+      const after = JSON.stringify(next.spec?.[field] ?? (patch ? job.spec?.[field] : null));
+      if (before !== after) {
+        return status(
+          422,
+          "Invalid",
+          `Job.batch "${job.metadata.name}" is invalid: spec.${field}: Invalid value: ` +
+            `core.PodTemplateSpec{…}: field is immutable`,
+        );
+      }
+    }
+    next.status = job.status;
+    next.metadata = { ...job.metadata, ...next.metadata, uid: job.metadata.uid };
+    this.#bump(next);
+    this.jobs.set(key, next);
+    this.#emit("MODIFIED", next);
+    return Response.json(next);
+  }
+
   #watch(selector: string | null, rv: string | null, objects: K8sObject[]): Response {
     const encoder = new TextEncoder();
+    const match = selectorMatcher(selector);
     let watcher: { selector: string | null; send: (e: WatchEvent) => void; end: () => void };
     const body = new ReadableStream<Uint8Array>({
       start: (controller) => {
@@ -265,9 +376,7 @@ export class FakeK8s {
         };
         if (rv) {
           for (const e of this.#history) {
-            if (e.rv > Number(rv) && matches(e.object.metadata?.labels, selector)) {
-              write(e.type, e.object);
-            }
+            if (e.rv > Number(rv) && match(e.object.metadata?.labels)) write(e.type, e.object);
           }
         } else {
           for (const object of objects) write("ADDED", object);
@@ -292,97 +401,191 @@ export class FakeK8s {
     });
   }
 
+  #store(plural: string): Map<string, K8sObject> {
+    return plural === "jobs"
+      ? this.jobs
+      : plural === "pods"
+      ? this.pods
+      : plural === "configmaps"
+      ? this.configMaps
+      : plural === "secrets"
+      ? this.secrets
+      : this.networkPolicies;
+  }
+
+  /** Validates a written object as the API server does; a Response when it is refused. */
+  #admit(ns: string, plural: string, body: K8sObject): Response | null {
+    const { kind, apiVersion } = KIND_OF[plural];
+    if (body?.kind !== kind || body?.apiVersion !== apiVersion) {
+      return status(
+        400,
+        "BadRequest",
+        `the body is a ${body?.apiVersion}/${body?.kind}, not a ${apiVersion}/${kind}`,
+      );
+    }
+    if (body.metadata?.namespace && body.metadata.namespace !== ns) {
+      return status(
+        400,
+        "BadRequest",
+        "the namespace of the provided object does not match the namespace sent on the request",
+      );
+    }
+    const errors = schemaErrors(body);
+    if (errors.length) {
+      return status(
+        422,
+        "Invalid",
+        `${kind} "${body.metadata?.name ?? ""}" is invalid: ${errors.join(", ")}`,
+      );
+    }
+    if (kind === "Secret" && body.stringData) {
+      body.data = { ...(body.data ?? {}) };
+      for (const [k, v] of Object.entries(body.stringData as Record<string, string>)) {
+        body.data[k] = btoa(v);
+      }
+      delete body.stringData;
+    }
+    return null;
+  }
+
   async #handle(req: Request): Promise<Response> {
     const url = new URL(req.url);
     this.requests.push(`${req.method} ${url.pathname}${url.search}`);
-    const selector = url.searchParams.get("labelSelector");
-    let m = url.pathname.match(/^\/apis\/batch\/v1\/namespaces\/([^/]+)\/jobs(?:\/([^/]+))?$/);
-    if (m) {
-      const [, ns, name] = m;
-      if (!name && req.method === "POST") return this.#createJob(ns, await req.json());
-      if (!name && req.method === "GET") {
-        const items = [...this.jobs.values()].filter((j) =>
-          j.metadata.namespace === ns && matches(j.metadata.labels, selector)
-        );
-        if (url.searchParams.get("watch") === "true") {
-          return this.#watch(selector, url.searchParams.get("resourceVersion"), items);
-        }
-        return Response.json({
-          kind: "JobList",
-          apiVersion: "batch/v1",
-          metadata: { resourceVersion: String(this.#rv) },
-          items,
-        });
+    const access = accessOf(req.method, url);
+    if (!access) {
+      await req.body?.cancel();
+      return status(404, "NotFound", `the server could not find ${url.pathname}`);
+    }
+    const granted = this.role === null || allowed(this.role, access);
+    this.accessLog.push({ ...access, allowed: granted });
+    if (!granted) {
+      await req.body?.cancel();
+      const group = access.group ? `${access.resource}.${access.group}` : access.resource;
+      return status(
+        403,
+        "Forbidden",
+        `${group}${access.name ? ` "${access.name}"` : ""} is forbidden: User ` +
+          `"system:serviceaccount:reins:reins-controller" cannot ${access.verb} resource ` +
+          `"${access.resource}" in API group "${access.group}" in the namespace "${access.namespace}"`,
+      );
+    }
+    let match: (labels: Record<string, string> | undefined) => boolean;
+    try {
+      match = selectorMatcher(url.searchParams.get("labelSelector"));
+    } catch (error) {
+      return status(400, "BadRequest", (error as Error).message);
+    }
+    const plural = access.resource.split("/")[0];
+    if (!(plural in KIND_OF)) return status(404, "NotFound", `no resource ${plural}`);
+    const { kind, apiVersion } = KIND_OF[plural];
+    const store = this.#store(plural);
+    const ns = access.namespace;
+    const name = access.name;
+    const body = ["POST", "PUT", "PATCH"].includes(req.method) ? await req.json() : null;
+    if (!name && req.method === "POST") {
+      const refused = this.#admit(ns, plural, body);
+      if (refused) return refused;
+      if (plural === "jobs") return this.#createJob(ns, body);
+      const key = `${ns}/${body.metadata.name}`;
+      if (store.has(key)) {
+        return status(409, "AlreadyExists", `${plural} "${body.metadata.name}" already exists`);
       }
-      const key = `${ns}/${name}`;
-      const job = this.jobs.get(key);
-      if (!job) return status(404, "NotFound", `jobs.batch "${name}" not found`);
-      if (req.method === "GET") return Response.json(job);
-      if (req.method === "DELETE") {
-        await req.body?.cancel();
-        this.jobs.delete(key);
+      const object = {
+        ...body,
+        metadata: { ...body.metadata, namespace: ns, uid: crypto.randomUUID() },
+      };
+      this.#bump(object);
+      if (plural === "pods") this.#startPod(ns, object, null);
+      else store.set(key, object);
+      return Response.json(object, { status: 201 });
+    }
+    if (!name && req.method === "GET") {
+      const items = [...store.values()].filter((o) =>
+        o.metadata.namespace === ns && match(o.metadata.labels)
+      );
+      if (url.searchParams.get("watch") === "true") {
+        return this.#watch(
+          url.searchParams.get("labelSelector"),
+          url.searchParams.get("resourceVersion"),
+          items,
+        );
+      }
+      return Response.json({
+        kind: `${kind}List`,
+        apiVersion,
+        metadata: { resourceVersion: String(this.#rv) },
+        items,
+      });
+    }
+    const key = `${ns}/${name}`;
+    const object = store.get(key);
+    if (!object) return status(404, "NotFound", `${plural} "${name}" not found`);
+    if (access.resource === "pods/log") {
+      const containers = object.spec.containers.map((c: K8sObject) => c.name);
+      const container = url.searchParams.get("container") ??
+        (containers.length === 1 ? containers[0] : null);
+      if (!container) {
+        return status(
+          400,
+          "BadRequest",
+          `a container name must be specified for pod ${name}, choose one of: [${
+            containers.join(" ")
+          }]`,
+        );
+      }
+      return new Response(this.podLog(key, container), {
+        headers: { "content-type": "text/plain" },
+      });
+    }
+    if (req.method === "GET") return Response.json(object);
+    if (req.method === "PUT" || req.method === "PATCH") {
+      if (plural === "jobs") return this.#updateJob(key, object, body, req.method === "PATCH");
+      const next = req.method === "PATCH" ? mergePatch(structuredClone(object), body) : body;
+      const refused = this.#admit(ns, plural, next);
+      if (refused) return refused;
+      next.metadata = { ...next.metadata, namespace: ns, uid: object.metadata.uid };
+      this.#bump(next);
+      store.set(key, next);
+      return Response.json(next);
+    }
+    if (req.method === "DELETE") {
+      await req.body?.cancel();
+      store.delete(key);
+      if (plural === "pods") this.runs.get(key)?.stop();
+      if (plural === "jobs") {
         for (const [podKey, pod] of this.pods) {
-          if (pod.metadata.namespace === ns && pod.metadata.labels["job-name"] === name) {
+          if (pod.metadata.namespace === ns && pod.metadata.labels?.["job-name"] === name) {
+            this.runs.get(podKey)?.stop();
             this.pods.delete(podKey);
+          }
+        }
+        // The garbage collector: what the Job owns goes with it.
+        for (const owned of [this.configMaps, this.secrets]) {
+          for (const [k, o] of owned) {
+            if (o.metadata.ownerReferences?.some((r: K8sObject) => r.uid === object.metadata.uid)) {
+              owned.delete(k);
+            }
           }
         }
         this.#rv++;
         this.#emit("DELETED", {
-          ...job,
-          metadata: { ...job.metadata, resourceVersion: String(this.#rv) },
-        });
-        return Response.json({ kind: "Status", apiVersion: "v1", status: "Success", metadata: {} });
-      }
-    }
-    m = url.pathname.match(/^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+)(\/log)?)?$/);
-    if (m && req.method === "GET") {
-      const [, ns, name, log] = m;
-      if (!name) {
-        const items = [...this.pods.values()].filter((p) =>
-          p.metadata.namespace === ns && matches(p.metadata.labels, selector)
-        );
-        return Response.json({
-          kind: "PodList",
-          apiVersion: "v1",
-          metadata: { resourceVersion: String(this.#rv) },
-          items,
+          ...object,
+          metadata: { ...object.metadata, resourceVersion: String(this.#rv) },
         });
       }
-      const pod = this.pods.get(`${ns}/${name}`);
-      if (!pod) return status(404, "NotFound", `pods "${name}" not found`);
-      if (log) {
-        return new Response(this.logs.get(`${ns}/${name}`) ?? "", {
-          headers: { "content-type": "text/plain" },
-        });
-      }
-      return Response.json(pod);
+      return Response.json({ kind: "Status", apiVersion: "v1", status: "Success", metadata: {} });
     }
-    m = url.pathname.match(
-      /^\/apis\/networking\.k8s\.io\/v1\/namespaces\/([^/]+)\/networkpolicies(?:\/([^/]+))?$/,
-    );
-    if (m) {
-      const [, ns, name] = m;
-      if (!name && req.method === "POST") {
-        const body = await req.json();
-        const key = `${ns}/${body.metadata.name}`;
-        if (this.networkPolicies.has(key)) {
-          return status(409, "AlreadyExists", `networkpolicies "${body.metadata.name}" exists`);
-        }
-        const policy = { apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", ...body };
-        this.networkPolicies.set(key, policy);
-        return Response.json(policy, { status: 201 });
-      }
-      if (name && req.method === "PUT") {
-        const body = await req.json();
-        this.networkPolicies.set(`${ns}/${name}`, body);
-        return Response.json(body);
-      }
-      if (name && req.method === "GET") {
-        const policy = this.networkPolicies.get(`${ns}/${name}`);
-        return policy ? Response.json(policy) : status(404, "NotFound", `${name} not found`);
-      }
-    }
-    await req.body?.cancel();
-    return status(404, "NotFound", `the server could not find ${url.pathname}`);
+    return status(405, "MethodNotAllowed", `${req.method} is not supported`);
   }
+}
+
+/** RFC 7386 JSON merge patch (what `kubectl patch --type merge` sends). */
+function mergePatch(target: K8sObject, patch: K8sObject): K8sObject {
+  for (const [k, v] of Object.entries(patch ?? {})) {
+    if (v === null) delete target[k];
+    else if (typeof v === "object" && !Array.isArray(v) && typeof target[k] === "object") {
+      target[k] = mergePatch(target[k] ?? {}, v);
+    } else target[k] = v;
+  }
+  return target;
 }

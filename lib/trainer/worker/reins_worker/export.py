@@ -75,7 +75,7 @@ def run(argv: List[str]) -> Dict[str, Any]:
     p.add_argument("--gguf")
     p.add_argument("--type", default="f16", choices=sorted(gguf_export.FILE_TYPES))
     p.add_argument("--hf")
-    p.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--tokenizer")
     p.add_argument("--name", default="reins-policy")
     p.add_argument("--max-shard-bytes", type=int)

@@ -184,3 +184,43 @@ class ExportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ExportCliTest(unittest.TestCase):
+    """`python3 -m reins_worker.export` on a worker checkpoint (POST /save's format)."""
+
+    def test_a_worker_checkpoint_exports_to_both_formats_losslessly(self) -> None:
+        from reins_worker import hf_layout
+        from reins_worker.engine import Engine
+        from reins_worker.export import ExportError, run
+        from reins_worker.validate import parse_init
+
+        engine = Engine()
+        engine.init(parse_init({"model": {"kind": "builtin", "config": CONFIG.to_dict()}}))
+        with tempfile.TemporaryDirectory() as d:
+            checkpoint = os.path.join(d, "policy.pt")
+            engine.save(checkpoint)
+            hf_dir, gguf = os.path.join(d, "hf"), os.path.join(d, "p.gguf")
+            out = run(["--checkpoint", checkpoint, "--hf", hf_dir, "--gguf", gguf,
+                       "--type", "f32", "--tokenizer", CHAR_TOKENIZER])  # fmt: skip
+            self.assertEqual(out["hf"]["dtype"], "float32")
+            self.assertIn("tokenizer.json", out["hf"]["files"])
+            assert engine.model is not None
+            state = engine.model.state_dict()
+            back, _ = hf_layout.load_hf_dir(hf_dir)
+            for name, t in back.state_dict().items():
+                self.assertTrue(torch.equal(t, state[name]), name)
+            g = G.GGUFFile(gguf)
+            k_proj = state["layers.1.attn.k_proj.weight"]
+            self.assertTrue(torch.equal(g.tensor("blk.1.attn_k.weight"), k_proj))
+            # An HF directory carries its tokenizer: no --tokenizer needed.
+            run(["--checkpoint", hf_dir, "--gguf", gguf, "--type", "q8_0"])
+            self.assertEqual(G.GGUFFile(gguf).metadata["general.file_type"], 7)
+            with self.assertRaisesRegex(ExportError, "^--tokenizer: GGUF needs"):
+                run(["--checkpoint", checkpoint, "--gguf", gguf])
+            with self.assertRaisesRegex(ExportError, "^--gguf: give --gguf"):
+                run(["--checkpoint", checkpoint])
+            with open(os.path.join(d, "junk.pt"), "wb") as f:
+                f.write(b"not a torch archive")
+            with self.assertRaisesRegex(ExportError, "^--checkpoint: cannot read"):
+                run(["--checkpoint", os.path.join(d, "junk.pt"), "--hf", hf_dir])
