@@ -24,19 +24,16 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { meanCi } from "./ci.ts";
+import { meanCi } from "../lib/util/stats.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
-import { gridEffects, readEvaluationVariances } from "./grid_effects.ts";
+import { gridEffects, readEvaluationVariances, readStartRewards } from "./grid_effects.ts";
 import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { CELL_SETTINGS, startLoopCells } from "./loop_cell.ts";
 import { readStudy, studyDir } from "./mechanism.ts";
-import {
-  codeFingerprint,
-  type CodeSpecInput,
-  StaleResultsError,
-  verifyProvenance,
-} from "./provenance.ts";
+import { codeFingerprint, type CodeSpecInput, StaleResultsError } from "./provenance.ts";
 import { DEFAULT_RESULTS_DIR, readGridResults } from "./results.ts";
+import { LOOP_CELL_CANARY, recordCanary } from "./canary.ts";
+import { resultStatus } from "./results_status.ts";
 import { runGrid } from "./runner.ts";
 import { orderingVerdict, summarise } from "./stats.ts";
 
@@ -48,6 +45,7 @@ import { orderingVerdict, summarise } from "./stats.ts";
 export const ABLATION_CODE: CodeSpecInput = {
   entries: ["experiments/loop_cell.ts", "experiments/runner.ts", "lib/harness/builtin/main.ts"],
   extra: ["lib/trainer/worker/reins_worker/*.py"],
+  data: ["data/tokenizers/char/*.json"],
 };
 
 /** Seeds per setting of the pilot. */
@@ -104,10 +102,11 @@ export function cellLine(setting: string, mean: number, ci95: number): string {
 }
 
 /**
- * Checks that results in `dir` may size a grid: null when this checkout's code produced them,
- * else the difference, said in words. A plan is a forecast: results of other code still
- * estimate the noise and the cost, so planning uses them with the difference stated (plots
- * refuse them). Throws {@link StaleResultsError} when nothing says which code produced them.
+ * Checks that results in `dir` may size a grid: null when they are current or confirmed by
+ * their canary (`results_status.ts`), else why not, said in words. A plan is a forecast:
+ * results of other code still estimate the noise and the cost, so planning uses them with the
+ * difference stated (plots mark them stale). Throws {@link StaleResultsError} when nothing says
+ * which code produced them.
  *
  * @example
  * ```ts ignore
@@ -115,13 +114,9 @@ export function cellLine(setting: string, mean: number, ci95: number): string {
  * ```
  */
 export async function planningProvenance(dir: string): Promise<string | null> {
-  try {
-    await verifyProvenance(dir);
-    return null;
-  } catch (error) {
-    if (!(error instanceof StaleResultsError) || error.diff === null) throw error;
-    return error.message;
-  }
+  const status = await resultStatus(dir);
+  if (!status.provenance) throw new StaleResultsError(dir, status.reason, null);
+  return status.state === "stale" ? status.reason : null;
 }
 
 /**
@@ -203,9 +198,13 @@ async function main(): Promise<void> {
       command,
       ...(limit !== undefined ? { limit } : {}),
     });
+    // The canary is recorded on the code that ran the cells (runGrid checked it did not move).
+    await recordCanary(`${values.results}/${grid.name}`, LOOP_CELL_CANARY);
   } else {
     console.log(`[grid] ${grid.name}: every cell already done; reading the stored results`);
-    await verifyProvenance(`${values.results}/${grid.name}`);
+    const status = await resultStatus(`${values.results}/${grid.name}`);
+    console.log(`[grid] ${grid.name}: ${status.state} — ${status.reason}`);
+    if (status.canary_failed) throw new StaleResultsError(status.dir, status.reason, status.diff);
   }
   const results = await readGridResults(values.results, grid.name);
   const summaries = summarise(results);
@@ -221,6 +220,7 @@ async function main(): Promise<void> {
       results,
       PLAN_REFERENCE,
       await readEvaluationVariances(values.results, grid.name, results),
+      await readStartRewards(values.results, grid.name) ?? undefined,
     );
     for (const s of effects.settings) {
       if (!s.diff) continue;
@@ -229,6 +229,13 @@ async function main(): Promise<void> {
         `effect ${s.setting} − ${PLAN_REFERENCE}: ${sign}${s.diff.mean.toFixed(3)} ± ${
           s.diff.ci95.toFixed(3)
         } (95%; ± ${s.diff.ci_family.toFixed(3)} family-wise: ${s.verdict})`,
+      );
+    }
+    for (const c of effects.contrasts) {
+      console.log(
+        `factor ${c.name}: ${c.mean >= 0 ? "+" : ""}${c.mean.toFixed(3)} ± ${
+          c.ci95.toFixed(3)
+        } (${c.verdict})`,
       );
     }
     console.log(effects.power_line);

@@ -7,7 +7,9 @@
  * | quantity | how it is computed |
  * | -------- | ------------------ |
  * | final (per setting) | mean ± t-CI over the setting's cells of the final evaluation reward |
- * | gain (per setting) | mean ± t-CI over its cells of final − start evaluation reward (paired: common random numbers) |
+ * | gain (per setting) | mean ± t-CI over its cells of final − start evaluation reward (paired: common random numbers); this CI takes the one shared before-RL evaluation as exact |
+ * | gain with the start's noise | the same mean; SE² = var(gains)/cells + var(start rewards)/rollouts (the shared start evaluation is a finite sample too), Welch–Satterthwaite df |
+ * | contrast per factor | Welch's t-CI of two settings' finals that differ in one factor: the advantage level (`rollout/seq_mean_token_mean` − `sample/seq_mean_token_mean`) and the normalization among rollout-level settings |
  * | difference to the reference | Welch's t-CI of the two settings' finals (cells are independent runs): the 95% CI, and the family-wise one (Bonferroni over the comparisons with the reference: level 1 − 0.05/comparisons) |
  * | verdict | `higher` / `lower` when the family-wise CI of the difference excludes 0, else `tie` (the level the power calculation uses) |
  * | σ | pooled within-setting SD of the final evaluation reward (df = cells − settings) |
@@ -17,12 +19,11 @@
  * @module
  */
 import tQuantile from "@stdlib/stats-base-dists-t-quantile";
-import type { MeanCi } from "./ci.ts";
-import { meanCi } from "./ci.ts";
+import { type MeanCi, meanCi, welchDiff } from "../lib/util/stats.ts";
 import { pooledSd } from "./grid_plan.ts";
 import { detectableEffect } from "./power.ts";
 import { cellDir, type CellResult } from "./results.ts";
-import { summarise, welchDiff } from "./stats.ts";
+import { summarise } from "./stats.ts";
 
 /** One setting's results in the grid. */
 export interface SettingEffect {
@@ -30,6 +31,11 @@ export interface SettingEffect {
   seeds: number;
   final: MeanCi;
   gain: MeanCi;
+  /**
+   * 95% CI half-width of the gain counting the shared start evaluation's sampling noise (null
+   * without the start evaluation's rewards).
+   */
+  gain_with_start_ci95: number | null;
   /**
    * Difference of the finals to the reference (null for the reference itself): 95% CI
    * half-width, and the family-wise one (Bonferroni over the comparisons).
@@ -53,8 +59,68 @@ export interface GridEffects {
   evaluation_share: number | null;
   /** The power sentence (σ, the detectable difference, the evaluation's share). */
   power_line: string;
+  /** Per-factor contrasts present in the grid (see {@link FACTOR_CONTRASTS}). */
+  contrasts: FactorContrast[];
   /** One sentence per setting, then {@link GridEffects.power_line}. */
   lines: string[];
+}
+
+/** A contrast of two settings that differ in one factor. */
+export interface FactorContrast {
+  name: string;
+  /** What the factor is, in words. */
+  label: string;
+  higher: string;
+  lower: string;
+  mean: number;
+  ci95: number;
+  verdict: "higher" | "lower" | "tie";
+}
+
+/** The grid's one-factor contrasts: `[name, label, setting, minus setting]`. */
+export const FACTOR_CONTRASTS: readonly (readonly [string, string, string, string])[] = [
+  [
+    "advantage_level",
+    "advantage level (rollout vs sample, both seq_mean_token_mean)",
+    "rollout/seq_mean_token_mean",
+    "sample/seq_mean_token_mean",
+  ],
+  [
+    "normalization_rtm_vs_smtm",
+    "normalization at rollout level (rollout_token_mean vs seq_mean_token_mean)",
+    "rollout/rollout_token_mean",
+    "rollout/seq_mean_token_mean",
+  ],
+  [
+    "normalization_token_mean_vs_rtm",
+    "normalization at rollout level (token_mean vs rollout_token_mean)",
+    "rollout/token_mean",
+    "rollout/rollout_token_mean",
+  ],
+];
+
+/**
+ * 95% CI half-width of a mean gain whose every term subtracts one shared start estimate: the
+ * gains' own variance of the mean plus the start's (`startRewards`' variance over their count),
+ * Welch–Satterthwaite df.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { gainWithStartCi } from "./grid_effects.ts";
+ * const exact = gainWithStartCi([0.1, 0.2, 0.3], [0.5, 0.5, 0.5, 0.5]);
+ * assert.equal(exact.toFixed(4), "0.2484"); // a start without noise adds nothing
+ * assert.ok(gainWithStartCi([0.1, 0.2, 0.3], [0, 1, 0, 1]) > exact);
+ * ```
+ */
+export function gainWithStartCi(gains: readonly number[], startRewards: readonly number[]): number {
+  const g = meanCi([...gains]);
+  const s = meanCi([...startRewards]);
+  const a = g.std ** 2 / g.n;
+  const b = s.std ** 2 / s.n;
+  if (b === 0) return g.ci95;
+  const df = (a + b) ** 2 / (a ** 2 / (g.n - 1) + b ** 2 / (s.n - 1));
+  return tQuantile(0.975, df) * Math.sqrt(a + b);
 }
 
 /**
@@ -101,6 +167,7 @@ export function gridEffects(
   results: readonly CellResult[],
   reference: string,
   evalVariance?: ReadonlyMap<string, number>,
+  startRewards?: readonly number[],
 ): GridEffects {
   const measured = results.filter((c) =>
     typeof c.summary.final_val_reward === "number" && typeof c.summary.start_val_reward === "number"
@@ -120,6 +187,14 @@ export function gridEffects(
       seeds: s.scores.length,
       final: s.score,
       gain: s.gain,
+      gain_with_start_ci95: startRewards?.length
+        ? gainWithStartCi(
+          measured.filter((c) => c.cell.setting === s.setting).map((c) =>
+            (c.summary.final_val_reward as number) - (c.summary.start_val_reward as number)
+          ),
+          startRewards,
+        )
+        : null,
       diff,
       verdict: diff === null ? "reference" : verdictOf({ mean: diff.mean, ci95: diff.ci_family }),
     };
@@ -147,16 +222,41 @@ export function gridEffects(
     (evaluationShare === null
       ? ""
       : `; the finite evaluation explains ${(100 * evaluationShare).toFixed(0)}% of σ²`);
+  const contrasts: FactorContrast[] = [];
+  for (const [name, label, higher, lower] of FACTOR_CONTRASTS) {
+    const x = summaries.find((s) => s.setting === higher);
+    const y = summaries.find((s) => s.setting === lower);
+    if (!x || !y || x.scores.length < 2 || y.scores.length < 2) continue;
+    const d = welchDiff(x.scores, y.scores);
+    contrasts.push({
+      name,
+      label,
+      higher,
+      lower,
+      mean: d.mean,
+      ci95: d.ci95,
+      verdict: verdictOf(d),
+    });
+  }
   const lines = [
     ...settings.map((s) =>
       `${s.setting}: final ${f3(s.final.mean)} ± ${f3(s.final.ci95)}, gain ${
         signed(s.gain.mean)
-      } ± ${f3(s.gain.ci95)} over ${s.seeds} seeds` +
+      } ± ${f3(s.gain.ci95)}${
+        s.gain_with_start_ci95 === null
+          ? ""
+          : ` (± ${f3(s.gain_with_start_ci95)} with the start evaluation's noise)`
+      } over ${s.seeds} seeds` +
       (s.diff
         ? `; vs ${reference} ${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (95%), ± ${
           f3(s.diff.ci_family)
         } family-wise: ${s.verdict}`
         : "")
+    ),
+    ...contrasts.map((c) =>
+      `factor ${c.label}: ${signed(c.mean)} ± ${f3(c.ci95)} (95%): ${
+        c.verdict === "tie" ? "no difference detected" : `${c.higher} ${c.verdict}`
+      }`
     ),
     powerLine,
   ];
@@ -170,6 +270,7 @@ export function gridEffects(
     comparisons,
     evaluation_share: evaluationShare,
     power_line: powerLine,
+    contrasts,
     lines,
   };
 }
@@ -188,6 +289,27 @@ export function gridEffects(
 export function evaluationVariance(rewards: readonly number[]): number {
   const s = meanCi([...rewards]);
   return s.std ** 2 / s.n;
+}
+
+/**
+ * The rewards of the grid's shared before-RL evaluation (`start_eval.json`; null when absent).
+ *
+ * @example
+ * ```ts ignore
+ * const start = await readStartRewards("experiments/results", "ablation");
+ * ```
+ */
+export async function readStartRewards(
+  resultsDir: string,
+  grid: string,
+): Promise<number[] | null> {
+  try {
+    const e = JSON.parse(await Deno.readTextFile(`${resultsDir}/${grid}/start_eval.json`));
+    return Array.isArray(e?.rewards) ? e.rewards : null;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  }
 }
 
 /**

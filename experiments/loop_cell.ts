@@ -20,17 +20,17 @@
 import { parseEnvInput, readAnswerFile } from "../lib/harness/envs/common.ts";
 import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
 import type { RewardContext } from "../lib/controller/reward_hooks.ts";
-import { type ArithmeticTask, type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import { type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import type { ArithmeticTask } from "../lib/harness/schema.ts";
 import {
   type LoopConfigInput,
   LoopConfigSchema,
   type LoopStepMetrics,
-} from "../lib/schema/loop.ts";
+} from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import {
   type EmbeddedStack,
   type LoopResult,
-  mulberry32,
   runLoop,
   runSft,
   silentProgress,
@@ -40,6 +40,7 @@ import {
   toyModel,
   writeToyDataset,
 } from "../lib/loop/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import type { GatewayClient } from "../lib/gateway/client.ts";
 import { assembleRollout } from "../lib/samples/mod.ts";
 import { trainedTokens } from "../lib/algo/validate.ts";
@@ -186,6 +187,12 @@ export interface LoopCellOptions {
    * by other code is not reused.
    */
   cacheTag?: string;
+  /**
+   * Seed every training rollout's sampling (`rollout_seeds` of the loop config): what makes a
+   * cell reproducible bit for bit (the canary's cell, `canary.ts`). The grid's cells ran
+   * without it.
+   */
+  rolloutSeeds?: boolean;
   log?: (line: string) => void;
 }
 
@@ -316,6 +323,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       schedule: { mode: "sync", poll_ms: 50 },
       checkpoint_every: 0,
       seed: cell.seed,
+      ...(options.rolloutSeeds ? { rollout_seeds: true } : {}),
     });
     const startKey = `${checkpoint}|${s.val_tasks}|${s.eval_seed}|${s.max_tokens}|${s.temperature}`;
     const startFile = `${dir.slice(0, dir.lastIndexOf("/"))}/start_eval.json`;

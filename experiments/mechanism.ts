@@ -23,7 +23,8 @@
 import { parseArgs } from "node:util";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
-import { type MeanCi, meanCi } from "./ci.ts";
+import { MECHANISM_CANARY, recordCanary } from "./canary.ts";
+import { type MeanCi, meanCi } from "../lib/util/stats.ts";
 import {
   DEFAULT_STRATEGIES,
   runTestbed,
@@ -329,7 +330,8 @@ async function main(): Promise<void> {
   if (!values["no-write"]) {
     save(study);
     await provenance();
-    console.log(`[mechanism] results and provenance in ${dir}`);
+    await recordCanary(dir, MECHANISM_CANARY);
+    console.log(`[mechanism] results, provenance and canary in ${dir}`);
   }
   console.log(`mechanism_wall_s: ${study.wall_s.toFixed(1)}`);
   const headline = study.regimes.find((r) => r.regime.name === study.headline)!;

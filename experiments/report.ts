@@ -11,7 +11,8 @@
  * @module
  */
 import { ablationGrid } from "./ablation.ts";
-import { gridEffects, readEvaluationVariances } from "./grid_effects.ts";
+import { gridEffects, readEvaluationVariances, readStartRewards } from "./grid_effects.ts";
+import type { CellResult } from "./results.ts";
 import { PLAN_REFERENCE, planGrid } from "./grid_plan.ts";
 import { type MechanismStudy, readStudy, studyDir } from "./mechanism.ts";
 import { readProvenance } from "./provenance.ts";
@@ -127,11 +128,12 @@ export async function renderGrid(resultsDir: string): Promise<string> {
     cells,
     PLAN_REFERENCE,
     await readEvaluationVariances(resultsDir, grid.name, cells),
+    await readStartRewards(resultsDir, grid.name) ?? undefined,
   );
   const rows = effects.settings.map((s) =>
     `| ${s.setting} | ${s.seeds} | ${f3(s.final.mean)} ± ${f3(s.final.ci95)} | ${
       signed(s.gain.mean)
-    } ± ${f3(s.gain.ci95)} | ${
+    } ± ${s.gain_with_start_ci95 === null ? f3(s.gain.ci95) : f3(s.gain_with_start_ci95)} | ${
       s.diff
         ? `${signed(s.diff.mean)} ± ${f3(s.diff.ci95)} (± ${f3(s.diff.ci_family)}: ${s.verdict})`
         : "—"
@@ -141,12 +143,31 @@ export async function renderGrid(resultsDir: string): Promise<string> {
   return [
     `${cells.length} cells ${await codeLine(dir)}, ${(wall / 60).toFixed(0)} min of cell time:`,
     "",
-    `| setting | seeds | final evaluation reward (95% CI) | paired gain over RL | difference to ${PLAN_REFERENCE} (Welch 95% CI; family-wise CI over the ${effects.comparisons} comparisons: verdict) |`,
+    `| setting | seeds | final evaluation reward (95% CI) | paired gain over RL (95% CI with the shared start evaluation's noise) | difference to ${PLAN_REFERENCE} (Welch 95% CI; family-wise CI over the ${effects.comparisons} comparisons: verdict) |`,
     "| --- | --- | --- | --- | --- |",
     ...rows,
     "",
+    "Per factor (Welch 95% CIs of the finals of two settings that differ in one factor):",
+    "",
+    ...effects.contrasts.map((c) =>
+      `- ${c.label}: ${signed(c.mean)} ± ${f3(c.ci95)} — ${
+        c.verdict === "tie" ? "no difference detected" : `${c.higher} ${c.verdict}`
+      }.`
+    ),
     `- ${effects.power_line}.`,
+    `- Evaluation: ${evaluationWords(cells)}`,
   ].join("\n");
+}
+
+/** What a grid's evaluation scored, from its cells' recorded task lists. */
+function evaluationWords(cells: readonly CellResult[]): string {
+  const tasks = String(cells[0]?.config.tasks ?? "");
+  return tasks.includes("evaluation on the training questions")
+    ? "200 fresh rollouts of the two training questions (not held-out questions: this grid " +
+      "measures what RL learned on them, not transfer; the next grid run adds a held-out score)."
+    : tasks.includes("held-out")
+    ? "held-out questions of the same environment."
+    : "as recorded in each cell's config.";
 }
 
 /** Every block, by name. */

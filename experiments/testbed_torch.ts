@@ -34,7 +34,8 @@ import { startLocalWorker } from "../lib/trainer/local_worker.ts";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { GRID_MATCHED, HEADLINE } from "./mechanism.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
-import { type MeanCi, meanCi } from "./ci.ts";
+import { recordCanary, TORCH_CANARY } from "./canary.ts";
+import { type MeanCi, meanCi } from "../lib/util/stats.ts";
 import {
   drawRollout,
   expectedSuccess,
@@ -295,6 +296,7 @@ async function main(): Promise<void> {
     config: { seeds, run: options, regimes: regimes.map((r) => r.env) },
     code,
   });
+  await recordCanary(dir, TORCH_CANARY);
   console.log(`torch_seeds: ${seeds}`);
   console.log(`torch_wall_s: ${wall_s.toFixed(1)}`);
 }

@@ -14,8 +14,11 @@
  * - `--write`: write the outputs into the notebooks themselves, stamped with the sources' hash
  *   and the code fingerprint (see `scripts/notebook_meta.ts`), to commit executed notebooks
  *   (`--in-place` is the old name);
- * - `--check`: execute nothing; fail unless each committed notebook is current (its sources and
- *   the code it imports unchanged since `--write`, every figure cell holding its image);
+ * - `--check`: execute nothing; fail when a committed notebook's sources changed since `--write`,
+ *   a figure cell lacks its image or a result set it reads fails its canary (a change of the
+ *   code it imports is a note: see `scripts/notebook_meta.ts`);
+ * - without `--write`, each executed notebook's text outputs are compared with the committed
+ *   ones (cells tagged `measured` aside): a line the rerun prints that they lack fails it;
  * - `--out DIR`: keep the executed copies in DIR instead of a temporary directory;
  * - `--timeout S`: per-cell time limit in seconds (default 600).
  *
@@ -27,9 +30,10 @@
 
 import { parseArgs as parseNodeArgs } from "node:util";
 import {
+  checkNotebook,
   missingFigures,
+  outputDrift,
   readNotebook,
-  staleReasons,
   stampFor,
   writeNotebook,
 } from "./notebook_meta.ts";
@@ -108,10 +112,12 @@ async function check(notebooks: string[]): Promise<number> {
   let stale = 0;
   for (const path of notebooks) {
     const name = path.slice(path.lastIndexOf("/") + 1);
-    const reasons = await staleReasons(await readNotebook(path), path);
-    console.log(`${reasons.length ? "STALE" : "ok   "} ${name}${reasons.length ? ":" : ""}`);
-    for (const r of reasons) console.log(`      ${r}`);
-    if (reasons.length) stale++;
+    const { failures, notes } = await checkNotebook(await readNotebook(path), path);
+    const tag = failures.length ? "STALE" : notes.length ? "ok*  " : "ok   ";
+    console.log(`${tag} ${name}${failures.length || notes.length ? ":" : ""}`);
+    for (const r of failures) console.log(`      ${r}`);
+    for (const n of notes) console.log(`      note: ${n}`);
+    if (failures.length) stale++;
   }
   console.log(`${notebooks.length - stale}/${notebooks.length} notebooks current`);
   return stale === 0 ? 0 : 1;
@@ -165,9 +171,18 @@ async function main(): Promise<number> {
       if (ok) {
         const executed = await readNotebook(`${outDir}/${name}`);
         const missing = missingFigures(executed);
+        const drift = options.write ? [] : outputDrift(await readNotebook(path), executed);
         if (missing.length) {
           ok = false;
           why = `figure cell(s) ${missing.join(", ")} came back without an image`;
+        } else if (drift.length) {
+          // The notebook is its own canary: its rerun printed numbers the committed outputs lack.
+          ok = false;
+          why =
+            `outputs moved since they were written (rerun \`deno task notebooks --write ${
+              name.replace(/\.ipynb$/, "")
+            }\` if the change is intended):\n` +
+            drift.slice(0, 5).map((d) => `  cell ${d.cell}: ${d.line}`).join("\n");
         } else if (options.write) {
           executed.metadata.reins = await stampFor(executed, path);
           await writeNotebook(path, executed);

@@ -18,6 +18,7 @@ import { planGrid, pooledSd } from "../experiments/grid_plan.ts";
 import { gridEffects } from "../experiments/grid_effects.ts";
 import {
   codeFingerprint,
+  diffFingerprints,
   readProvenance,
   StaleResultsError,
   verifyProvenance,
@@ -28,45 +29,71 @@ import type { CellResult } from "../experiments/results.ts";
 import { runTestbed, updateWeights } from "../experiments/testbed.ts";
 import { EXPERIMENTS_DOC, fillBlocks, renderBlocks } from "../experiments/report.ts";
 
+/** A tiny repository: an experiment importing a numerics module and a service module. */
 async function tempRepo(): Promise<string> {
   const root = await Deno.makeTempDir({ prefix: "reins_provenance_" });
-  await Deno.mkdir(`${root}/worker`);
-  await Deno.writeTextFile(`${root}/a.ts`, 'import { b } from "./b.ts";\nconsole.log(b);\n');
-  await Deno.writeTextFile(`${root}/b.ts`, "export const b = 1;\n");
-  await Deno.writeTextFile(`${root}/c.ts`, "export const c = 1;\n");
-  await Deno.writeTextFile(`${root}/worker/w.py`, "print(1)\n");
-  await Deno.writeTextFile(`${root}/worker/notes.md`, "not code\n");
+  for (const d of ["experiments", "lib/algo", "lib/controller", "lib/trainer/worker", "data"]) {
+    await Deno.mkdir(`${root}/${d}`, { recursive: true });
+  }
+  await Deno.writeTextFile(
+    `${root}/experiments/a.ts`,
+    'import { b } from "../lib/algo/b.ts";\nimport { k } from "../lib/controller/k.ts";\n' +
+      "console.log(b, k);\n",
+  );
+  await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 1;\n");
+  await Deno.writeTextFile(`${root}/lib/controller/k.ts`, "export const k = 1;\n");
+  await Deno.writeTextFile(`${root}/experiments/c.ts`, "export const c = 1;\n");
+  await Deno.writeTextFile(`${root}/lib/trainer/worker/w.py`, "print(1)\n");
+  await Deno.writeTextFile(`${root}/lib/trainer/worker/notes.md`, "not code\n");
+  await Deno.writeTextFile(`${root}/data/tasks.json`, "[1, 2]\n");
   return root;
 }
 
-Deno.test("provenance: the hash covers the entry's module graph and the extra files, nothing else", async () => {
+const SPEC = {
+  entries: ["experiments/a.ts"],
+  extra: ["lib/trainer/worker/*.py"],
+  data: ["data/tasks.json"],
+};
+
+Deno.test("provenance: the hash covers the numerics the entry imports, the extra and the data files, nothing else", async () => {
   const root = await tempRepo();
   try {
-    const spec = { entries: ["a.ts"], extra: ["worker/*.py"] };
-    const fp = await codeFingerprint(spec, root);
-    assert.deepEqual(Object.keys(fp.files), ["a.ts", "b.ts", "worker/w.py"]);
-    // An unrelated edit leaves the hash alone.
-    await Deno.writeTextFile(`${root}/c.ts`, "export const c = 2;\n");
-    await Deno.writeTextFile(`${root}/worker/notes.md`, "changed\n");
-    assert.equal((await codeFingerprint(spec, root)).hash, fp.hash);
-    // So does a comment or doc edit in an imported module: the same code reproduces the results.
-    const b = await Deno.readTextFile(`${root}/b.ts`);
-    await Deno.writeTextFile(`${root}/b.ts`, `/** The b. */\n// why b\n\n${b}`);
-    await Deno.writeTextFile(`${root}/worker/w.py`, "# a note\nprint(1)\n");
-    assert.equal((await codeFingerprint(spec, root)).hash, fp.hash);
-    // An imported module or a worker file changes it.
-    await Deno.writeTextFile(`${root}/b.ts`, "export const b = 2;\n");
-    const changed = await codeFingerprint(spec, root);
-    assert.notEqual(changed.hash, fp.hash);
-    await Deno.writeTextFile(`${root}/b.ts`, "export const b = 1;\n");
-    await Deno.writeTextFile(`${root}/worker/w.py`, "print(2)\n");
-    assert.notEqual((await codeFingerprint(spec, root)).hash, fp.hash);
+    const fp = await codeFingerprint(SPEC, root);
+    // The service module the experiment imports is outside the numerics scope.
+    assert.deepEqual(Object.keys(fp.files), [
+      "experiments/a.ts",
+      "lib/algo/b.ts",
+      "lib/trainer/worker/w.py",
+    ]);
+    assert.deepEqual(Object.keys(fp.data), ["data/tasks.json"]);
+    // An unrelated edit, an edit of an imported service module, a doc or comment edit: same hash.
+    await Deno.writeTextFile(`${root}/experiments/c.ts`, "export const c = 2;\n");
+    await Deno.writeTextFile(`${root}/lib/trainer/worker/notes.md`, "changed\n");
+    await Deno.writeTextFile(
+      `${root}/lib/controller/k.ts`,
+      "export const k = 1;\nexport const u = 0;\n",
+    );
+    const b = await Deno.readTextFile(`${root}/lib/algo/b.ts`);
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, `/** The b. */\n// why b\n\n${b}`);
+    await Deno.writeTextFile(`${root}/lib/trainer/worker/w.py`, "# a note\nprint(1)\n");
+    assert.equal((await codeFingerprint(SPEC, root)).hash, fp.hash);
+    // A numerics module, a worker file or a data file changes it.
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 2;\n");
+    assert.notEqual((await codeFingerprint(SPEC, root)).hash, fp.hash);
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 1;\n");
+    await Deno.writeTextFile(`${root}/lib/trainer/worker/w.py`, "print(2)\n");
+    assert.notEqual((await codeFingerprint(SPEC, root)).hash, fp.hash);
+    await Deno.writeTextFile(`${root}/lib/trainer/worker/w.py`, "print(1)\n");
+    await Deno.writeTextFile(`${root}/data/tasks.json`, "[1, 3]\n");
+    const moved = await codeFingerprint(SPEC, root);
+    assert.notEqual(moved.hash, fp.hash);
+    assert.deepEqual(diffFingerprints(fp, moved).data_changed, ["data/tasks.json"]);
   } finally {
     await Deno.remove(root, { recursive: true });
   }
 });
 
-Deno.test("provenance: results of other code are refused, naming the file; none is refused too", async () => {
+Deno.test("provenance: records commit, dirty flag, data hashes and runtime; refuses code that moved during the run", async () => {
   const root = await tempRepo();
   try {
     const dir = `${root}/results/x`;
@@ -75,27 +102,32 @@ Deno.test("provenance: results of other code are refused, naming the file; none 
       assert.match(e.message, /no provenance\.json/);
       return true;
     });
-    await writeProvenance(dir, {
-      command: "deno run a.ts",
+    const written = await writeProvenance(dir, {
+      command: "deno run experiments/a.ts",
       config: { seeds: 3 },
-      code: { entries: ["a.ts"], extra: ["worker/*.py"] },
+      code: SPEC,
     }, root);
+    assert.equal(written.git?.commit, null, "not a git checkout");
+    assert.equal(written.git?.dirty, false);
+    assert.equal(written.runtime?.deno, Deno.version.deno);
+    assert.ok(written.runtime && "torch" in written.runtime && "blas" in written.runtime);
+    assert.match(written.code.data["data/tasks.json"], /^[0-9a-f]{64}$/);
     const ok = await verifyProvenance(dir, root);
     assert.deepEqual(ok.config, { seeds: 3 });
-    await Deno.writeTextFile(`${root}/b.ts`, "export const b = 3;\n");
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 3;\n");
     await assert.rejects(verifyProvenance(dir, root), (e: Error) => {
       assert.ok(e instanceof StaleResultsError);
-      assert.deepEqual(e.diff?.changed, ["b.ts"]);
-      assert.match(e.message, /changed: b\.ts/);
-      assert.match(e.message, /rerun `deno run a\.ts`/);
+      assert.deepEqual(e.diff?.changed, ["lib/algo/b.ts"]);
+      assert.match(e.message, /changed: lib\/algo\/b\.ts/);
+      assert.match(e.message, /rerun `deno run experiments\/a\.ts`/);
       return true;
     });
     // A fingerprint taken before an edit is not recorded as the code that ran.
-    const before = await codeFingerprint({ entries: ["a.ts"] }, root);
-    await Deno.writeTextFile(`${root}/b.ts`, "export const b = 4;\n");
+    const before = await codeFingerprint({ entries: ["experiments/a.ts"] }, root);
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 4;\n");
     await assert.rejects(
       writeProvenance(`${root}/results/y`, { command: "c", config: {}, code: before }, root),
-      /the code changed while the experiment ran \(changed: b\.ts\)/,
+      /the code changed while the experiment ran \(changed: lib\/algo\/b\.ts\)/,
     );
   } finally {
     await Deno.remove(root, { recursive: true });
@@ -112,7 +144,7 @@ Deno.test("runner: cells carry the code hash; a grid is not resumed across code 
       resultsDir: results,
       progress: silentGridProgress(),
       parquet: false,
-      code: { entries: ["a.ts"] },
+      code: { entries: ["experiments/a.ts"] },
       codeRoot: root,
       command: "run it",
       limit: 1,
@@ -120,10 +152,10 @@ Deno.test("runner: cells carry the code hash; a grid is not resumed across code 
     const first = await runGrid(grid, runner, options);
     const hash = (await readProvenance(`${results}/g`))!.code.hash;
     assert.equal(first.results[0].summary.code_hash, hash);
-    await Deno.writeTextFile(`${root}/b.ts`, "export const b = 9;\n");
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 9;\n");
     await assert.rejects(runGrid(grid, runner, options), (e: Error) => {
       assert.ok(e instanceof StaleResultsError);
-      assert.match(e.message, /1 finished cell\(s\) were produced by other code.*b\.ts/);
+      assert.match(e.message, /1 finished cell\(s\) were produced by other code.*lib\/algo\/b\.ts/);
       return true;
     });
   } finally {

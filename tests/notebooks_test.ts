@@ -1,16 +1,20 @@
 /**
  * Notebooks: the checks behind `deno task notebooks` (every figure cell comes back with its
- * image) and `deno task notebooks:check` (a committed notebook is current: sources and the code
- * it imports unchanged since `--write`), on synthetic notebooks; then one real headless run of
+ * image, a rerun prints nothing the committed outputs lack) and `deno task notebooks:check`
+ * (sources unchanged since `--write`, the canaries of the results it reads reproduce; a change of
+ * the imported code is a note), on synthetic notebooks; then one real headless run of
  * `retokenization_paths` when Jupyter is installed. `deno task notebooks` runs all of them (CI).
  */
 import assert from "node:assert/strict";
 import {
+  checkNotebook,
   type CodeFingerprint,
   figureCells,
   missingFigures,
   type Notebook,
   notebookImports,
+  outputDrift,
+  type ReadResultState,
   ROOT,
   sourcesHash,
   staleReasons,
@@ -62,10 +66,14 @@ Deno.test("notebooks: current means sources and imported code unchanged since --
     "cell sources changed since the outputs were written",
   ]);
 
+  // A change of the imported code is a note, not a failure: `deno task notebooks` reruns the
+  // notebook and compares its outputs.
   const changed = () =>
     Promise.resolve(code("h2", { "lib/plot/mod.ts": "a", "lib/plot/figure.ts": "c" }));
-  assert.deepEqual(await staleReasons(nb, path, changed), [
-    "code changed since the outputs were written: lib/plot/figure.ts",
+  assert.deepEqual(await staleReasons(nb, path, changed), []);
+  assert.deepEqual((await checkNotebook(nb, path, changed)).notes, [
+    "code changed since the outputs were written: lib/plot/figure.ts (`deno task notebooks` " +
+    "reruns it and compares its outputs)",
   ]);
 
   const noImage = notebook(false);
@@ -73,6 +81,49 @@ Deno.test("notebooks: current means sources and imported code unchanged since --
   assert.deepEqual(await staleReasons(noImage, path, fingerprint), [
     "figure cell(s) 2 without an image",
   ]);
+});
+
+Deno.test("notebooks: a result set whose canary differs fails the check; a stale one is a note", async () => {
+  const path = `${ROOT}/notebooks/t.ipynb`;
+  const now = code("h1", { "lib/plot/mod.ts": "a" });
+  const nb = notebook(true);
+  nb.metadata.reins = { sources_sha256: sourcesHash(nb), code: now, written_by: "test" };
+  nb.metadata.reins_results = ["grid", "pilot"];
+  const states: Record<string, ReadResultState> = {
+    grid: { state: "stale", canary_failed: true, reason: "the canary differs at outputs.loss" },
+    pilot: { state: "stale", canary_failed: false, reason: "no canary recorded" },
+  };
+  const check = await checkNotebook(
+    nb,
+    path,
+    () => Promise.resolve(now),
+    (name) => Promise.resolve(states[name]),
+  );
+  assert.deepEqual(check.failures, ["results grid: the canary differs at outputs.loss"]);
+  assert.deepEqual(check.notes, ["results pilot shown as stale: no canary recorded"]);
+});
+
+Deno.test("notebooks: a rerun that prints a line the committed outputs lack has drifted", () => {
+  const cell = (text: string, tags: string[] = []) => ({
+    cell_type: "code",
+    source: "x",
+    metadata: { tags },
+    outputs: [{ output_type: "stream", text }],
+  });
+  const committed: Notebook = {
+    metadata: {},
+    cells: [cell("share 0.125\n\u001b[32mok\u001b[39m\n"), cell("took 3 s", ["measured"])],
+  };
+  assert.deepEqual(outputDrift(committed, committed), []);
+  const rerun: Notebook = {
+    metadata: {},
+    cells: [cell("share 0.125\nok\n"), cell("took 9 s", ["measured"])],
+  };
+  assert.deepEqual(outputDrift(committed, rerun), [], "colours, measured cells, same lines");
+  const dropped: Notebook = { metadata: {}, cells: [cell("ok\n"), cell("")] };
+  assert.deepEqual(outputDrift(committed, dropped), [], "a dropped line is no drift");
+  const moved: Notebook = { metadata: {}, cells: [cell("share 0.126\nok\n"), cell("")] };
+  assert.deepEqual(outputDrift(committed, moved), [{ cell: 0, line: "share 0.126" }]);
 });
 
 async function jupyterAvailable(): Promise<boolean> {

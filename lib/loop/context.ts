@@ -13,7 +13,7 @@ import { reinsEvent } from "../schema/gateway_api.ts";
 import { alignmentFindings } from "../monitors/logprob.ts";
 import { mismatchFindings } from "../monitors/mismatch.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
-import type { LoopConfig, LoopStepMetrics } from "../schema/loop.ts";
+import { type LoopConfig, type LoopStepMetrics, trainingRolloutSeed } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import type { WeightSync } from "../engine/sync.ts";
@@ -83,7 +83,7 @@ export async function createGroup(ctx: LoopContext, k: number): Promise<void> {
   const { config } = ctx;
   const task = config.tasks[taskIndexOf(config.seed, k, config.tasks.length)];
   await ctx.gateway.createRollouts(
-    rolloutIds(config, k).map((rollout_id) => ({
+    rolloutIds(config, k).map((rollout_id, j) => ({
       rollout_id,
       group_id: groupId(config, k),
       input: task.input,
@@ -91,7 +91,15 @@ export async function createGroup(ctx: LoopContext, k: number): Promise<void> {
       config: {
         timeout_s: config.rollout_timeout_s,
         max_attempts: config.max_attempts,
-        harness: config.harness,
+        harness: config.rollout_seeds
+          ? {
+            ...config.harness,
+            options: {
+              ...config.harness.options,
+              seed: trainingRolloutSeed(config.seed, k, j),
+            },
+          }
+          : config.harness,
       },
       // `step`: the step in progress when the group was declared (in sync mode the step that
       // trains on it; in async mode the policy it starts under may be older than the update).
@@ -123,22 +131,6 @@ export async function loadGroupData(ctx: LoopContext, rollouts: Rollout[]): Prom
     rollout: await ctx.gateway.getRollout(rollout.rollout_id),
     events: await ctx.gateway.listEvents(rollout.rollout_id),
   })));
-}
-
-/** Sleeps `ms` unless the run is aborted. */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

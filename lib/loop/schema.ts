@@ -6,8 +6,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { parseOrThrow } from "./core.ts";
- * import { LoopConfigSchema } from "./loop.ts";
+ * import { parseOrThrow } from "../schema/core.ts";
+ * import { LoopConfigSchema } from "./schema.ts";
  * const config = parseOrThrow(LoopConfigSchema, {
  *   name: "toy",
  *   tasks: [{ id: "t1", input: { prompt: "2+2?" } }],
@@ -20,9 +20,18 @@
  * @module
  */
 import { z } from "zod";
-import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "./algo.ts";
-import { HarnessSpecSchema, IdSchema, JsonValueSchema, MergeStrategySchema } from "./core.ts";
-import { LossConfigSchema, OptimizerConfigSchema, WorkerModelSpecSchema } from "./trainer.ts";
+import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "../algo/schema.ts";
+import {
+  HarnessSpecSchema,
+  IdSchema,
+  JsonValueSchema,
+  MergeStrategySchema,
+} from "../schema/core.ts";
+import {
+  LossConfigSchema,
+  OptimizerConfigSchema,
+  WorkerModelSpecSchema,
+} from "../schema/trainer.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
 
@@ -145,7 +154,31 @@ export const LoopConfigSchema = z.object({
   /** Reward above which a rollout counts as passed. */
   pass_threshold: finite.default(0.5),
   seed: z.number().int().default(0),
+  /**
+   * Seed each training rollout's sampling (built-in harnesses: the `seed` option, call `c`
+   * samples with `seed + c`): rollout `j` of group `k` gets {@link trainingRolloutSeed}. Off by
+   * default (the grid's cells sampled unseeded); the canaries (`experiments/canary.ts`) turn it
+   * on so that two runs of the same code produce the same numbers.
+   */
+  rollout_seeds: z.boolean().default(false),
 });
+/**
+ * Sampling seed of rollout `j` of group `k` when `rollout_seeds` is on, inside the harness's
+ * seed range (≤ 2³¹): `1.5e9 + (seed mod 50)·1e7 + (k mod 10⁴)·1000 + 20·j` (a rollout's calls
+ * add their index, < 20 apart). Disjoint from the CRN evaluation's seeds (`10_000 + 1000·i`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { trainingRolloutSeed } from "./loop.ts";
+ * assert.equal(trainingRolloutSeed(3, 2, 1), 1_530_002_020);
+ * assert.ok(trainingRolloutSeed(49, 9_999, 49) < 2 ** 31);
+ * ```
+ */
+export function trainingRolloutSeed(seed: number, group: number, rollout: number): number {
+  const s = ((seed % 50) + 50) % 50;
+  return 1_500_000_000 + s * 10_000_000 + (group % 10_000) * 1_000 + 20 * rollout;
+}
 /** The config of an RL run (parsed). */
 export type LoopConfig = z.infer<typeof LoopConfigSchema>;
 /** The config of an RL run as a caller writes it. */

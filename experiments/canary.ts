@@ -1,0 +1,341 @@
+/**
+ * Canaries: a short, deterministic slice of the computation behind a result set, with its
+ * outputs recorded to the last bit, so that a later checkout can tell whether it still
+ * computes the same numbers without rerunning the experiment (`results_status.ts`).
+ *
+ * | kind            | the slice                                                                  | outputs recorded |
+ * | --------------- | -------------------------------------------------------------------------- | ---------------- |
+ * | `mechanism`     | the testbed (`testbed.ts` through `lib/algo`), a few seeds and steps of one regime | every setting's final and curve means |
+ * | `torch_testbed` | the torch testbed through the real worker's PPO loss, 2 seeds × 2 steps, 1 thread | per seed and setting: the success trace |
+ * | `loop_cell`     | one grid cell on the full stack (SFT warm start, 2 RL steps, seeded rollouts, 1 torch thread, a 4-rollout CRN evaluation) | per step: rewards, losses, entropy, gradient norm, advantages, tokens; every trained rollout's reward and sample lengths; the evaluation's rewards |
+ *
+ * The loop cell's canary seeds its training rollouts (`rollout_seeds`): the grid's cells
+ * sampled them unseeded, so only the canary is reproducible bit for bit; it runs the same code.
+ * Exact means exact: numbers are compared with `Object.is` (so `-0`, `NaN` and the last bit
+ * count), and {@link firstDifference} names the first path that differs. A canary is only
+ * expected to reproduce on the runtime it was recorded on (same torch, BLAS and CPU kind):
+ * `results_status.ts` says so next to a difference when the runtime changed.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { parseOrThrow } from "../lib/schema.ts";
+import { AdvantageLevelSchema, NormalizationModeSchema } from "../lib/schema/core.ts";
+import { type Setting, settingLabel } from "./grid.ts";
+import {
+  type GitState,
+  gitState,
+  GitStateSchema,
+  type Runtime,
+  runtimeInfo,
+  RuntimeSchema,
+} from "./provenance.ts";
+
+const SettingSchema = z.object({
+  advantage: AdvantageLevelSchema,
+  normalization: NormalizationModeSchema,
+});
+
+/** What a canary runs. */
+export const CanarySpecSchema = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("mechanism"),
+    regime: z.enum(["headline", "grid_matched"]),
+    seeds: z.number().int().min(1).max(50),
+    steps: z.number().int().min(1).max(50),
+  }).strict(),
+  z.object({
+    kind: z.literal("torch_testbed"),
+    regime: z.enum(["headline", "grid_matched"]),
+    seeds: z.number().int().min(1).max(4),
+    steps: z.number().int().min(1).max(5),
+  }).strict(),
+  z.object({
+    kind: z.literal("loop_cell"),
+    setting: SettingSchema,
+    seed: z.number().int().min(0),
+    /** Overrides of the grid's cell settings (`loop_cell.ts` `CELL_SETTINGS`). */
+    base: z.record(z.string(), z.number()),
+  }).strict(),
+]);
+/** What a canary runs. */
+export type CanarySpec = z.infer<typeof CanarySpecSchema>;
+
+/** `canary.json`: the spec and what it computed when recorded. */
+export const CanaryRecordSchema = z.object({
+  spec: CanarySpecSchema,
+  outputs: z.json(),
+  seconds: z.number(),
+  git: GitStateSchema,
+  runtime: RuntimeSchema,
+  recorded_at: z.string(),
+});
+/** `canary.json`: the spec and what it computed when recorded. */
+export type CanaryRecord = z.infer<typeof CanaryRecordSchema>;
+
+/** The path of a results folder's canary. */
+export function canaryPath(dir: string): string {
+  return `${dir}/canary.json`;
+}
+
+/** The loop-cell canary of the ablation grids: the reference setting, seed 0. */
+export const LOOP_CELL_CANARY: CanarySpec = {
+  kind: "loop_cell",
+  setting: { advantage: "rollout", normalization: "rollout_token_mean" },
+  seed: 0,
+  base: {
+    steps: 2,
+    sft_steps: 300,
+    group_size: 4,
+    groups_per_step: 1,
+    val_tasks: 4,
+    ppo_epochs: 2,
+    warmup_steps: 2,
+    // Pinned so that a new cell setting's default (e.g. a held-out evaluation) does not change
+    // what the canary runs.
+    heldout_tasks: 0,
+  },
+};
+
+/** The canary of the mechanism studies (the full sweep and the quick one). */
+export const MECHANISM_CANARY: CanarySpec = {
+  kind: "mechanism",
+  regime: "headline",
+  seeds: 6,
+  steps: 8,
+};
+
+/** The canary of the torch testbed. */
+export const TORCH_CANARY: CanarySpec = {
+  kind: "torch_testbed",
+  regime: "headline",
+  seeds: 2,
+  steps: 2,
+};
+
+/**
+ * The first place where two JSON values differ, as a path with both values (null: equal).
+ * Numbers are compared with `Object.is`: exact, `-0` ≠ `0`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { firstDifference } from "./canary.ts";
+ * assert.equal(firstDifference({ a: [1, 2] }, { a: [1, 2] }), null);
+ * assert.equal(
+ *   firstDifference({ a: [1, 0.1 + 0.2] }, { a: [1, 0.3] }, "outputs"),
+ *   "outputs.a[1]: recorded 0.30000000000000004, now 0.3",
+ * );
+ * assert.equal(firstDifference({ a: 1 }, { b: 1 }), "a: recorded 1, now absent");
+ * ```
+ */
+export function firstDifference(recorded: unknown, now: unknown, path = ""): string | null {
+  const show = (v: unknown) => v === undefined ? "absent" : JSON.stringify(v);
+  const at = path || "(root)";
+  if (typeof recorded === "number" && typeof now === "number") {
+    return Object.is(recorded, now) ? null : `${at}: recorded ${recorded}, now ${now}`;
+  }
+  if (Array.isArray(recorded) && Array.isArray(now)) {
+    const n = Math.min(recorded.length, now.length);
+    for (let i = 0; i < n; i++) {
+      const d = firstDifference(recorded[i], now[i], `${path}[${i}]`);
+      if (d) return d;
+    }
+    return recorded.length === now.length
+      ? null
+      : `${at}: recorded ${recorded.length} items, now ${now.length}`;
+  }
+  if (
+    recorded !== null && now !== null && typeof recorded === "object" &&
+    typeof now === "object" && !Array.isArray(recorded) && !Array.isArray(now)
+  ) {
+    const a = recorded as Record<string, unknown>;
+    const b = now as Record<string, unknown>;
+    for (const key of [...new Set([...Object.keys(a), ...Object.keys(b)])]) {
+      const d = firstDifference(a[key], b[key], path ? `${path}.${key}` : key);
+      if (d) return d;
+    }
+    return null;
+  }
+  return recorded === now ? null : `${at}: recorded ${show(recorded)}, now ${show(now)}`;
+}
+
+/** Runs a canary and returns its outputs (plain JSON). */
+export async function runCanary(spec: CanarySpec): Promise<unknown> {
+  switch (spec.kind) {
+    case "mechanism":
+      return await mechanismCanary(spec);
+    case "torch_testbed":
+      return await torchCanary(spec);
+    case "loop_cell":
+      return await loopCellCanary(spec);
+  }
+}
+
+async function mechanismCanary(
+  spec: Extract<CanarySpec, { kind: "mechanism" }>,
+): Promise<unknown> {
+  const { GRID_MATCHED, HEADLINE, runRegime } = await import("./mechanism.ts");
+  const r = spec.regime === "headline" ? HEADLINE : GRID_MATCHED;
+  const result = runRegime({ ...r, run: { ...r.run, steps: spec.steps } }, spec.seeds);
+  return result.settings.map((s) => ({
+    setting: s.setting,
+    final_mean: s.final.mean,
+    final_std: s.final.std,
+    curve: s.curve.map((c) => c.mean),
+    split_share: s.split_share,
+    split_weight_share: s.split_weight_share,
+  }));
+}
+
+async function torchCanary(
+  spec: Extract<CanarySpec, { kind: "torch_testbed" }>,
+): Promise<unknown> {
+  const { GRID_MATCHED, HEADLINE } = await import("./mechanism.ts");
+  const { runTorchTestbed, TORCH_RUN } = await import("./testbed_torch.ts");
+  const { startLocalWorker } = await import("../lib/trainer/local_worker.ts");
+  const { ABLATION_SETTINGS } = await import("./grid.ts");
+  const env = (spec.regime === "headline" ? HEADLINE : GRID_MATCHED).env;
+  await using worker = await startLocalWorker({ threads: 1 });
+  const out: { setting: string; seed: number; trace: number[] }[] = [];
+  for (let seed = 0; seed < spec.seeds; seed++) {
+    for (const s of ABLATION_SETTINGS) {
+      const trace = await runTorchTestbed(worker.client, env, s, seed, {
+        ...TORCH_RUN,
+        steps: spec.steps,
+      });
+      out.push({ setting: settingLabel(s), seed, trace });
+    }
+  }
+  return out;
+}
+
+/** The step metrics a loop-cell canary records (timings and counters of waiting left out). */
+const LOOP_FIELDS = [
+  "step",
+  "rollouts",
+  "reward_mean",
+  "reward_std",
+  "samples",
+  "trained_rollouts",
+  "trained_samples",
+  "trained_tokens",
+  "advantage_mean",
+  "advantage_std",
+  "advantage_abs_max",
+  "loss",
+  "entropy",
+  "clip_fraction",
+  "grad_norm",
+  "alignment_corr",
+  "alignment_max_abs_dp",
+  "break_reasons",
+] as const;
+
+async function loopCellCanary(
+  spec: Extract<CanarySpec, { kind: "loop_cell" }>,
+): Promise<unknown> {
+  const { startLoopCells } = await import("./loop_cell.ts");
+  const work = await Deno.makeTempDir({ prefix: "reins_canary_" });
+  try {
+    await using cells = await startLoopCells({
+      workDir: `${work}/stack`,
+      cacheDir: `${work}/cache`,
+      threads: 1,
+      concurrency: 1,
+      rolloutSeeds: true,
+    });
+    const setting: Setting = spec.setting;
+    const cell = {
+      id: `canary-${settingLabel(setting).replace("/", "-")}-s${spec.seed}`,
+      setting: settingLabel(setting),
+      advantage: setting.advantage,
+      normalization: setting.normalization,
+      merge: "prefix_merge" as const,
+      seed: spec.seed,
+      env: "split-arithmetic",
+    };
+    const grid = {
+      name: "canary",
+      base: spec.base,
+    } as unknown as Parameters<typeof cells.runner>[1]["grid"];
+    const dir = `${work}/cell`;
+    const output = await cells.runner(cell as Parameters<typeof cells.runner>[0], { grid, dir });
+    const evals = JSON.parse(await Deno.readTextFile(`${dir}/eval.json`));
+    const batches = (await Deno.readTextFile(`${dir}/batches.jsonl`)).split("\n").filter(Boolean)
+      .map((l) => JSON.parse(l) as { step: number; rollouts: { rollout_id: string }[] });
+    return {
+      steps: output.metrics.map((m) =>
+        Object.fromEntries(LOOP_FIELDS.map((k) => [k, (m as Record<string, unknown>)[k] ?? null]))
+      ),
+      batches: batches.map((b) => ({
+        step: b.step,
+        rollouts: [...b.rollouts].sort((x, y) => x.rollout_id.localeCompare(y.rollout_id)),
+      })),
+      eval_start: evals.start?.rewards ?? null,
+      eval_final: evals.final?.rewards ?? null,
+    };
+  } finally {
+    await Deno.remove(work, { recursive: true }).catch(() => undefined);
+  }
+}
+
+/** Runs a canary and writes `canary.json` into a results folder. */
+export async function recordCanary(dir: string, spec: CanarySpec): Promise<CanaryRecord> {
+  const parsed = parseOrThrow(CanarySpecSchema, spec, "canary");
+  const t0 = performance.now();
+  const outputs = await runCanary(parsed);
+  const record: CanaryRecord = {
+    spec: parsed,
+    outputs: JSON.parse(JSON.stringify(outputs)),
+    seconds: (performance.now() - t0) / 1000,
+    git: await gitState(),
+    runtime: await runtimeInfo(),
+    recorded_at: new Date().toISOString(),
+  };
+  await Deno.mkdir(dir, { recursive: true });
+  await Deno.writeTextFile(canaryPath(dir), JSON.stringify(record, null, 1) + "\n");
+  return record;
+}
+
+/** Reads a folder's `canary.json` (null when there is none). */
+export async function readCanary(dir: string): Promise<CanaryRecord | null> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(canaryPath(dir));
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  }
+  return parseOrThrow(CanaryRecordSchema, JSON.parse(text), canaryPath(dir));
+}
+
+/** What a rerun of a recorded canary found. */
+export interface CanaryOutcome {
+  /** True when every recorded number came back bit for bit. */
+  exact: boolean;
+  /** The first path that differs (null when exact). */
+  difference: string | null;
+  seconds: number;
+  /** Runtime fields that differ from the recording (empty: same runtime). */
+  runtime_changed: string;
+  runtime: Runtime;
+  git: GitState;
+}
+
+/** Reruns a recorded canary and compares its outputs with the recording. */
+export async function rerunCanary(record: CanaryRecord): Promise<CanaryOutcome> {
+  const { runtimeDifference } = await import("./provenance.ts");
+  const t0 = performance.now();
+  const now = JSON.parse(JSON.stringify(await runCanary(record.spec)));
+  const difference = firstDifference(record.outputs, now, "outputs");
+  const runtime = await runtimeInfo();
+  return {
+    exact: difference === null,
+    difference,
+    seconds: (performance.now() - t0) / 1000,
+    runtime_changed: runtimeDifference(record.runtime, runtime),
+    runtime,
+    git: await gitState(),
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * Issue #27 item 4: an independent recomputation (Python, standard library only, its own
+ * Student-t quantile) of every number the committed ablation grid reports agrees with the
+ * TypeScript code to 1e-9, and the numbers the README and docs state are the ones it computes.
+ */
+import assert from "node:assert/strict";
+import {
+  gridEffects,
+  readEvaluationVariances,
+  readStartRewards,
+} from "../experiments/grid_effects.ts";
+import { REPO_ROOT } from "../experiments/provenance.ts";
+import { DEFAULT_RESULTS_DIR, readGridResults } from "../experiments/results.ts";
+
+const REFERENCE = "rollout/rollout_token_mean";
+
+async function recompute(): Promise<Map<string, number>> {
+  const out = await new Deno.Command("/usr/bin/python3", {
+    args: [`${REPO_ROOT}/experiments/recompute_grid.py`, DEFAULT_RESULTS_DIR, "ablation"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  return new Map(
+    text.trim().split("\n").map((line) => {
+      const at = line.lastIndexOf(": ");
+      return [line.slice(0, at), Number(line.slice(at + 2))];
+    }),
+  );
+}
+
+Deno.test("grid: the Python recomputation from the raw files equals the TypeScript effects", async () => {
+  const py = await recompute();
+  const cells = await readGridResults(DEFAULT_RESULTS_DIR, "ablation");
+  const effects = gridEffects(
+    cells,
+    REFERENCE,
+    await readEvaluationVariances(DEFAULT_RESULTS_DIR, "ablation", cells),
+    (await readStartRewards(DEFAULT_RESULTS_DIR, "ablation")) ?? undefined,
+  );
+  const close = (name: string, ts: number) => {
+    const value = py.get(name);
+    assert.ok(value !== undefined, `python printed ${name}`);
+    assert.ok(Math.abs(value - ts) < 1e-9, `${name}: python ${value}, typescript ${ts}`);
+  };
+  assert.equal(py.get("cells"), cells.length);
+  for (const s of effects.settings) {
+    close(`final[${s.setting}]`, s.final.mean);
+    close(`final_ci95[${s.setting}]`, s.final.ci95);
+    close(`gain[${s.setting}]`, s.gain.mean);
+    close(`gain_ci95[${s.setting}]`, s.gain.ci95);
+    close(`gain_with_start_ci95[${s.setting}]`, s.gain_with_start_ci95!);
+    if (s.diff) {
+      close(`diff[${s.setting}]`, s.diff.mean);
+      close(`diff_ci95[${s.setting}]`, s.diff.ci95);
+      close(`diff_ci_family[${s.setting}]`, s.diff.ci_family);
+    }
+  }
+  close("sd", effects.sd);
+  close("detectable", effects.detectable);
+  for (const c of effects.contrasts) {
+    close(`contrast[${c.name}]`, c.mean);
+    close(`contrast_ci95[${c.name}]`, c.ci95);
+  }
+  // The numbers the README, docs/experiments.md and the notebook state.
+  const r3 = (name: string) => py.get(name)!.toFixed(3);
+  assert.deepEqual(
+    [REFERENCE, "rollout/seq_mean_token_mean", "rollout/token_mean", "sample/seq_mean_token_mean"]
+      .map((s) => r3(`final[${s}]`)),
+    ["0.608", "0.589", "0.633", "0.389"],
+  );
+  assert.equal(r3("diff[sample/seq_mean_token_mean]"), "-0.219");
+  assert.equal(r3("diff_ci_family[sample/seq_mean_token_mean]"), "0.140");
+  assert.equal(r3("contrast[advantage_level]"), "0.200");
+  assert.equal(r3("contrast[normalization_rtm_vs_smtm]"), "0.019");
+  assert.equal(r3("detectable"), "0.168");
+  assert.equal(r3(`gain_ci95[${REFERENCE}]`), "0.049");
+  assert.equal(r3(`gain_with_start_ci95[${REFERENCE}]`), "0.082");
+});
+
+Deno.test("grid: the Python t quantile matches the table", async () => {
+  const out = await new Deno.Command("/usr/bin/python3", {
+    args: [
+      "-c",
+      "import sys; sys.path.insert(0, sys.argv[1]); from recompute_grid import t_quantile; " +
+      "print(' '.join(f'{t_quantile(p, d):.4f}' for p, d in [(0.975, 2), (0.975, 11), (0.975, 44), (0.8, 22)]))",
+      `${REPO_ROOT}/experiments`,
+    ],
+    stdout: "piped",
+  }).output();
+  // t(0.975, 2) = 4.3027, t(0.975, 11) = 2.2010, t(0.975, 44) = 2.0154, t(0.8, 22) = 0.8583
+  assert.equal(new TextDecoder().decode(out.stdout).trim(), "4.3027 2.2010 2.0154 0.8583");
+});
