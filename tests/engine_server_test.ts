@@ -179,7 +179,8 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
         assert.match(missing.body.error.message, /^max_tokens:/);
         const huge = await fetch(`${engine.url}/generate`, {
           method: "POST",
-          body: JSON.stringify({ prompt_ids: new Array(3_000_000).fill(1), max_tokens: 1 }),
+          // Past the 16 MiB default: refused from its declared length, before parsing.
+          body: JSON.stringify({ prompt_ids: [1], max_tokens: 1, pad: "x".repeat(17 << 20) }),
         });
         assert.equal(huge.status, 413);
         await huge.body?.cancel();
