@@ -14,6 +14,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { intFlag } from "../lib/flags.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import type { JsonObject } from "../lib/schema.ts";
 import type { ExecutionBackend } from "../lib/controller/backend.ts";
@@ -73,9 +74,7 @@ export function parseLabelFlags(flags: readonly string[]): Record<string, string
 }
 
 function int(value: string | undefined, flag: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value)) throw new Error(`${flag}: expected a whole number, got "${value}"`);
-  return Number(value);
+  return intFlag(flag.replace(/^--/, ""), value, 0) ?? fallback;
 }
 
 /**

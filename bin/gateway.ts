@@ -32,7 +32,7 @@ import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
-import { readOrCreateKey } from "../lib/http/credentials.ts";
+import { readOrNewKey } from "../lib/http/credentials.ts";
 import { startStack } from "../lib/stack/stack.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
@@ -41,7 +41,8 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
   [--upstream URL ... [--upstream-kind token_level|sglang|openai_compatible]
    [--upstream-timeout-ms N] [--upstream-retries N]]
   [--headers-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
-  [--max-concurrent-per-token N] [--tokenizer qwen3|char|DIR] [--no-ui]`;
+  [--max-concurrent-per-token N] [--max-connections N] [--max-connections-per-client N]
+  [--tokenizer qwen3|char|DIR] [--no-ui]`;
 
 /**
  * Runs the gateway until SIGINT/SIGTERM.
@@ -69,6 +70,8 @@ export async function main(args: string[]): Promise<void> {
       "body-timeout-ms": { type: "string" },
       "idle-timeout-ms": { type: "string" },
       "max-concurrent-per-token": { type: "string" },
+      "max-connections": { type: "string" },
+      "max-connections-per-client": { type: "string" },
       "print-key": { type: "boolean", default: false },
       synchronous: { type: "string", default: "FULL" },
       "lease-sweep-ms": { type: "string", default: "1000" },
@@ -85,12 +88,7 @@ export async function main(args: string[]): Promise<void> {
   if (synchronous !== "FULL" && synchronous !== "NORMAL") {
     throw new Error(`--synchronous: expected FULL or NORMAL, got '${values.synchronous}'`);
   }
-  const leaseSweepMs = Number(values["lease-sweep-ms"]);
-  if (!Number.isInteger(leaseSweepMs) || leaseSweepMs < 0) {
-    throw new Error(
-      `--lease-sweep-ms: expected a whole number of ms, got '${values["lease-sweep-ms"]}'`,
-    );
-  }
+  const leaseSweepMs = intFlag("lease-sweep-ms", values["lease-sweep-ms"], 0)!;
   const upstreamTimeoutMs = intFlag("upstream-timeout-ms", values["upstream-timeout-ms"], 1);
   const upstreamRetries = intFlag("upstream-retries", values["upstream-retries"], 0);
   const deadlines = Object.fromEntries(
@@ -102,25 +100,38 @@ export async function main(args: string[]): Promise<void> {
         "max_concurrent_per_token",
         intFlag("max-concurrent-per-token", values["max-concurrent-per-token"], 1),
       ],
+      ["max_connections", intFlag("max-connections", values["max-connections"], 1)],
+      [
+        "max_connections_per_client",
+        intFlag("max-connections-per-client", values["max-connections-per-client"], 1),
+      ],
     ] as const).filter(([, v]) => v !== undefined),
   );
   if (values.db && values.postgres) {
     throw new Error("--db and --postgres: give one store, not both");
   }
   const db = values.db ?? (values.postgres ? undefined : "runs/gateway.db");
-  if (db && db !== ":memory:") await Deno.mkdir(dirname(db), { recursive: true });
+  // Only the default location is created; a --db whose directory is missing is refused (by the
+  // store, naming the directory) rather than silently created.
+  if (db && !values.db) await Deno.mkdir(dirname(db), { recursive: true });
+  // Key files are written only once the gateway has started: a failed start leaves none.
+  const saves: Array<() => Promise<void>> = [];
 
   let adminKey = Deno.env.get("REINS_ADMIN_KEY");
   let keySource = "environment variable REINS_ADMIN_KEY";
   if (!adminKey) {
     const file = values["admin-key-file"] ??
       (db && db !== ":memory:" ? `${db}.key` : "runs/gateway.key");
-    adminKey = await readOrCreateKey(file);
+    const read = await readOrNewKey(file);
+    adminKey = read.key;
+    saves.push(read.save);
     keySource = `file ${file} (export REINS_ADMIN_KEY=$(cat ${file}))`;
   }
   let reporterKey = Deno.env.get("REINS_REPORTER_KEY") || undefined;
   if (!reporterKey && values["reporter-key-file"]) {
-    reporterKey = await readOrCreateKey(values["reporter-key-file"], "rp_");
+    const read = await readOrNewKey(values["reporter-key-file"], "rp_");
+    reporterKey = read.key;
+    saves.push(read.save);
   }
 
   const upstreamKind = UpstreamKindSchema.safeParse(values["upstream-kind"]);
@@ -136,31 +147,37 @@ export async function main(args: string[]): Promise<void> {
       if (!URL.canParse(url)) throw new Error(`--upstream: expected a URL, got '${url}'`);
     }
   }
-  const stack = await startStack({
-    db,
-    postgres: values.postgres,
-    port,
-    hostname: values.host,
-    adminKey,
-    ...(reporterKey ? { reporterKey } : {}),
-    deadlines,
-    sqlite: { synchronous },
-    leaseSweepMs,
-    ...(values.upstream?.length
-      ? {
-        proxy: {
-          tokenizer,
-          upstream: {
-            kind: upstreamKind.data,
-            endpoints: values.upstream,
-            ...(upstreamTimeoutMs === undefined ? {} : { timeout_ms: upstreamTimeoutMs }),
-            ...(upstreamRetries === undefined ? {} : { max_retries: upstreamRetries }),
+  let stack;
+  try {
+    stack = await startStack({
+      db,
+      postgres: values.postgres,
+      port,
+      hostname: values.host,
+      adminKey,
+      ...(reporterKey ? { reporterKey } : {}),
+      deadlines,
+      sqlite: { synchronous },
+      leaseSweepMs,
+      ...(values.upstream?.length
+        ? {
+          proxy: {
+            tokenizer,
+            upstream: {
+              kind: upstreamKind.data,
+              endpoints: values.upstream,
+              ...(upstreamTimeoutMs === undefined ? {} : { timeout_ms: upstreamTimeoutMs }),
+              ...(upstreamRetries === undefined ? {} : { max_retries: upstreamRetries }),
+            },
           },
-        },
-      }
-      : {}),
-    ...(values["no-ui"] ? {} : { ui: { tokenizer } }),
-  });
+        }
+        : {}),
+      ...(values["no-ui"] ? {} : { ui: { tokenizer } }),
+    });
+  } catch (err) {
+    throw new StartError(err instanceof Error ? err.message : String(err), { cause: err });
+  }
+  for (const save of saves) await save();
   const gateway = stack.gateway;
   const store = values.postgres ? "postgres" : `sqlite ${db}`;
   // One write, so that whoever waits for the banner (a supervisor, a test) reads it whole.
@@ -205,11 +222,15 @@ async function loadTokenizer(name: string): Promise<ChatTokenizer> {
   }
 }
 
+/** A failure to start with valid arguments (a store that cannot open): no usage after it. */
+class StartError extends Error {}
+
 if (import.meta.main) {
   try {
     await main(Deno.args);
   } catch (err) {
     console.error(`gateway: ${err instanceof Error ? err.message : err}`);
+    if (err instanceof StartError) Deno.exit(1);
     console.error(USAGE);
     Deno.exit(2);
   }

@@ -1,13 +1,18 @@
 /**
- * Flags of the command lines (`deno task gateway`, `deno task ui`), read after
- * `node:util` `parseArgs`: each refusal names the flag.
+ * Flags of the command lines (`bin/`, `scripts/`), read after `node:util` `parseArgs`: one rule
+ * for integer flags and one for ports, and each refusal names the flag.
  *
  * @module
  */
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
+import { z } from "zod";
+
+/** A flag's text that is a whole number: digits only (no sign, exponent or fraction). */
+export const WholeNumberFlagSchema = z.string().trim().regex(/^\d+$/).transform(Number);
 
 /**
- * A whole-number flag of at least `min`, or undefined when absent.
+ * A whole-number flag from `min` to `max` (inclusive; no upper bound when `max` is absent), or
+ * undefined when the flag is absent. The one integer-flag rule of every reins command line.
  *
  * @example
  * ```ts
@@ -15,15 +20,25 @@ import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
  * import { intFlag } from "./flags.ts";
  * assert.equal(intFlag("retries", "3", 0), 3);
  * assert.equal(intFlag("retries", undefined, 0), undefined);
- * assert.throws(() => intFlag("retries", "1.5", 0), /--retries: expected a whole number >= 0/);
+ * assert.throws(() => intFlag("retries", "1.5", 0), /--retries: expected a whole number, got '1.5'/);
+ * assert.throws(() => intFlag("steps", "0", 1, 100), /--steps: must be between 1 and 100, got 0/);
+ * assert.throws(() => intFlag("steps", "0", 1), /--steps: must be at least 1, got 0/);
  * ```
  */
-export function intFlag(name: string, value: string | undefined, min: number): number | undefined {
+export function intFlag(
+  name: string,
+  value: string | undefined,
+  min: number,
+  max?: number,
+): number | undefined {
   if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) {
-    throw new Error(`--${name}: expected a whole number >= ${min}, got '${value}'`);
+  const parsed = WholeNumberFlagSchema.safeParse(value);
+  if (!parsed.success) throw new Error(`--${name}: expected a whole number, got '${value}'`);
+  const n = parsed.data;
+  if (max !== undefined && (n < min || n > max)) {
+    throw new Error(`--${name}: must be between ${min} and ${max}, got ${n}`);
   }
+  if (n < min) throw new Error(`--${name}: must be at least ${min}, got ${n}`);
   return n;
 }
 
@@ -39,11 +54,11 @@ export function intFlag(name: string, value: string | undefined, min: number): n
  * ```
  */
 export function portFlag(value: string | undefined): number {
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  const parsed = WholeNumberFlagSchema.safeParse(value ?? "");
+  if (!parsed.success || parsed.data > 65535) {
     throw new Error(`--port: expected a port number, got '${value}'`);
   }
-  return port;
+  return parsed.data;
 }
 
 /**

@@ -22,3 +22,4 @@ export * from "./schema/proxy.ts";
 export * from "./schema/trainer.ts";
 export * from "./schema/ui.ts";
 export * from "./schema/curation.ts";
+export * from "./schema/jsonl.ts";

@@ -14,6 +14,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { intFlag } from "../lib/flags.ts";
 import { codingDatasetTasks, readTaskSet } from "../lib/curation/io.ts";
 import { runCuration } from "../lib/curation/pipeline.ts";
 import { DEFAULT_DATA_DIR } from "../lib/harness/envs/common.ts";
@@ -37,13 +38,12 @@ const { values } = parseArgs({
 });
 
 const int = (flag: string, text: string | undefined): number | undefined => {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) {
-    console.error(`curate: --${flag}: expected a whole number, got ${JSON.stringify(text)}`);
+  try {
+    return intFlag(flag, text, 0);
+  } catch (error) {
+    console.error(`curate: ${(error as Error).message}`);
     Deno.exit(2);
   }
-  return n;
 };
 
 const config: CurationConfigInput & { probe: Record<string, unknown> } = {

@@ -6,6 +6,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { intFlag } from "../lib/flags.ts";
 
 /** A bad command line; the message names the flag. */
 export class DemoArgsError extends Error {
@@ -49,14 +50,11 @@ export const DEMO_USAGE = `usage: deno task demo [flags]
   --no-png             SVG figures only`;
 
 function integer(flag: string, raw: string, min: number, max: number): number {
-  if (!/^\d+$/.test(raw.trim())) {
-    throw new DemoArgsError(`--${flag}: expected a whole number, got '${raw}'`);
+  try {
+    return intFlag(flag, raw, min, max)!;
+  } catch (error) {
+    throw new DemoArgsError((error as Error).message);
   }
-  const value = Number(raw);
-  if (value < min || value > max) {
-    throw new DemoArgsError(`--${flag}: must be between ${min} and ${max}, got ${value}`);
-  }
-  return value;
 }
 
 /**

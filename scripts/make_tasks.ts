@@ -11,6 +11,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { intFlag } from "../lib/flags.ts";
 import { generateTasks, GENERATOR_REPOS } from "../lib/curation/generate.ts";
 import { SWE_TASKS_FILE } from "../lib/harness/envs/coding.ts";
 
@@ -23,11 +24,7 @@ const { values } = parseArgs({
     out: { type: "string", default: new URL("../data/envs/coding", import.meta.url).pathname },
   },
 });
-const number = (name: string, text: string) => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name}: not a whole number: ${text}`);
-  return n;
-};
+const number = (name: string, text: string) => intFlag(name, text, 0)!;
 const out = values.out!;
 const t0 = performance.now();
 const { tasks, report } = await generateTasks({

@@ -95,7 +95,7 @@ Deno.test("cli: bad flags are refused with a message naming the flag", async () 
     ],
     [
       ["--gateway", "http://127.0.0.1:9", "--api-key", "k", "--concurrency", "many"],
-      /--concurrency: expected a whole number, got "many"/,
+      /--concurrency: expected a whole number, got 'many'/,
     ],
     [
       ["--gateway", "http://127.0.0.1:9", "--api-key", "k", "--label", "gpu"],

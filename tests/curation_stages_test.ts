@@ -310,7 +310,7 @@ Deno.test("deno task curate: bad flags and configs fail with the flag or field n
   };
   const k = await run("--probe-k", "four");
   assert.equal(k.code, 2);
-  assert.match(k.err, /--probe-k: expected a whole number, got "four"/);
+  assert.match(k.err, /--probe-k: expected a whole number, got 'four'/);
   const policy = await run("--policy", "oracle");
   assert.equal(policy.code, 2);
   assert.match(policy.err, /--policy: expected scripted or worker, got "oracle"/);

@@ -1,7 +1,8 @@
 /**
- * The gateway's HTTP API over loopback: the endpoints of SPEC §3, auth and capability tokens,
- * bad input answered with the right 4xx naming the field (and the store left unchanged),
- * limits, concurrent claims, the SSE change feed, phase control and the client's retries.
+ * The gateway's HTTP API over loopback: the endpoints of docs/architecture.md#gateway, auth and
+ * capability tokens, bad input answered with the right 4xx naming the field (and the store left
+ * unchanged), limits, concurrent claims, the SSE change feed, phase control and the client's
+ * retries.
  */
 import assert from "node:assert/strict";
 import { Hono } from "hono";

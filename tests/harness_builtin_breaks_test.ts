@@ -1,7 +1,7 @@
 /**
  * The built-in harness, run against the scripted upstream through the real gateway + proxy,
- * produces rollouts whose sample assembly shows each break reason of SPEC §5 exactly as often
- * as the configuration makes it happen.
+ * produces rollouts whose sample assembly shows each break reason of
+ * docs/architecture.md#sample-assembly exactly as often as the configuration makes it happen.
  */
 import assert from "node:assert/strict";
 import { runAgent } from "../lib/harness/builtin/agent.ts";

@@ -41,7 +41,7 @@ Deno.test("registry: built-in harness per environment, the real CLIs, and reward
   ) {
     assert.ok(names.includes(name), `${name} in ${names}`);
   }
-  // The four real CLIs of SPEC §10.
+  // The four real CLIs of docs/architecture.md#harnesses.
   assert.equal(Object.keys(CLI_HARNESSES).length, 4);
   assert.deepEqual(Object.keys(registry.rewardFunctions).sort(), [
     "arithmetic",

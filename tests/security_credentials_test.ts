@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { alignmentFindings } from "../lib/monitors/logprob.ts";
 import { flagsOf } from "../lib/ui/detail.ts";
+import { GatewayClient } from "../lib/gateway/client.ts";
 import {
   ADMIN_KEY,
   errorOf,
@@ -27,7 +28,7 @@ Deno.test("credentials: the token cannot post a reward for its own running attem
     assert.equal(res.status, 403);
     assert.match(
       errorOf(res.body).message,
-      /^events\[0\]\.type: a capability token may not post rewards/,
+      /^events\[0\]\.type: a capability token cannot post rewards/,
     );
     // A reward hidden among allowed events refuses the whole batch.
     const mixed = await fx.send("POST", events(rolloutId, attemptId), token, {
@@ -104,7 +105,7 @@ Deno.test("credentials: the token cannot take the verifier's key first; the veri
       assert.equal(res.status, 403, key);
       assert.match(
         errorOf(res.body).message,
-        /^events\[0\]\.event_key: keys starting with 'reins:'/,
+        /^events\[0\]\.event_key: 'reins:.*' is in the namespace reserved for reins itself/,
       );
     }
     // The reporter may post rewards, but not under reins' own keys either.
@@ -268,5 +269,44 @@ Deno.test("credentials: the proxy learns of another process's status change from
     const call = await proxyChat(fx, rolloutId, attemptId, token);
     assert.equal(call.status, 409);
     assert.deepEqual(await fx.snapshot(), before, "the refused call was not recorded");
+  });
+});
+
+Deno.test("credentials: no credential can squat another's event key (agent, reporter, reins namespaces)", async () => {
+  await withSecurityFixture({}, async (fx) => {
+    const { rolloutId, attemptId, token } = await fx.claimOne();
+    const post = (key: string, event_key: string, body?: unknown) =>
+      fx.send(
+        "POST",
+        events(rolloutId, attemptId),
+        key,
+        body ?? { events: [{ type: "custom", event_key, payload: { name: "x", data: 1 } }] },
+      );
+    const before = await fx.snapshot();
+    // The agent takes the key the reporter will use for the reward (the docs' own shape), and
+    // the reporter's own namespace: 403 naming the rule, nothing stored.
+    for (const key of ["reward:1", `reward:${attemptId}`, "reporter:reward:1", "e-123"]) {
+      const res = await post(token, key);
+      assert.equal(res.status, 403, key);
+      assert.equal(errorOf(res.body).field, "events[0].event_key");
+      assert.match(errorOf(res.body).message, /a capability token's keys must start with 'agent:'/);
+    }
+    // The reporter cannot take the agent's keys nor reins' own.
+    for (const key of ["agent:step-1", "reins:reward:1"]) {
+      const res = await post(REPORTER_KEY, key);
+      assert.equal(res.status, 403, key);
+      assert.equal(errorOf(res.body).field, "events[0].event_key");
+    }
+    assert.deepEqual(await fx.snapshot(), before, "nothing was written");
+    // Each in its own namespace: the agent's key, then the reporter's reward under the key the
+    // agent tried to take, which now stands.
+    assert.equal((await post(token, "agent:step-1")).status, 200);
+    const reporterReward = await post(REPORTER_KEY, "reward:1", reward(1, "reward:1"));
+    assert.equal(reporterReward.status, 200);
+    assert.equal((await fx.admin.getRollout(rolloutId)).reward, 1);
+    // The GatewayClient keys a token's events in the agent's namespace by itself.
+    const agent = new GatewayClient(fx.gateway.url, { apiKey: token });
+    const [posted] = await agent.postEvents(rolloutId, attemptId, log("hi").events as never);
+    assert.match(posted.event_key ?? "", /^agent:e-/);
   });
 });

@@ -102,6 +102,33 @@ function storeAttacks(t: Deno.TestContext, backend: Backend) {
     });
 
     await step(
+      "no credential squats another's key: the token only under agent:, the reporter not there",
+      async (store) => {
+        const { attempt } = await claimOne(store, "r");
+        const before = await snapshot(store, "r");
+        const custom = (event_key: string): EventInput => ({
+          type: "custom",
+          event_key,
+          payload: { name: "x", data: 1 },
+        });
+        await rejectsWith(
+          store.appendEvents("r", attempt.attempt_id, [custom("reward:1")], as("capability")),
+          403,
+          /^events\[0\]\.event_key: a capability token's keys must start with 'agent:'/,
+        );
+        await rejectsWith(
+          store.appendEvents("r", attempt.attempt_id, [custom("agent:x")], as("reporter")),
+          403,
+          /^events\[0\]\.event_key: 'agent:x' is in the agent's namespace/,
+        );
+        assert.deepEqual(await snapshot(store, "r"), before);
+        await store.appendEvents("r", attempt.attempt_id, [custom("agent:x")], as("capability"));
+        await store.appendEvents("r", attempt.attempt_id, [reward(1, "reward:1")], as("reporter"));
+        assert.equal((await store.getRollout("r"))!.reward, 1);
+      },
+    );
+
+    await step(
       "the token cannot take the controller's reward key first; the verified reward stands",
       async (store) => {
         const { attempt } = await claimOne(store, "r");

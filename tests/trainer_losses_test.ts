@@ -1,7 +1,7 @@
 /**
  * The worker's losses against hand-computed values. Behaviour logprobs are set to
  * `current − log r`, so every token's ratio r is chosen by the test and the expected loss
- * follows from the formulas of SPEC §6 by hand.
+ * follows from the formulas of docs/architecture.md#algorithms by hand.
  */
 import assert from "node:assert/strict";
 import type { LossConfigInput } from "../lib/schema.ts";

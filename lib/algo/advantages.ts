@@ -1,5 +1,5 @@
 /**
- * GRPO advantages at the `rollout` or `sample` level (SPEC §6).
+ * GRPO advantages at the `rollout` or `sample` level (docs/architecture.md#algorithms).
  *
  * A group is the set of rollouts sharing a `group_id` (same task input). Rewards are outcome
  * rewards, so every sample of a rollout carries its rollout's reward. The two levels differ

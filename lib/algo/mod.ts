@@ -1,7 +1,7 @@
 /**
- * RL math of reins (SPEC §6): GRPO advantages at the rollout or sample level, loss
- * normalization as per-token weights, reference policy losses, and rollout–training alignment
- * metrics. Pure functions over {@link Sample}s; no I/O.
+ * RL math of reins (docs/architecture.md#algorithms): GRPO advantages at the rollout or sample
+ * level, loss normalization as per-token weights, reference policy losses, and rollout–training
+ * alignment metrics. Pure functions over {@link Sample}s; no I/O.
  *
  * @example
  * ```ts

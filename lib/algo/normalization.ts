@@ -1,5 +1,5 @@
 /**
- * Loss normalization as per-token weights (SPEC §6).
+ * Loss normalization as per-token weights (docs/architecture.md#algorithms).
  *
  * Every mode is expressed as a weight w on each trained token so that the batch loss is
  * Σ w·ℓ. The weights are computed once, on the whole batch (one optimizer step), before the

@@ -1,7 +1,7 @@
 /**
- * B_train: samples flattened into training rows (SPEC §7). Every row keeps its rollout id and
- * group id, and carries its per-token advantages and loss weights unchanged, so flattening
- * never changes rollout membership or weights.
+ * B_train: samples flattened into training rows (docs/architecture.md#batching). Every row keeps
+ * its rollout id and group id, and carries its per-token advantages and loss weights unchanged, so
+ * flattening never changes rollout membership or weights.
  *
  * @module
  */

@@ -1,8 +1,8 @@
 /**
- * Batching of reins (SPEC §7): B_train rows that keep `(rollout_id, group_id)`, optimizer steps
- * that never split a rollout, data-parallel balancing by workload (Karmarkar–Karp or LPT on
- * a·L + L²), and micro-batch packing under a token budget with position resets, or with a
- * shared prompt stored once per micro-batch (`packSharedPrefix`).
+ * Batching of reins (docs/architecture.md#batching): B_train rows that keep `(rollout_id,
+ * group_id)`, optimizer steps that never split a rollout, data-parallel balancing by workload
+ * (Karmarkar–Karp or LPT on a·L + L²), and micro-batch packing under a token budget with position
+ * resets, or with a shared prompt stored once per micro-batch (`packSharedPrefix`).
  *
  * @example
  * ```ts

@@ -1,5 +1,6 @@
 /**
- * Cutting a batch into optimizer steps without ever splitting a rollout (SPEC §7).
+ * Cutting a batch into optimizer steps without ever splitting a rollout
+ * (docs/architecture.md#batching).
  *
  * All samples of one rollout stay in the same optimizer step, so no rollout is trained half
  * under one policy version and half under the next. Plans are made from token counts: how many

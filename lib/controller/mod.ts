@@ -1,5 +1,6 @@
 /**
- * The rollout controller (SPEC §9): makes execution match the gateway's declared rollouts.
+ * The rollout controller (docs/architecture.md#controller): makes execution match the gateway's
+ * declared rollouts.
  *
  * - {@link Reconciler} is the loop: claim with a lease, run through a backend, renew, stream
  *   logs, report (`succeeded`, `requeuing` while attempts remain, `failed`), recover after a

@@ -36,6 +36,34 @@ import type {
   LogChunk,
 } from "./backend.ts";
 import { SpecError } from "./backend.ts";
+import { countedAttempts } from "../gateway/store_rules.ts";
+
+/** Errors of an attempt's LLM calls that mean the policy's infrastructure failed, not the
+ * agent: the proxy's upstream answered 502/503/504 or could not be reached. */
+const INFRA_ERROR = /\b50[234]\b|connection error|ECONNREFUSED|connection refused|upstream/i;
+
+/**
+ * True when an attempt ended because the infrastructure failed: lost (its controller
+ * restarted and could not find it), flagged by its backend (`info.infra_failure`), or failed
+ * on an LLM call the proxy could not serve.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isInfraFailure } from "./reconciler.ts";
+ * assert.equal(isInfraFailure({ status: "lost", error: null, info: {} }), true);
+ * assert.equal(isInfraFailure({ status: "failed", error: "502 upstream unavailable", info: {} }), true);
+ * assert.equal(isInfraFailure({ status: "failed", error: "exit code 1", info: {} }), false);
+ * assert.equal(isInfraFailure({ status: "timeout", error: "502", info: {} }), false);
+ * ```
+ */
+export function isInfraFailure(
+  outcome: { status: string; error: string | null; info?: Record<string, unknown> | null },
+): boolean {
+  if (outcome.status === "lost") return true;
+  if (outcome.info?.infra_failure === true) return true;
+  return outcome.status === "failed" && INFRA_ERROR.test(outcome.error ?? "");
+}
 
 /** The part of the gateway client the controller uses (a fake can stand in for tests). */
 export type ControllerGateway = Pick<
@@ -69,6 +97,9 @@ export interface ReconcilerStats {
   retried: number;
   spec_errors: number;
   lost: number;
+  /** Attempts ended by the infrastructure (controller restart, proxy upstream down),
+   * retried without counting against the rollout's `max_attempts`. */
+  infra_retried: number;
   gateway_errors: number;
 }
 
@@ -125,6 +156,7 @@ export class Reconciler {
     retried: 0,
     spec_errors: 0,
     lost: 0,
+    infra_retried: 0,
     gateway_errors: 0,
   };
   readonly #gateway: ControllerGateway;
@@ -435,7 +467,15 @@ export class Reconciler {
         }]);
       }
       const succeeded = outcome.status === "succeeded";
-      const retry = !succeeded && !report.final && attempt.index < rollout.config.max_attempts;
+      const infra = !succeeded && !report.final && isInfraFailure(outcome);
+      // Infrastructure failures do not count against max_attempts (the gateway agrees:
+      // `countedAttempts`, capped at MAX_FREE_INFRA_RETRIES per rollout).
+      const counted = countedAttempts(
+        rollout.attempts.filter((a) => a.attempt_id !== attempt.attempt_id).concat([
+          { ...attempt, info: infra ? { infra_failure: true } : attempt.info },
+        ]),
+      );
+      const retry = !succeeded && !report.final && counted < rollout.config.max_attempts;
       const to = succeeded ? "succeeded" : retry ? "requeuing" : "failed";
       await this.#gateway.transition(rollout.rollout_id, {
         to,
@@ -444,9 +484,10 @@ export class Reconciler {
         exit_code: outcome.exit_code,
         error: outcome.error,
         reason: outcome.error ?? `attempt ${outcome.status}`,
-        info: outcome.info,
+        info: infra ? { ...outcome.info, infra_failure: true } : outcome.info,
       });
       if (succeeded) this.stats.succeeded++;
+      else if (retry && infra) this.stats.infra_retried++;
       else if (retry) this.stats.retried++;
       else this.stats.failed++;
       if (outcome.status === "lost") this.stats.lost++;

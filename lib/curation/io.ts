@@ -12,13 +12,13 @@ import { readTree } from "../harness/envs/coding_tasks.ts";
 import {
   type CuratedTask,
   CuratedTaskSchema,
+  parseJsonl,
   parseOrThrow,
   type SweTask,
   SweTaskSchema,
-  ValidationError,
 } from "../schema.ts";
 import { type CodingTask, CodingTaskSchema } from "../harness/schema.ts";
-import type { z } from "zod";
+import { z } from "zod";
 
 /** Columns stored as JSON text in parquet (their keys vary from row to row). */
 const JSON_COLUMNS = new Set(["hidden_tests"]);
@@ -39,18 +39,7 @@ function parseRows<S extends z.ZodType>(
 }
 
 function readJsonlRows(path: string, text: string): unknown[] {
-  const rows: unknown[] = [];
-  for (const [i, line] of text.split("\n").entries()) {
-    if (line.trim() === "") continue;
-    try {
-      rows.push(JSON.parse(line));
-    } catch (error) {
-      throw new ValidationError(`${path}:${i + 1}`, [
-        `${path}:${i + 1}: not JSON (${(error as Error).message})`,
-      ]);
-    }
-  }
-  return rows;
+  return parseJsonl(text, z.unknown(), (line) => `${path}:${line}`);
 }
 
 function readAny<S extends z.ZodType>(path: string, schema: S): z.infer<S>[] {

@@ -1,6 +1,6 @@
 /**
- * Task curation (SPEC: data): Agent Lightning's SWE-smith recipe as a pipeline, and a
- * SWE-smith-style generator for the coding environment.
+ * Task curation (docs/architecture.md#curation): Agent Lightning's SWE-smith recipe as a pipeline,
+ * and a SWE-smith-style generator for the coding environment.
  *
  * - Task sets: SWE-smith records (`SweTaskSchema`) read from JSONL or parquet, the coding
  *   environment's own tasks mapped onto them (`codingDatasetTasks`).

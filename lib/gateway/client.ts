@@ -4,7 +4,9 @@
  * error answers and transport failures throw an {@link HttpError} (status 0: unreachable).
  *
  * Network errors and 502/503/504 answers are retried with jittered exponential backoff
- * (`lib/http/retry.ts`). That is safe
+ * (`lib/http/retry.ts`), for at least `retries` tries and for as long as the outage has lasted
+ * less than `outageWindowMs` (default 60 s), so a restarting gateway or a worker restarting
+ * behind the proxy is ridden out instead of failing a run. That is safe
  * because every endpoint is idempotent, and the client makes the non-obvious cases so: it
  * fills in a `rollout_id` for each created rollout, a `claim_key` for each claim and an
  * `event_key` for each posted event when the caller gave none.
@@ -12,11 +14,13 @@
  * @module
  */
 import type { z } from "zod";
+import { CAPABILITY_PREFIX } from "../http/credentials.ts";
 import { HttpError, httpErrorFrom } from "../util/error.ts";
 import { backoffDelay } from "../http/retry.ts";
 import { sleep } from "../util/time.ts";
 import { readSse } from "../http/sse.ts";
 import {
+  AGENT_EVENT_KEY_PREFIX,
   type Attempt,
   AttemptSchema,
   AttemptTokenResponseSchema,
@@ -62,6 +66,12 @@ export interface GatewayClientOptions {
   apiKey?: string;
   /** Retries after the first try on network errors and 502/503/504 (default 4). */
   retries?: number;
+  /**
+   * How long an outage is ridden out (ms from the first failed try of a call): failed tries are
+   * retried, with jittered backoff capped at 5 s, until it has passed (and `retries` are used).
+   * Default 60 000, or 0 when `retries` is given (a caller that bounds its retries means it).
+   */
+  outageWindowMs?: number;
   /** First backoff delay in ms (doubles each retry, default 100). */
   backoffMs?: number;
   /** Per-request timeout in ms (default 60 000; streams are exempt). */
@@ -112,16 +122,22 @@ const RETRY_STATUSES = new Set([502, 503, 504]);
 export class GatewayClient {
   readonly baseUrl: string;
   readonly #apiKey: string | undefined;
+  /** True when the key is a capability token (the agent's). */
+  readonly #agent: boolean;
   readonly #retries: number;
   readonly #backoffMs: number;
   readonly #timeoutMs: number;
+  readonly #outageWindowMs: number;
 
   constructor(baseUrl: string, options: GatewayClientOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.#apiKey = options.apiKey;
+    this.#agent = options.apiKey?.startsWith(CAPABILITY_PREFIX) ?? false;
     this.#retries = options.retries ?? 4;
     this.#backoffMs = options.backoffMs ?? 100;
     this.#timeoutMs = options.timeoutMs ?? 60_000;
+    this.#outageWindowMs = options.outageWindowMs ??
+      (options.retries === undefined ? 60_000 : 0);
   }
 
   /** `GET /v1/health` (no key needed). */
@@ -279,7 +295,9 @@ export class GatewayClient {
     options?: CallOptions,
     headers?: Record<string, string>,
   ): Promise<z.infer<S>> {
-    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId("e-") });
+    // A capability token's keys live in the agent's namespace (the store refuses others).
+    const prefix = this.#agent ? AGENT_EVENT_KEY_PREFIX : "";
+    const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId(`${prefix}e-`) });
     return this.#json(schema, "POST", path, { events: keyed }, options, headers);
   }
 
@@ -386,6 +404,11 @@ export class GatewayClient {
   ): AsyncGenerator<Change> {
     let after = options.after ?? 0;
     let failures = 0;
+    let firstFailure = 0;
+    const giveUp = () => {
+      if (failures++ === 0) firstFailure = performance.now();
+      return failures > this.#retries && performance.now() - firstFailure >= this.#outageWindowMs;
+    };
     while (!options.signal?.aborted) {
       let res: Response;
       try {
@@ -395,7 +418,7 @@ export class GatewayClient {
         });
       } catch (err) {
         if (options.signal?.aborted) return;
-        if (++failures > this.#retries) throw networkError(err);
+        if (giveUp()) throw networkError(err);
         await sleep(this.#backoff(failures), options.signal);
         continue;
       }
@@ -411,7 +434,7 @@ export class GatewayClient {
       } catch (err) {
         if (options.signal?.aborted) return;
         if (err instanceof HttpError) throw err;
-        if (++failures > this.#retries) throw networkError(err);
+        if (giveUp()) throw networkError(err);
         await sleep(this.#backoff(failures), options.signal);
       }
     }
@@ -440,6 +463,12 @@ export class GatewayClient {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers = this.#headers(options?.token, payload !== undefined);
     for (const [k, v] of Object.entries(extraHeaders)) headers.set(k, v);
+    let firstFailure: number | null = null;
+    const giveUp = (attempt: number) => {
+      firstFailure ??= performance.now();
+      return attempt >= this.#retries &&
+        performance.now() - firstFailure >= this.#outageWindowMs;
+    };
     for (let attempt = 0;; attempt++) {
       const signals = [AbortSignal.timeout(this.#timeoutMs)];
       if (options?.signal) signals.push(options.signal);
@@ -452,12 +481,12 @@ export class GatewayClient {
           signal: AbortSignal.any(signals),
         });
       } catch (err) {
-        if (options?.signal?.aborted || attempt >= this.#retries) throw networkError(err);
+        if (options?.signal?.aborted || giveUp(attempt)) throw networkError(err);
         await sleep(this.#backoff(attempt + 1), options?.signal);
         continue;
       }
       if (res.ok) return parseOrThrow(schema, await res.json(), "response");
-      if (RETRY_STATUSES.has(res.status) && attempt < this.#retries) {
+      if (RETRY_STATUSES.has(res.status) && !giveUp(attempt)) {
         await res.body?.cancel();
         await sleep(this.#backoff(attempt + 1), options?.signal);
         continue;

@@ -1,5 +1,6 @@
 /**
- * The reins gateway: the durable rollout/event/model service (SPEC §2, §3).
+ * The reins gateway: the durable rollout/event/model service (docs/architecture.md#gateway;
+ * the records it keeps: docs/architecture.md#data-model).
  *
  * - {@link startGateway} serves the HTTP API on `Deno.serve` over a SQLite file (default) or a
  *   PostgreSQL database shared by several gateways;

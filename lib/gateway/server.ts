@@ -6,7 +6,8 @@
  */
 import type { Hono } from "hono";
 import { CAPABILITY_PREFIX, randomKey } from "../http/credentials.ts";
-import { serveGuarded } from "../http/serve.ts";
+import { EventLoopLag } from "../http/lag.ts";
+import { type GuardedServer, serveGuarded } from "../http/serve.ts";
 import {
   type GatewayLimitsInput,
   parseOrThrow,
@@ -113,6 +114,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
     (options.postgres
       ? await openPostgresStore(options.postgres, options.postgresOptions)
       : openSqliteStore(options.db ?? ":memory:", options.sqlite));
+  let lag: EventLoopLag | undefined;
   try {
     const adminKey = options.adminKey ?? Deno.env.get("REINS_ADMIN_KEY") ?? randomKey("ra_");
     if (adminKey.startsWith(CAPABILITY_PREFIX)) {
@@ -144,7 +146,15 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       live,
       deadlines,
     };
+    lag = new EventLoopLag();
+    // The server starts after the app it serves; the stats read it once it exists.
+    const serverRef: { current?: GuardedServer } = {};
     const app = createGatewayApp({
+      stats: () => ({
+        event_loop_max_lag_ms: Math.round((lag?.takeMax() ?? 0) * 10) / 10,
+        rss_bytes: Deno.memoryUsage().rss,
+        connections: serverRef.current?.connections ?? 0,
+      }),
       store,
       phase,
       adminKey,
@@ -164,6 +174,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       hostname: options.hostname ?? "127.0.0.1",
       deadlines,
     });
+    serverRef.current = server;
     const sweepMs = options.leaseSweepMs ?? 1_000;
     let sweeping = false;
     const sweep = sweepMs > 0
@@ -197,6 +208,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
         if (closed) return;
         closed = true;
         clearInterval(sweep);
+        lag?.stop();
         closing.abort();
         await server.shutdown();
         while (sweeping) await sleep(5);
@@ -204,6 +216,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       },
     };
   } catch (err) {
+    lag?.stop();
     if (ownStore) await store.close();
     throw err;
   }

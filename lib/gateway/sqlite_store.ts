@@ -98,6 +98,17 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   return new SqliteStore(path, options);
 }
 
+/** Throws naming the directory when `path`'s directory does not exist (SQLite would fail vaguely). */
+function checkParentDirectory(path: string): void {
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) || "/" : ".";
+  try {
+    if (Deno.statSync(dir).isDirectory) return;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  throw new Error(`SQLite file '${path}': the directory '${dir}' does not exist`);
+}
+
 /** The SQLite backend of {@link Store}. */
 export class SqliteStore implements Store {
   readonly kind = "sqlite" as const;
@@ -119,9 +130,26 @@ export class SqliteStore implements Store {
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
+    if (path !== ":memory:" && !path.startsWith("file:")) checkParentDirectory(path);
     this.#db = new DatabaseSync(path);
-    const sync = options.synchronous ?? "FULL";
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
+    try {
+      this.#open(path, options);
+    } catch (err) {
+      try {
+        this.#db.close();
+      } catch { /* already closed */ }
+      // SQLite's own words ("file is not a database") do not say which file.
+      const message = err instanceof Error ? err.message : String(err);
+      throw new Error(
+        message.includes(path) ? message : `SQLite file '${path}': ${message}`,
+        { cause: err },
+      );
+    }
+  }
+
+  #open(path: string, options: SqliteStoreOptions): void {
+    const sync = options.synchronous ?? "FULL";
     this.#db.exec(`PRAGMA busy_timeout = ${this.#busyTimeoutMs}`);
     // Big pages keep multi-KB token rows several to a page (only applies to a new file).
     this.#db.exec("PRAGMA page_size = 16384");
@@ -138,7 +166,6 @@ export class SqliteStore implements Store {
       this.#db.exec("COMMIT");
     } catch (err) {
       this.#db.exec("ROLLBACK");
-      this.#db.close();
       throw err;
     }
   }

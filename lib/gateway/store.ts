@@ -47,7 +47,9 @@ export type GatewayErrorCode =
 export class StoreError extends HttpError {
   declare readonly code: GatewayErrorCode;
   constructor(code: GatewayErrorCode, message: string) {
-    super(statusOfCode(code), message, { code });
+    // Messages start with the field at fault ("events[0].type: …"): the answer names it too.
+    const field = /^([A-Za-z_][\w.[\]]*): /.exec(message)?.[1];
+    super(statusOfCode(code), message, { code, ...(field ? { field } : {}) });
     this.name = "StoreError";
   }
 }

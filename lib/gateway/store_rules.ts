@@ -15,7 +15,11 @@ import {
   type RolloutEvent,
   type RolloutStatus,
 } from "../schema.ts";
-import { isReservedEventKey, RESERVED_EVENT_KEY_PREFIX } from "../schema/gateway_api.ts";
+import {
+  AGENT_EVENT_KEY_PREFIX,
+  isReservedEventKey,
+  RESERVED_EVENT_KEY_PREFIX,
+} from "../schema/gateway_api.ts";
 import type { AttemptRow } from "./sql/rows.ts";
 import { type AppendOptions, StoreError, type TransitionOptions } from "./store.ts";
 import { checkId, modelRequestOf, type ParsedEvent, parseEvents } from "./store_input.ts";
@@ -171,9 +175,48 @@ export function checkLeaseHolder(
   }
 }
 
-/** Where a running rollout goes when its attempt's lease expires. */
+/**
+ * Infrastructure failures a rollout may have retried for free before they count too: a setup
+ * that is broken for good must still end its rollouts.
+ */
+export const MAX_FREE_INFRA_RETRIES = 20;
+
+/** True for an attempt ended by the infrastructure (`info.infra_failure`, set by the
+ * controller that reported it). */
+export function isInfraAttempt(attempt: { info?: Record<string, unknown> }): boolean {
+  return attempt.info?.infra_failure === true;
+}
+
+/**
+ * Attempts that count against `max_attempts`: all but those the infrastructure ended (a
+ * worker, proxy upstream or controller that died), up to {@link MAX_FREE_INFRA_RETRIES} of
+ * them. `endingInfra`: the current attempt is being ended by the infrastructure right now.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { countedAttempts } from "./store_rules.ts";
+ * const attempts = [{ info: { infra_failure: true } }, { info: {} }, { info: {} }];
+ * assert.equal(countedAttempts(attempts), 2);
+ * assert.equal(countedAttempts(attempts, true), 1);
+ * ```
+ */
+export function countedAttempts(
+  attempts: readonly { info?: Record<string, unknown> }[],
+  endingInfra = false,
+): number {
+  const last = attempts.length - 1;
+  const infra = attempts.filter((a, i) => isInfraAttempt(a) || (endingInfra && i === last)).length;
+  return attempts.length - Math.min(infra, MAX_FREE_INFRA_RETRIES);
+}
+
+/**
+ * Where a running rollout goes when its attempt's lease expires. The expired attempt counts:
+ * a controller that comes back within the lease reports its attempts lost itself, as
+ * infrastructure failures that do not.
+ */
 export function statusAfterLostLease(rollout: Rollout): RolloutStatus {
-  return rollout.attempts.length < rollout.config.max_attempts ? "requeuing" : "failed";
+  return countedAttempts(rollout.attempts) < rollout.config.max_attempts ? "requeuing" : "failed";
 }
 
 /** How an attempt ends: its final status and what to record. */
@@ -214,10 +257,55 @@ export interface AttemptState {
 }
 
 /**
- * The credential rules that hold whatever the attempt's state (403 before anything is
- * stored): a capability token never posts a reward, and only the admin posts keys in the
- * reserved namespace (`reins:`, where the controller, proxy and monitors write: a key taken
- * first would pre-empt theirs). The gateway app checks the same before calling the store.
+ * Why `credential` may not post an event under `key`, or null when it may. Each credential
+ * kind has its namespace, so none can take another's key first (a key taken first would
+ * pre-empt the real event, which then gets 409):
+ *
+ * | key                   | who may post it                                    |
+ * | --------------------- | -------------------------------------------------- |
+ * | `reins:…`             | the admin (controller, proxy, monitors, verifier)  |
+ * | `agent:…`             | a capability token (and the admin)                 |
+ * | `reporter:…`, any other | the reporter and the admin                       |
+ *
+ * A capability token's keys must start with `agent:`; the reporter may use any key outside
+ * `reins:` and `agent:`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { eventKeyRefusal } from "./store_rules.ts";
+ * assert.equal(eventKeyRefusal("capability", "agent:step-1"), null);
+ * assert.match(eventKeyRefusal("capability", "reward:1")!, /must start with 'agent:'/);
+ * assert.match(eventKeyRefusal("reporter", "reins:reward:1")!, /reserved for reins/);
+ * assert.equal(eventKeyRefusal("reporter", "reward:1"), null);
+ * assert.equal(eventKeyRefusal("admin", "agent:x"), null);
+ * ```
+ */
+export function eventKeyRefusal(
+  credential: Credential,
+  key: string | null | undefined,
+): string | null {
+  if (credential === "admin" || key === null || key === undefined) return null;
+  if (isReservedEventKey(key)) {
+    return `'${key}' is in the namespace reserved for reins itself ` +
+      `('${RESERVED_EVENT_KEY_PREFIX}'); only the admin credential posts it`;
+  }
+  if (credential === "capability" && !key.startsWith(AGENT_EVENT_KEY_PREFIX)) {
+    return `a capability token's keys must start with '${AGENT_EVENT_KEY_PREFIX}' ` +
+      `(got '${key}'); other keys belong to the verifier, the reporter and reins`;
+  }
+  if (credential === "reporter" && key.startsWith(AGENT_EVENT_KEY_PREFIX)) {
+    return `'${key}' is in the agent's namespace ('${AGENT_EVENT_KEY_PREFIX}'); ` +
+      `the reporter posts other keys`;
+  }
+  return null;
+}
+
+/**
+ * What a credential may post, whatever the attempt's state (403 before anything is stored),
+ * written once for both stores and the gateway app: a capability token posts only `custom` and
+ * `log` events (never a reward, never a model call), and every key stays in its credential's
+ * namespace ({@link eventKeyRefusal}).
  *
  * @example
  * ```ts
@@ -226,9 +314,16 @@ export interface AttemptState {
  * const reward = { type: "reward" as const, payload: { value: 1, name: "reward", info: {} } };
  * checkCredential([reward], "admin");
  * assert.throws(() => checkCredential([reward], "capability"), /events\[0\]\.type: a capability/);
+ * assert.throws(
+ *   () => checkCredential([{ type: "custom", event_key: "reward:1" }], "capability"),
+ *   /events\[0\]\.event_key: a capability token's keys must start with 'agent:'/,
+ * );
  * ```
  */
-export function checkCredential(events: ParsedEvent[], credential: Credential): void {
+export function checkCredential(
+  events: ReadonlyArray<{ type: string; event_key?: string | null }>,
+  credential: Credential,
+): void {
   if (credential === "admin") return;
   events.forEach((event, i) => {
     if (credential === "capability" && event.type === "reward") {
@@ -247,13 +342,8 @@ export function checkCredential(events: ParsedEvent[], credential: Credential): 
           `'${event.type}' events come from reins itself (model calls from the proxy)`,
       );
     }
-    if (isReservedEventKey(event.event_key)) {
-      throw new StoreError(
-        "forbidden",
-        `events[${i}].event_key: '${event.event_key}' is in the namespace reserved for reins ` +
-          `itself ('${RESERVED_EVENT_KEY_PREFIX}'); only the admin credential posts it`,
-      );
-    }
+    const refusal = eventKeyRefusal(credential, event.event_key);
+    if (refusal) throw new StoreError("forbidden", `events[${i}].event_key: ${refusal}`);
   });
 }
 

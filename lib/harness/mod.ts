@@ -1,9 +1,10 @@
 /**
- * Harnesses and environments (SPEC §10).
+ * Harnesses and environments (docs/architecture.md#harnesses).
  *
  * - the **built-in harness** ({@link runAgent}, `lib/harness/builtin/main.ts` as a command): a
  *   tool-using agent loop on the official `openai` SDK with context compaction, sub-agents,
- *   client retries and a final answer, whose switches produce each break reason of SPEC §5;
+ *   client retries and a final answer, whose switches produce each break reason of
+ *   docs/architecture.md#sample-assembly;
  * - four **environments** (`arithmetic`, `search`, `files`, `coding`): datasets in
  *   `data/envs/`, tools, reward functions and harness resolvers;
  * - the **harness registry** ({@link harnessRegistry}): every harness name a rollout may use

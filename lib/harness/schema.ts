@@ -1,7 +1,8 @@
 /**
  * Schemas of the harness area: the built-in harness's options (each switch produces one of the
- * break reasons of SPEC §5 on purpose), the task records of the four environments, and the
- * options a rollout's `config.harness.options` may carry for a built-in-harness environment.
+ * break reasons of docs/architecture.md#sample-assembly on purpose), the task records of the four
+ * environments, and the options a rollout's `config.harness.options` may carry for a
+ * built-in-harness environment.
  *
  * @example
  * ```ts

@@ -202,14 +202,43 @@ export function randomKey(prefix = ""): string {
  * there (mode 0600, creating its folder) when the file is missing or empty.
  */
 export async function readOrCreateKey(file: string, prefix = "ra_"): Promise<string> {
+  const { key, save } = await readOrNewKey(file, prefix);
+  await save();
+  return key;
+}
+
+/**
+ * The key in `file`, or a fresh one with a `save()` that writes it there (0600): a caller that
+ * may still fail to start saves only once it has started, so a failed start leaves no file.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { readOrNewKey } from "./credentials.ts";
+ * const dir = await Deno.makeTempDir();
+ * const { key, save } = await readOrNewKey(`${dir}/k`);
+ * await assert.rejects(Deno.stat(`${dir}/k`));
+ * await save();
+ * assert.equal((await readOrNewKey(`${dir}/k`)).key, key);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function readOrNewKey(
+  file: string,
+  prefix = "ra_",
+): Promise<{ key: string; save: () => Promise<void> }> {
   try {
     const key = (await Deno.readTextFile(file)).trim();
-    if (key) return key;
+    if (key) return { key, save: () => Promise.resolve() };
   } catch (err) {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   }
-  await Deno.mkdir(dirname(file), { recursive: true });
   const key = randomKey(prefix);
-  await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
-  return key;
+  return {
+    key,
+    save: async () => {
+      await Deno.mkdir(dirname(file), { recursive: true });
+      await Deno.writeTextFile(file, key + "\n", { mode: 0o600 });
+    },
+  };
 }

@@ -1,17 +1,35 @@
 /**
- * `Deno.serve` with connection deadlines. `Deno.serve` has no header-read, body-read or idle
- * timeout: a client that sends half a request holds its connection (and the memory behind
- * it) forever. {@link serveGuarded} puts a small relay in front of it: every connection is
- * accepted here, its request framing (head, `Content-Length` or chunked body) is followed
- * byte by byte, and it is closed when a head takes longer than `headers_timeout_ms`, a body
- * longer than `body_timeout_ms` (plus a grace period, so the app's own 408 goes out first),
- * or when it sits idle with no request in flight for `idle_timeout_ms`. A head larger than
- * `max_header_bytes` is answered 431. The server itself listens on a private Unix socket.
+ * A fetch handler served with connection deadlines and connection caps, one descriptor per
+ * connection and no second HTTP hop.
+ *
+ * `Deno.serve` has no header-read, body-read or idle timeout, and no hook before a request
+ * arrives, so it can neither close a half-sent request nor cap connections per client. Deno's
+ * `node:http` server is Node's own (llhttp, the same timers): {@link serveGuarded} serves
+ * through it and maps the deadlines onto it:
+ *
+ * - `headers_timeout_ms` → `headersTimeout` (a head, or a fresh connection's first byte
+ *   onwards, that takes longer is answered 408 and closed);
+ * - `body_timeout_ms` → `requestTimeout` = headers + body + a grace period, so the app's own
+ *   408 (`lib/http/body.ts`) goes out first;
+ * - `idle_timeout_ms` → `keepAliveTimeout` (a kept-alive connection with nothing in flight);
+ * - `max_header_bytes` → `maxHeaderSize` (431 above it).
+ *
+ * Connections are capped per client address (`max_connections_per_client`, an over-cap
+ * connection gets a 503 and is closed) and in total (`max_connections`, lowered to what the
+ * process's descriptor limit allows: half of `RLIMIT_NOFILE` less a reserve, since a proxied
+ * call holds a second socket upstream). Deno itself panics when a descriptor cannot be had,
+ * so the cap is what keeps the process alive under a connection flood. Accept errors do not
+ * stop the server: Node's accept loop backs off and continues, and they are counted.
+ *
+ * The bridge between `node:http` and a fetch handler (`Request` in, `Response` out) is written
+ * here (about 100 lines) rather than taken from `@hono/node-server`: that package replaces the
+ * global `Request`/`Response` by default and logs to the console on client aborts, and the
+ * bridge must abort the request's signal with a clear reason when the client leaves.
  *
  * @module
  */
-import { onBodyDone } from "./concurrency.ts";
-import { sleep } from "../util/time.ts";
+import http from "node:http";
+import type { Socket } from "node:net";
 
 /** Deadlines of {@link serveGuarded} (see `ServerDeadlinesSchema`). */
 export interface ConnectionDeadlines {
@@ -19,6 +37,10 @@ export interface ConnectionDeadlines {
   body_timeout_ms: number;
   idle_timeout_ms: number;
   max_header_bytes: number;
+  /** Connections open at once from one client address (default 256). */
+  max_connections_per_client?: number;
+  /** Connections open at once in total (default 4 096; lowered to fit `RLIMIT_NOFILE`). */
+  max_connections?: number;
 }
 
 /** Options of {@link serveGuarded}. */
@@ -26,8 +48,10 @@ export interface GuardedServeOptions {
   hostname: string;
   port: number;
   deadlines: ConnectionDeadlines;
-  /** Extra time past `body_timeout_ms` before the relay cuts a connection (default 2 000). */
+  /** Extra time past `body_timeout_ms` before the server cuts a request (default 2 000). */
   bodyGraceMs?: number;
+  /** The process's descriptor limit (default: read from `/proc/self/limits`, else 1 024). */
+  descriptorLimit?: number;
 }
 
 /** A running guarded server. */
@@ -35,118 +59,65 @@ export interface GuardedServer {
   addr: Deno.NetAddr;
   /** Connections open now (for tests and benches). */
   readonly connections: number;
-  /** Connections closed by a deadline so far. */
+  /** Requests closed by a header or request deadline so far. */
   readonly timedOut: number;
-  /** Stops accepting, lets requests in flight finish, then closes every connection. */
+  /** Connections refused by the per-client cap so far (the total cap closes them unseen). */
+  readonly refused: number;
+  /** The total connection cap in force (after fitting it to the descriptor limit). */
+  readonly maxConnections: number;
+  /** Stops accepting, lets requests in flight finish (1 s at most), then closes every connection. */
   shutdown(): Promise<void>;
 }
 
-/** The header the relay adds so the server knows which connection a request came on. */
-const CONN_HEADER = "x-reins-conn";
-const CONN_HEADER_BYTES = new TextEncoder().encode(CONN_HEADER);
-const READ_BUFFER = 16 * 1024;
+/** Descriptors kept free for everything but client sockets (store, upstream pool, files). */
+const RESERVED_DESCRIPTORS = 64;
+const DEFAULT_MAX_CONNECTIONS = 4_096;
+const DEFAULT_MAX_PER_CLIENT = 256;
 
-const latin1 = new TextDecoder("latin1");
-const ascii = new TextEncoder();
-
-function simpleResponse(status: string): Uint8Array {
-  return ascii.encode(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-}
-
-/** Index just past the blank line ending a head, or -1. */
-function headEnd(buf: Uint8Array, length: number): { at: number; terminator: number } | null {
-  for (let i = 0; i < length; i++) {
-    if (buf[i] !== 10) continue;
-    if (i >= 1 && buf[i - 1] === 10) return { at: i + 1, terminator: 2 };
-    if (i >= 3 && buf[i - 1] === 13 && buf[i - 2] === 10 && buf[i - 3] === 13) {
-      return { at: i + 1, terminator: 4 };
-    }
-  }
-  return null;
-}
-
-type Framing =
-  | { kind: "none" }
-  | { kind: "length"; remaining: number }
-  | { kind: "chunked" }
-  | { kind: "opaque" };
-
-function framingOf(head: string): Framing | "bad" {
-  const lines = head.split(/\r?\n/);
-  let length: number | null = null;
-  let chunked = false;
-  let upgrade = false;
-  for (const line of lines.slice(1)) {
-    const colon = line.indexOf(":");
-    if (colon <= 0) continue;
-    const name = line.slice(0, colon).trim().toLowerCase();
-    const value = line.slice(colon + 1).trim();
-    if (name === CONN_HEADER) return "bad";
-    if (name === "content-length") {
-      const n = Number(value);
-      if (!/^\d+$/.test(value) || (length !== null && length !== n)) return "bad";
-      length = n;
-    } else if (name === "transfer-encoding") {
-      chunked = /(^|,)\s*chunked\s*$/i.test(value);
-      if (!chunked) return "bad";
-    } else if (name === "upgrade") {
-      upgrade = true;
-    }
-  }
-  if (upgrade || /^CONNECT /i.test(lines[0])) return { kind: "opaque" };
-  if (chunked) return { kind: "chunked" };
-  if (length !== null && length > 0) return { kind: "length", remaining: length };
-  return { kind: "none" };
-}
-
-/** Follows a chunked body; `feed` returns how many bytes of `buf` belong to it. */
-class ChunkedBody {
-  #state: "size" | "data" | "data_end" | "trailer" = "size";
-  #line = "";
-  #remaining = 0;
-  done = false;
-  bad = false;
-
-  feed(buf: Uint8Array, from: number, to: number): number {
-    let i = from;
-    while (i < to && !this.done && !this.bad) {
-      if (this.#state === "data") {
-        const take = Math.min(this.#remaining, to - i);
-        i += take;
-        this.#remaining -= take;
-        if (this.#remaining === 0) this.#state = "data_end";
-        continue;
-      }
-      const byte = buf[i++];
-      if (byte !== 10) {
-        if (this.#state !== "data_end") this.#line += String.fromCharCode(byte);
-        if (this.#line.length > 4096) this.bad = true;
-        continue;
-      }
-      const line = this.#line.replace(/\r$/, "");
-      this.#line = "";
-      if (this.#state === "data_end") {
-        this.#state = "size";
-      } else if (this.#state === "size") {
-        const size = parseInt(line.split(";")[0].trim(), 16);
-        if (!Number.isFinite(size) || size < 0) {
-          this.bad = true;
-        } else if (size === 0) {
-          this.#state = "trailer";
-        } else {
-          this.#remaining = size;
-          this.#state = "data";
-        }
-      } else if (line === "") {
-        this.done = true;
-      }
-    }
-    return i - from;
+/**
+ * The soft `RLIMIT_NOFILE` of this process (`ulimit -n`), or null where it cannot be read.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { descriptorLimit } from "./serve.ts";
+ * const limit = descriptorLimit();
+ * assert.ok(limit === null || limit > 0);
+ * ```
+ */
+export function descriptorLimit(): number | null {
+  try {
+    const text = Deno.readTextFileSync("/proc/self/limits");
+    const match = /^Max open files\s+(\d+|unlimited)/m.exec(text);
+    if (!match) return null;
+    return match[1] === "unlimited" ? Number.MAX_SAFE_INTEGER : Number(match[1]);
+  } catch {
+    return null;
   }
 }
 
 /**
- * Serves `handler` behind connection deadlines.
+ * The total connection cap that fits `limit` descriptors: each connection may hold a second
+ * socket (the proxy's upstream call), and {@link RESERVED_DESCRIPTORS} stay free.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { connectionCapFor } from "./serve.ts";
+ * assert.equal(connectionCapFor(4_096, 1_024), 480);
+ * assert.equal(connectionCapFor(4_096, 1_000_000), 4_096);
+ * ```
+ */
+export function connectionCapFor(wanted: number, limit: number): number {
+  return Math.max(1, Math.min(wanted, Math.floor((limit - RESERVED_DESCRIPTORS) / 2)));
+}
+
+function plainAnswer(status: string): string {
+  return `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`;
+}
+
+/**
+ * Serves `handler` behind connection deadlines and caps.
  *
  * @example
  * ```ts
@@ -171,324 +142,297 @@ export async function serveGuarded(
 ): Promise<GuardedServer> {
   const { deadlines } = options;
   const bodyGraceMs = options.bodyGraceMs ?? 2_000;
-  const dir = await Deno.makeTempDir({ prefix: "reins-serve-" });
-  await Deno.chmod(dir, 0o700);
-  const path = `${dir}/http.sock`;
-  const relays = new Map<number, Relay>();
-  const running = new Set<Promise<void>>();
-  let nextId = 1;
+  const limit = options.descriptorLimit ?? descriptorLimit() ?? 1_024;
+  const maxConnections = connectionCapFor(
+    deadlines.max_connections ?? DEFAULT_MAX_CONNECTIONS,
+    limit,
+  );
+  const perClient = deadlines.max_connections_per_client ?? DEFAULT_MAX_PER_CLIENT;
+  const shortest = Math.min(deadlines.headers_timeout_ms, deadlines.body_timeout_ms);
+  const server = http.createServer({
+    headersTimeout: deadlines.headers_timeout_ms,
+    requestTimeout: deadlines.headers_timeout_ms + deadlines.body_timeout_ms + bodyGraceMs,
+    keepAliveTimeout: deadlines.idle_timeout_ms,
+    // How often Node checks the header and request deadlines: their precision.
+    connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(shortest / 4))),
+    maxHeaderSize: deadlines.max_header_bytes,
+    noDelay: true,
+  });
+  server.maxConnections = maxConnections;
+  const sockets = new Set<Socket>();
+  const perAddress = new Map<string, number>();
   let timedOut = 0;
+  let refused = 0;
+  let inFlight = 0;
+  const idle = new Set<() => void>();
 
-  const inner = Deno.serve({ path, onListen: () => {} }, async (served) => {
-    const relay = relays.get(Number(served.headers.get(CONN_HEADER)));
-    // `Deno.serve` notices a client that leaves only when it writes to it: a handler waiting
-    // on an upstream would run on for nothing. The relay sees the client leave, so its signal
-    // joins the request's.
-    const request = relay
-      ? new Request(served, { signal: AbortSignal.any([served.signal, relay.clientGone]) })
-      : served;
-    try {
-      const response = await handler(request);
-      // A refused body (413, 408): the rest is not read, the connection ends with the answer.
-      if (relay && response.headers.get("connection") === "close") relay.closeAfterResponse();
-      return relay ? onBodyDone(response, () => relay.responseDone()) : response;
-    } catch (error) {
-      relay?.responseDone();
-      throw error;
+  server.on("connection", (socket: Socket) => {
+    const address = socket.remoteAddress ?? "";
+    const open = perAddress.get(address) ?? 0;
+    if (open >= perClient) {
+      refused++;
+      socket.end(plainAnswer("503 Service Unavailable"));
+      socket.destroySoon?.();
+      return;
     }
+    perAddress.set(address, open + 1);
+    sockets.add(socket);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
+    });
+  });
+  // Node's own answers to a bad or late request, counted (a listener replaces the default).
+  server.on("clientError", (error: Error & { code?: string }, socket: Socket) => {
+    const code = error.code ?? "";
+    if (code === "ERR_HTTP_REQUEST_TIMEOUT") timedOut++;
+    const status = code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? "408 Request Timeout"
+      : code === "HPE_HEADER_OVERFLOW"
+      ? "431 Request Header Fields Too Large"
+      : code === "HPE_CHUNK_EXTENSIONS_OVERFLOW"
+      ? "413 Payload Too Large"
+      : "400 Bad Request";
+    const answered = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })
+      ._httpMessage?.headersSent;
+    if (code !== "ECONNRESET" && socket.writable && !answered) {
+      socket.end(plainAnswer(status));
+    }
+    socket.destroySoon?.();
+    setTimeout(() => socket.destroy(), 1_000).unref?.();
+  });
+  // An accept error (EMFILE, ECONNABORTED) must not take the process down; Node retries.
+  let acceptErrors = 0;
+  server.on("error", () => acceptErrors++);
+
+  server.on("request", (incoming: http.IncomingMessage, outgoing: http.ServerResponse) => {
+    inFlight++;
+    outgoing.once("close", () => {
+      inFlight--;
+      if (inFlight === 0) { for (const wake of [...idle]) wake(); }
+    });
+    respond(handler, incoming, outgoing, options.hostname);
   });
 
-  const listener = Deno.listen({ hostname: options.hostname, port: options.port });
-  const accepting = (async () => {
-    for (;;) {
-      let conn: Deno.TcpConn;
-      try {
-        conn = await listener.accept();
-      } catch {
-        return; // listener closed
-      }
-      // Small frames (SSE tokens) go out at once: Nagle plus delayed ACKs would hold them ~40 ms.
-      conn.setNoDelay(true);
-      const id = nextId++;
-      const relay = new Relay(id, conn, path, deadlines, bodyGraceMs, () => timedOut++);
-      relays.set(id, relay);
-      const run = relay.run().finally(() => {
-        relays.delete(id);
-        running.delete(run);
-      });
-      running.add(run);
-    }
-  })();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.hostname, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as { address: string; port: number };
 
   return {
-    addr: listener.addr as Deno.NetAddr,
+    addr: { transport: "tcp", hostname: address.address, port: address.port },
     get connections() {
-      return relays.size;
+      return sockets.size;
     },
     get timedOut() {
       return timedOut;
     },
+    get refused() {
+      return refused;
+    },
+    maxConnections,
     async shutdown() {
-      listener.close();
-      await accepting;
-      await inner.shutdown();
-      // The server has closed its side: let the relays deliver what it wrote, then cut.
-      const grace = new AbortController();
-      await Promise.race([Promise.all(running), sleep(1_000, grace.signal)]);
-      grace.abort();
-      for (const relay of relays.values()) relay.close();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (inFlight > 0) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await new Promise<void>((resolve) => {
+          idle.add(resolve);
+          timer = setTimeout(resolve, 1_000);
+        });
+        clearTimeout(timer);
+        idle.clear();
+      }
+      server.closeAllConnections();
+      for (const socket of sockets) socket.destroy();
+      await closed;
     },
   };
 }
 
-/** One client connection and its relay to the server. */
-class Relay {
-  readonly #id: number;
-  readonly #client: Deno.TcpConn;
-  readonly #path: string;
-  readonly #deadlines: ConnectionDeadlines;
-  readonly #bodyGraceMs: number;
-  readonly #onTimeout: () => void;
-  #upstream: Deno.UnixConn | null = null;
-  readonly #gone = new AbortController();
-  #closed = false;
-  #closing = false;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  /** Requests forwarded whose responses have not finished. */
-  #pending = 0;
-  #phase: "head" | "body" | "opaque" = "head";
-  #head: Uint8Array = new Uint8Array(0);
-  #framing: Framing = { kind: "none" };
-  #chunked: ChunkedBody | null = null;
-
-  constructor(
-    id: number,
-    client: Deno.TcpConn,
-    path: string,
-    deadlines: ConnectionDeadlines,
-    bodyGraceMs: number,
-    onTimeout: () => void,
-  ) {
-    this.#id = id;
-    this.#client = client;
-    this.#path = path;
-    this.#deadlines = deadlines;
-    this.#bodyGraceMs = bodyGraceMs;
-    this.#onTimeout = onTimeout;
-  }
-
-  async run(): Promise<void> {
-    // A fresh connection must start its first head within the header deadline.
-    this.#arm(this.#deadlines.headers_timeout_ms, "408 Request Timeout");
-    try {
-      this.#upstream = await Deno.connect({ transport: "unix", path: this.#path });
-    } catch {
-      this.close();
-      return;
+/** Runs `handler` on one request and writes its response, aborting it if the client leaves. */
+async function respond(
+  handler: (request: Request) => Response | Promise<Response>,
+  incoming: http.IncomingMessage,
+  outgoing: http.ServerResponse,
+  hostname: string,
+): Promise<void> {
+  const gone = new AbortController();
+  const leave = () => {
+    if (!outgoing.writableFinished) {
+      gone.abort(new DOMException("the client closed the connection", "AbortError"));
     }
-    const toClient = this.#pumpToClient(this.#upstream);
-    await this.#pumpFromClient(this.#upstream);
-    await toClient;
-    this.close();
+  };
+  outgoing.once("close", leave);
+  let response: Response;
+  try {
+    response = await handler(toRequest(incoming, hostname, gone.signal));
+  } catch (error) {
+    console.error("serve: handler failed:", error instanceof Error ? error.message : error);
+    response = new Response(null, { status: 500 });
   }
-
-  /** Aborted once the client has closed its side or the connection ended. */
-  get clientGone(): AbortSignal {
-    return this.#gone.signal;
+  if (gone.signal.aborted) {
+    await response.body?.cancel().catch(() => {});
+    return;
   }
-
-  #leave(): void {
-    this.#gone.abort(new DOMException("the client closed the connection", "AbortError"));
-  }
-
-  /** Called by the server when one response's body has been sent. */
-  responseDone(): void {
-    this.#pending = Math.max(0, this.#pending - 1);
-    // Give the relay a moment to pass the answer on before the connection ends.
-    if (this.#closing) setTimeout(() => this.close(), 200);
-    else this.#maybeIdle();
-  }
-
-  /** Drops what the client still sends and ends the connection once the answer is out. */
-  closeAfterResponse(): void {
-    this.#closing = true;
-  }
-
-  close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    clearTimeout(this.#timer);
-    this.#leave();
-    try {
-      this.#client.close();
-    } catch { /* already closed */ }
-    try {
-      this.#upstream?.close();
-    } catch { /* already closed */ }
-  }
-
-  #arm(ms: number, answer: string | null): void {
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(async () => {
-      if (this.#closed) return;
-      this.#onTimeout();
-      if (answer && this.#pending === 0) {
-        await this.#client.write(simpleResponse(answer)).catch(() => {});
-      }
-      this.close();
-    }, ms);
-  }
-
-  #maybeIdle(): void {
-    if (this.#closed) return;
-    if (this.#phase === "head" && this.#head.length === 0 && this.#pending === 0) {
-      this.#arm(this.#deadlines.idle_timeout_ms, null);
-    } else if (this.#phase === "head" && this.#head.length === 0) {
-      clearTimeout(this.#timer);
-    }
-  }
-
-  async #pumpToClient(upstream: Deno.UnixConn): Promise<void> {
-    const buf = new Uint8Array(READ_BUFFER);
-    try {
-      for (;;) {
-        const n = await upstream.read(buf);
-        if (n === null) break;
-        await writeAll(this.#client, buf.subarray(0, n));
-      }
-    } catch { /* either side went away */ }
-    this.close();
-  }
-
-  async #pumpFromClient(upstream: Deno.UnixConn): Promise<void> {
-    const buf = new Uint8Array(READ_BUFFER);
-    try {
-      for (;;) {
-        const n = await this.#client.read(buf);
-        if (n === null) {
-          // HTTP/1.1 clients do not half-close and wait: EOF means the client left.
-          this.#leave();
-          await upstream.closeWrite().catch(() => {});
-          return;
-        }
-        if (!await this.#forward(upstream, buf.subarray(0, n))) return;
-      }
-    } catch {
-      this.close();
-    }
-  }
-
-  /** Forwards client bytes, following the framing; false once the connection must end. */
-  async #forward(upstream: Deno.UnixConn, bytes: Uint8Array): Promise<boolean> {
-    if (this.#closing) return true;
-    let at = 0;
-    while (at < bytes.length) {
-      if (this.#phase === "opaque") {
-        await writeAll(upstream, bytes.subarray(at));
-        return true;
-      }
-      if (this.#phase === "body") {
-        at += this.#consumeBody(bytes, at);
-        await writeAll(upstream, bytes.subarray(at - this.#lastBodyBytes, at));
-        if (this.#chunked?.bad) {
-          this.close();
-          return false;
-        }
-        continue;
-      }
-      // A head: collect it (the first byte starts the header deadline).
-      if (this.#head.length === 0) {
-        this.#arm(this.#deadlines.headers_timeout_ms, "408 Request Timeout");
-      }
-      const merged = concat(this.#head, bytes.subarray(at));
-      const end = headEnd(merged, Math.min(merged.length, this.#deadlines.max_header_bytes));
-      if (!end) {
-        if (merged.length >= this.#deadlines.max_header_bytes) {
-          await this.#client.write(simpleResponse("431 Request Header Fields Too Large"))
-            .catch(() => {});
-          this.close();
-          return false;
-        }
-        this.#head = merged;
-        return true;
-      }
-      const used = end.at - this.#head.length;
-      const headText = latin1.decode(merged.subarray(0, end.at));
-      const framing = framingOf(headText);
-      if (framing === "bad") {
-        await this.#client.write(simpleResponse("400 Bad Request")).catch(() => {});
-        this.close();
-        return false;
-      }
-      this.#head = new Uint8Array(0);
-      this.#pending++;
-      await writeAll(
-        upstream,
-        withConnHeader(merged.subarray(0, end.at), end.terminator, this.#id),
-      );
-      at += used;
-      this.#framing = framing;
-      if (framing.kind === "opaque") {
-        this.#phase = "opaque";
-        clearTimeout(this.#timer);
-      } else if (framing.kind === "none") {
-        this.#phase = "head";
-        this.#maybeIdle();
-      } else {
-        this.#phase = "body";
-        this.#chunked = framing.kind === "chunked" ? new ChunkedBody() : null;
-        this.#arm(this.#deadlines.body_timeout_ms + this.#bodyGraceMs, null);
-      }
-    }
-    return true;
-  }
-
-  #lastBodyBytes = 0;
-
-  #consumeBody(bytes: Uint8Array, at: number): number {
-    let used: number;
-    let done: boolean;
-    if (this.#framing.kind === "length") {
-      used = Math.min(this.#framing.remaining, bytes.length - at);
-      this.#framing.remaining -= used;
-      done = this.#framing.remaining === 0;
-    } else {
-      used = this.#chunked!.feed(bytes, at, bytes.length);
-      done = this.#chunked!.done;
-    }
-    this.#lastBodyBytes = used;
-    if (done) {
-      this.#phase = "head";
-      this.#chunked = null;
-      clearTimeout(this.#timer);
-      this.#maybeIdle();
-    }
-    return used;
-  }
+  await writeResponse(response, outgoing, gone.signal);
 }
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  if (a.length === 0) return b;
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
+const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
+/** Bodies up to this size (declared by `Content-Length`) are collected before the handler runs. */
+const SMALL_BODY_BYTES = 64 * 1024;
+
+/** The body of `incoming`, as a stream that yields it in one piece once it has all arrived. */
+function collect(incoming: http.IncomingMessage, length: number): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      const whole = new Uint8Array(length);
+      let at = 0;
+      incoming.on("data", (chunk: Uint8Array) => {
+        whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
+        at += chunk.byteLength;
+      });
+      incoming.once("end", () => {
+        try {
+          controller.enqueue(whole.subarray(0, Math.min(at, length)));
+          controller.close();
+        } catch { /* cancelled */ }
+      });
+      const fail = () => {
+        try {
+          controller.error(new DOMException("the client closed the connection", "AbortError"));
+        } catch { /* cancelled */ }
+      };
+      incoming.once("aborted", fail);
+      incoming.once("error", fail);
+    },
+  });
 }
 
-/** The head with `x-reins-conn: <id>` added before its blank line. */
-function withConnHeader(head: Uint8Array, terminator: number, id: number): Uint8Array {
-  const eol = terminator === 4 ? "\r\n" : "\n";
-  const extra = ascii.encode(`${eol}${latin1.decode(CONN_HEADER_BYTES)}: ${id}`);
-  const cut = head.length - terminator;
-  const out = new Uint8Array(head.length + extra.length);
-  out.set(head.subarray(0, cut));
-  out.set(extra, cut);
-  out.set(head.subarray(cut), cut + extra.length);
-  return out;
+/** A fetch `Request` over a `node:http` request; its body streams with backpressure. */
+function toRequest(
+  incoming: http.IncomingMessage,
+  hostname: string,
+  signal: AbortSignal,
+): Request {
+  const headers = new Headers();
+  const raw = incoming.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+  const method = incoming.method ?? "GET";
+  const host = headers.get("host") ?? hostname;
+  const url = `http://${host}${incoming.url ?? "/"}`;
+  const hasBody = !BODYLESS.has(method) || headers.has("content-length") ||
+    headers.has("transfer-encoding");
+  if (!hasBody || headers.get("content-length") === "0") {
+    return new Request(url, { method, headers, signal });
+  }
+  // A small declared body is collected here and handed over whole: a stream per request costs
+  // more than the body (the common case: an events post of a few hundred bytes).
+  const declared = Number(headers.get("content-length") ?? NaN);
+  if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
+    return new Request(url, { method, headers, signal, body: collect(incoming, declared) });
+  }
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      incoming.on("data", (chunk: Uint8Array) => {
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        if ((controller.desiredSize ?? 1) <= 0) incoming.pause();
+      });
+      incoming.once("end", () => {
+        try {
+          controller.close();
+        } catch { /* cancelled */ }
+      });
+      incoming.once("error", (error) => {
+        try {
+          controller.error(error);
+        } catch { /* cancelled */ }
+      });
+      incoming.once("aborted", () => {
+        try {
+          controller.error(new DOMException("the client closed the connection", "AbortError"));
+        } catch { /* cancelled */ }
+      });
+    },
+    pull() {
+      incoming.resume();
+    },
+    cancel() {
+      // The handler stopped reading (a refused body): stop reading the socket too.
+      incoming.pause();
+    },
+  }, { highWaterMark: 4 });
+  return new Request(url, {
+    method,
+    headers,
+    body,
+    signal,
+    // @ts-ignore: `duplex` is required for a streamed body and not in every lib's types
+    duplex: "half",
+  });
 }
 
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  let written = 0;
-  while (written < bytes.length) written += await conn.write(bytes.subarray(written));
+/** Writes `response` to `outgoing`, waiting for the socket to drain between chunks. */
+async function writeResponse(
+  response: Response,
+  outgoing: http.ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
+  outgoing.statusCode = response.status;
+  if (response.statusText) outgoing.statusMessage = response.statusText;
+  const cookies = response.headers.getSetCookie();
+  for (const [name, value] of response.headers) {
+    if (name !== "set-cookie") outgoing.setHeader(name, value);
+  }
+  if (cookies.length) outgoing.setHeader("set-cookie", cookies);
+  const closing = response.headers.get("connection")?.toLowerCase() === "close";
+  if (!response.body) {
+    outgoing.end();
+    if (closing) outgoing.socket?.destroySoon?.();
+    return;
+  }
+  // A JSON answer is already whole in memory: one write, with its length.
+  if (response.headers.get("content-type")?.startsWith("application/json")) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (signal.aborted) return;
+    outgoing.setHeader("content-length", bytes.byteLength);
+    outgoing.end(bytes);
+    if (closing) outgoing.socket?.destroySoon?.();
+    return;
+  }
+  const reader = response.body.getReader();
+  const stop = () => reader.cancel(signal.reason).catch(() => {});
+  signal.addEventListener("abort", stop, { once: true });
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (!outgoing.write(value)) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            outgoing.off("drain", go);
+            outgoing.off("close", go);
+            resolve();
+          };
+          outgoing.on("drain", go);
+          outgoing.on("close", go);
+        });
+      }
+      if (signal.aborted) return;
+    }
+    outgoing.end();
+    // A refused body (413, 408): the rest is not read, the connection ends with the answer.
+    if (closing) outgoing.socket?.destroySoon?.();
+  } catch {
+    // The body failed mid-stream (or the client left): the connection cannot carry on.
+    outgoing.destroy();
+  } finally {
+    signal.removeEventListener("abort", stop);
+  }
 }

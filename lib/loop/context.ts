@@ -39,6 +39,12 @@ export interface LoopHooks {
   afterStep?: (metrics: LoopStepMetrics, update: UpdateResult) => void | Promise<void>;
   /** Right before an update trains (the phase is `update` and calls have drained). */
   beforeTrain?: (step: number) => void | Promise<void>;
+  /**
+   * After a step has trained and its version is registered, before its metrics are written:
+   * fields to add to the step's metrics (a held-out evaluation's `eval/*`), or null. Its
+   * `eval/heldout_reward_mean` scores the step's checkpoint for keep-best.
+   */
+  evaluate?: (step: number) => Promise<Partial<LoopStepMetrics> | null>;
 }
 
 /** Everything a schedule needs. */
@@ -146,6 +152,8 @@ export interface StepExtras {
   held_calls: number;
   in_flight_at_update: number;
   timings_ms: Record<string, number>;
+  attempts_infra_retried?: number;
+  attempts_burned_by_infra?: number;
 }
 
 /**
@@ -208,6 +216,12 @@ export async function finishStep(
     grad_norm: update.grad_norm,
     held_calls: extras.held_calls,
     in_flight_at_update: extras.in_flight_at_update,
+    ...(extras.attempts_infra_retried !== undefined
+      ? { attempts_infra_retried: extras.attempts_infra_retried }
+      : {}),
+    ...(extras.attempts_burned_by_infra !== undefined
+      ? { attempts_burned_by_infra: extras.attempts_burned_by_infra }
+      : {}),
     timings_ms: {
       ...extras.timings_ms,
       assemble: update.timings_ms.assemble,
@@ -222,6 +236,7 @@ export async function finishStep(
     version: state.version,
     info: { run: config.name, step: extras.step },
   });
+  Object.assign(metrics, await ctx.hooks.evaluate?.(extras.step) ?? {});
   // Metrics first: a run killed before the checkpoint repeats this step and rewrites its line.
   await ctx.metrics.write(metrics);
   await postRolloutEvents(ctx.gateway, update, extras.step);
@@ -234,6 +249,9 @@ export async function finishStep(
       consumed_groups: [...state.consumed],
       base_version: state.baseVersion,
       reward_before: state.rewardBefore,
+    }, {
+      keepLast: config.checkpoint_keep_last,
+      score: metrics["eval/heldout_reward_mean"] ?? null,
     });
   }
   ctx.progress.step(metrics, config.steps);

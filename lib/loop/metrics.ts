@@ -9,7 +9,7 @@ import type { JsonObject, JsonValue } from "../schema.ts";
 import { type LoopStepMetrics, LoopStepMetricsSchema } from "./schema.ts";
 import { TRAIN_STEP_EVENT } from "../schema/ui.ts";
 import { reinsEvent } from "../schema/gateway_api.ts";
-import { parseOrThrow } from "../schema.ts";
+import { parseJsonl, parseOrThrow } from "../schema.ts";
 
 /** Where the run's bookkeeping events go: a `val` rollout labelled `kind=run`. */
 export interface RunRecord {
@@ -149,7 +149,5 @@ export async function readMetrics(path: string): Promise<LoopStepMetrics[]> {
     if (error instanceof Deno.errors.NotFound) return [];
     throw error;
   }
-  return text.split("\n").filter((l) => l.trim() !== "").map((line, i) =>
-    parseOrThrow(LoopStepMetricsSchema, JSON.parse(line), `${path}: line ${i + 1}`)
-  );
+  return parseJsonl(text, LoopStepMetricsSchema, (line) => `${path}: line ${line}`);
 }

@@ -1,8 +1,9 @@
 /**
- * The reins training loop (SPEC §8): rollouts are declared in the gateway, the controller runs
- * harnesses, the proxy captures every LLM call, samples are assembled, filtered, weighted and
- * batched rollout-whole, the worker trains, and the next calls use the new policy version —
- * synchronously (`sync`) or with collocated asynchronous updates (`collocated_async`).
+ * The reins training loop (docs/architecture.md#trainer-and-loop): rollouts are declared in the
+ * gateway, the controller runs harnesses, the proxy captures every LLM call, samples are assembled,
+ * filtered, weighted and batched rollout-whole, the worker trains, and the next calls use the new
+ * policy version — synchronously (`sync`) or with collocated asynchronous updates
+ * (`collocated_async`).
  *
  * @example
  * ```ts ignore
@@ -107,3 +108,24 @@ export {
 export { ReplicatedGateway } from "./replicas.ts";
 export { type TaskSource, withTaskSource } from "./task_source.ts";
 export * from "./schema.ts";
+export {
+  harnessSpecOf,
+  loopConfigOf,
+  parseRunConfig,
+  readRunConfig,
+  readTaskFile,
+  type RunConfig,
+  RunConfigError,
+  type RunConfigInput,
+  RunConfigSchema,
+  splitTasks,
+  validateRunConfig,
+  workerModelOf,
+} from "./run_config.ts";
+export {
+  runLoopSupervised,
+  type SupervisedLoopOptions,
+  type SupervisedRole,
+  Supervisor,
+  type SupervisorOptions,
+} from "./supervisor.ts";

@@ -29,6 +29,7 @@ import {
 } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
 import { syncEngine } from "./engine_sync.ts";
+import { isInfraFailure } from "../controller/reconciler.ts";
 
 /** What an update phase did. */
 export interface UpdatePhase {
@@ -40,6 +41,21 @@ export interface UpdatePhase {
   drain_ms: number;
   /** Time spent pushing the new weights to the engine (0 when the worker samples). */
   sync_ms: number;
+  /** Attempts of the batch's rollouts the infrastructure ended (retried for free), and those
+   * that failed like it but were counted against `max_attempts`. */
+  attempts_infra_retried: number;
+  attempts_burned_by_infra: number;
+}
+
+/** Infrastructure failures among the attempts of a batch's rollouts. */
+function infraAttempts(data: { rollout: Rollout }[]) {
+  const attempts = data.flatMap((d) => d.rollout.attempts);
+  const ended = attempts.filter((a) => !["succeeded", "running", "cancelled"].includes(a.status));
+  return {
+    attempts_infra_retried: ended.filter((a) => a.info.infra_failure === true).length,
+    attempts_burned_by_infra:
+      ended.filter((a) => a.info.infra_failure !== true && isInfraFailure(a)).length,
+  };
 }
 
 /**
@@ -82,6 +98,7 @@ export async function trainInUpdatePhase(
       in_flight: snapshot.in_flight,
       drain_ms: drainMs,
       sync_ms: syncMs,
+      ...infraAttempts(data.flat()),
     };
   } finally {
     await ctx.gateway.setPhase("rollout");
@@ -121,6 +138,8 @@ export async function runSync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
+      attempts_infra_retried: phase.attempts_infra_retried,
+      attempts_burned_by_infra: phase.attempts_burned_by_infra,
       timings_ms: {
         rollout: tRollout,
         ...(ctx.engine ? { sync: phase.sync_ms } : {}),
@@ -186,6 +205,8 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
+      attempts_infra_retried: phase.attempts_infra_retried,
+      attempts_burned_by_infra: phase.attempts_burned_by_infra,
       timings_ms: {
         rollout: tWait,
         drain: phase.drain_ms,

@@ -146,6 +146,11 @@ export const LoopConfigSchema = z.object({
   filters: FilterConfigSchema.prefault({ drop_errors: true, drop_zero_variance: true }),
   /** Save a checkpoint every N steps (0 = never). */
   checkpoint_every: z.number().int().min(0).default(1),
+  /**
+   * Checkpoints kept on disk: the last `checkpoint_keep_last`, plus the one with the best
+   * held-out evaluation score (`eval/heldout_reward_mean` of its step) when one was scored.
+   */
+  checkpoint_keep_last: z.number().int().min(1).default(1),
   /** Policy initialisation when the run starts fresh (the worker is initialised with it). */
   model: WorkerModelSpecSchema.optional(),
   sft: SftConfigSchema.prefault({ steps: 0 }),
@@ -277,6 +282,25 @@ export const LoopStepMetricsSchema = z.object({
   held_calls: z.number().int().min(0),
   in_flight_at_update: z.number().int().min(0),
   timings_ms: z.record(z.string(), z.number().min(0)),
+  /**
+   * Held-out evaluation run after this step (absent on steps without one): mean reward with
+   * the half-width of its 95% interval, pass rate and rollouts, on the held-out tasks; and
+   * the same on the training tasks when the run evaluates those too (`eval/train_*`).
+   */
+  "eval/heldout_reward_mean": finite.optional(),
+  "eval/heldout_reward_ci95": z.number().min(0).optional(),
+  "eval/heldout_pass_rate": z.number().min(0).max(1).optional(),
+  "eval/heldout_rollouts": count.optional(),
+  "eval/train_reward_mean": finite.optional(),
+  "eval/train_reward_ci95": z.number().min(0).optional(),
+  "eval/train_pass_rate": z.number().min(0).max(1).optional(),
+  "eval/train_rollouts": count.optional(),
+  /** Attempts of this step's rollouts that the infrastructure ended (worker, proxy upstream or
+   * controller gone), retried without counting against `max_attempts`. */
+  attempts_infra_retried: count.optional(),
+  /** Attempts of this step's rollouts that failed the way an infrastructure failure does but
+   * counted against `max_attempts` anyway (should stay 0). */
+  attempts_burned_by_infra: count.optional(),
 });
 /** Metrics of one RL step. */
 export type LoopStepMetrics = z.infer<typeof LoopStepMetricsSchema>;
@@ -297,6 +321,19 @@ export const LoopStateSchema = z.object({
   base_version: z.number().int().min(0),
   reward_before: finite.nullable(),
   saved_at: z.number(),
+  /** Checkpoints on disk, oldest first (the last is `worker_checkpoint`). */
+  checkpoints: z.array(z.object({
+    next_step: z.number().int().min(0),
+    path: z.string().min(1),
+    /** Held-out evaluation score of the step it was saved after (null: not evaluated). */
+    score: finite.nullable(),
+  })).default([]),
+  /** The checkpoint with the best held-out score so far (kept whatever keep-last says). */
+  best: z.object({
+    next_step: z.number().int().min(0),
+    path: z.string().min(1),
+    score: finite,
+  }).nullable().default(null),
 });
 /** Checkpoint state of a run. */
 export type LoopState = z.infer<typeof LoopStateSchema>;

@@ -51,7 +51,11 @@ export function extractActions(events: readonly RolloutEvent[]): RolloutActions 
   const logs: RolloutActions["logs"] = [];
   for (const event of events) {
     if (event.type === "log") {
-      logs.push({ seq: event.seq, stream: event.payload.stream, text: event.payload.text });
+      logs.push({
+        seq: event.seq,
+        stream: event.payload.stream,
+        text: scanned(event.payload.text),
+      });
     } else if (event.type === "model_request") {
       answers.push(answerOf(event));
     }
@@ -83,7 +87,7 @@ export function extractActions(events: readonly RolloutEvent[]): RolloutActions 
 
 function answerOf(event: ModelRequestEvent): AnswerAction {
   const p = event.payload;
-  const text = p.response_text ?? "";
+  const text = scanned(p.response_text ?? "");
   const parsed = text ? parseOutput(text, { newToolCallId: () => "" }) : undefined;
   return {
     seq: event.seq,
@@ -99,6 +103,17 @@ function answerOf(event: ModelRequestEvent): AnswerAction {
   };
 }
 
+/**
+ * Most characters of one event's text a monitor scans (64 KiB): with linear-time patterns this
+ * bounds the CPU one agent-written event can cost a monitor (the rest is not scanned).
+ */
+export const MAX_SCAN_CHARS = 64 * 1024;
+
+/** The part of `text` monitors scan ({@link MAX_SCAN_CHARS}). */
+export function scanned(text: string): string {
+  return text.length > MAX_SCAN_CHARS ? text.slice(0, MAX_SCAN_CHARS) : text;
+}
+
 /** Shortens `text` to `max` characters around `index` (for evidence excerpts). */
 export function excerpt(text: string, index = 0, max = 160): string {
   if (text.length <= max) return text;
@@ -109,6 +124,10 @@ export function excerpt(text: string, index = 0, max = 160): string {
 
 /** The text a tool call carries: its arguments, with JSON string escapes undone when possible. */
 export function toolCallText(call: ToolCallAction): string {
+  return scanned(rawToolCallText(call));
+}
+
+function rawToolCallText(call: ToolCallAction): string {
   try {
     const value: unknown = JSON.parse(call.arguments);
     if (typeof value === "string") return value;

@@ -39,6 +39,9 @@ export async function runMonitors(
 ): Promise<MonitorFlag[]> {
   const flags: MonitorFlag[] = [];
   for (const monitor of monitors) {
+    // Each monitor runs as its own task, so the requests waiting behind a check (the gateway
+    // and the UI share this event loop) are served between monitors.
+    await new Promise((resolve) => setTimeout(resolve, 0));
     try {
       for (const finding of await monitor.check(input)) {
         flags.push({ monitor: monitor.name, ...finding });

@@ -37,7 +37,7 @@ import { openaiCompletionsCodec } from "./codecs/openai_completions.ts";
 import { openaiResponsesCodec } from "./codecs/openai_responses.ts";
 import type { Codec } from "./codecs/types.ts";
 import type { UpstreamBinding } from "./generation.ts";
-import { decodeRequest, prepareCall, renderOptions } from "./prepare.ts";
+import { checkPromptBytes, decodeRequest, prepareCall, renderOptions } from "./prepare.ts";
 import { respondJson } from "./respond_json.ts";
 import { respondStream } from "./respond_stream.ts";
 import { SessionTracker } from "./sessions.ts";
@@ -222,6 +222,8 @@ export function createProxyApp(deps: ProxyDeps): Hono {
       { ...(body as Record<string, unknown>), max_tokens: 1 },
       ctx.decodeOptions,
     );
+    // The same byte budget as a call: an oversized count request is refused before tokenizing.
+    checkPromptBytes(ctx, request);
     const ids = tokenizer.encode(tokenizer.render(request.messages!, renderOptions(ctx, request)));
     return c.json({ input_tokens: ids.length });
   };

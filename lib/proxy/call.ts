@@ -129,6 +129,13 @@ export async function startCall(
   if (call.promptIds && call.promptIds.length > max) {
     const message = `messages: the prompt is ${call.promptIds.length} tokens, more than ` +
       `max_prompt_tokens (${max})`;
+    // A refused prompt is not the conversation's state: the next call starts from what was
+    // accepted before (and the oversized messages are not held in memory).
+    if (call.conversation) {
+      call.conversation.lastMessages = null;
+      call.conversation.last = null;
+      call.conversation.encoderState = undefined;
+    }
     await ctx.recorder.record(call, {
       outcome: null,
       partial,

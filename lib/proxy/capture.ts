@@ -1,8 +1,8 @@
 /**
- * Builds the `model_request` event of one proxied call (SPEC §2): the request as received
- * (with the large parts replaced by digests; the normalized messages are stored beside it),
- * prompt and response ids, behaviour logprobs, policy version, finish reason, upstream, latency,
- * retries, HTTP status, error, segment, mode and whether the harness went away.
+ * Builds the `model_request` event of one proxied call (docs/architecture.md#data-model): the
+ * request as received (with the large parts replaced by digests; the normalized messages are stored
+ * beside it), prompt and response ids, behaviour logprobs, policy version, finish reason, upstream,
+ * latency, retries, HTTP status, error, segment, mode and whether the harness went away.
  *
  * @module
  */

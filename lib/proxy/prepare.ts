@@ -86,6 +86,33 @@ function tokenize(
   return { promptIds: tokenizer.encode(request.prompt ?? ""), parser: null, mode: "faithful" };
 }
 
+const utf8 = new TextEncoder();
+
+/**
+ * 413 naming `max_prompt_bytes` when the request's prompt (its messages as JSON, tools
+ * included, or its raw prompt) is larger: checked before the conversation is tagged and before
+ * any rendering or tokenization, so a refused prompt costs one byte count and leaves nothing.
+ */
+export function checkPromptBytes(ctx: ProxyContext, request: NormalizedRequest): void {
+  const max = ctx.options.max_prompt_bytes;
+  // A string of n UTF-16 units is at least n and at most 3n UTF-8 bytes: count only when close.
+  const text = request.messages
+    ? JSON.stringify(request.messages) + (request.tools.length ? JSON.stringify(request.tools) : "")
+    : typeof request.prompt === "string"
+    ? request.prompt
+    : "";
+  const bytes = text.length * 3 <= max ? text.length : utf8.encode(text).length;
+  if (bytes > max) {
+    const field = request.messages ? "messages" : "prompt";
+    throw new HttpError(
+      413,
+      `${field}: the prompt is ${bytes} bytes, more than max_prompt_bytes (${max}); it was ` +
+        "refused before tokenization",
+      { field },
+    );
+  }
+}
+
 /** Tags the call's conversation and, for token-level upstreams, tokenizes its prompt. */
 export function prepareCall(
   ctx: ProxyContext,
@@ -95,6 +122,7 @@ export function prepareCall(
   >,
 ): PreparedCall {
   const { request } = init;
+  checkPromptBytes(ctx, request);
   const tagged = request.messages
     ? ctx.sessions.tag(init.rolloutId, init.attemptId, request.messages)
     : null;

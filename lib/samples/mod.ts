@@ -1,9 +1,10 @@
 /**
  * Sample assembly: turns one rollout's captured model calls into training samples.
  *
- * Retry dedup, the four merge strategies of SPEC §5 (`per_call`, `prefix_merge` — the default,
- * `buffer_substitute` — off-policy, for measurement only, `tree`), a diagnosis for every break
- * of exact prefix merging, and metrics (samples per rollout, break reasons, tokens).
+ * Retry dedup, the four merge strategies of docs/architecture.md#sample-assembly (`per_call`,
+ * `prefix_merge` — the default, `buffer_substitute` — off-policy, for measurement only, `tree`), a
+ * diagnosis for every break of exact prefix merging, and metrics (samples per rollout, break
+ * reasons, tokens).
  *
  * @example
  * ```ts

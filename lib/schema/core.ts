@@ -23,11 +23,19 @@ export * from "./json.ts";
 export * from "./training.ts";
 export * from "./validation.ts";
 
-/** Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters. */
+/**
+ * Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters, and
+ * not `.` or `..` (a URL path cannot hold those as a segment: `/v1/rollouts/..` is `/v1`).
+ */
 export const IdSchema = z.string().min(1).max(200).regex(
   /^[A-Za-z0-9._:@-]+$/,
   "must use only letters, digits and . _ : @ -",
-);
+).refine((id) => id !== "." && id !== "..", "must not be '.' or '..' (no URL can reach it)");
+
+/** Longest name of a custom event or a reward component (they are rendered in the UI). */
+export const MAX_EVENT_NAME_CHARS = 200;
+/** Longest text of one log event (1 MiB; the controller posts longer output in chunks). */
+export const MAX_LOG_TEXT_CHARS = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------------
 // Rollouts and attempts
@@ -316,17 +324,20 @@ export interface ModelRequest {
 }
 
 /** An outcome reward. */
-export const RewardPayloadSchema = z.object({
+export const RewardPayloadSchema = strictObject({
   value: finite,
   /** Name of the reward component (default "reward"). */
-  name: z.string().default("reward"),
+  name: z.string().min(1).max(MAX_EVENT_NAME_CHARS).default("reward"),
   info: JsonObjectSchema.default({}),
 });
 /** An outcome reward. */
 export type RewardPayload = z.infer<typeof RewardPayloadSchema>;
 
 /** A user-defined event. */
-export const CustomPayloadSchema = z.object({ name: z.string().min(1), data: JsonValueSchema });
+export const CustomPayloadSchema = strictObject({
+  name: z.string().min(1).max(MAX_EVENT_NAME_CHARS),
+  data: JsonValueSchema,
+});
 /** A user-defined event. */
 export type CustomPayload = z.infer<typeof CustomPayloadSchema>;
 
@@ -334,37 +345,37 @@ export type CustomPayload = z.infer<typeof CustomPayloadSchema>;
 export const StatusPayloadSchema = z.object({
   from: RolloutStatusSchema.nullable(),
   to: RolloutStatusSchema,
-  reason: z.string().nullable().default(null),
+  reason: z.string().max(10_000).nullable().default(null),
 });
 /** A status change the gateway recorded. */
 export type StatusPayload = z.infer<typeof StatusPayloadSchema>;
 
 /** A chunk of harness output. */
-export const LogPayloadSchema = z.object({
+export const LogPayloadSchema = strictObject({
   stream: z.enum(["stdout", "stderr", "system"]),
-  text: z.string(),
+  text: z.string().max(MAX_LOG_TEXT_CHARS),
 });
 /** A chunk of harness output. */
 export type LogPayload = z.infer<typeof LogPayloadSchema>;
 
 /** An event as a client posts it (JSON). */
 export const EventInputSchema = z.discriminatedUnion("type", [
-  z.object({
+  strictObject({
     type: z.literal("model_request"),
     event_key: EventKeySchema.optional(),
     payload: ModelRequestWireSchema,
   }),
-  z.object({
+  strictObject({
     type: z.literal("reward"),
     event_key: EventKeySchema.optional(),
     payload: RewardPayloadSchema,
   }),
-  z.object({
+  strictObject({
     type: z.literal("custom"),
     event_key: EventKeySchema.optional(),
     payload: CustomPayloadSchema,
   }),
-  z.object({
+  strictObject({
     type: z.literal("log"),
     event_key: EventKeySchema.optional(),
     payload: LogPayloadSchema,

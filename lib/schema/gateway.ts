@@ -42,6 +42,10 @@ export const GatewayLimitsSchema = strictObject({
   max_page: z.number().int().positive().default(1_000),
   /** Most rollouts one claim may take (400 above). */
   max_claim: z.number().int().positive().default(256),
+  /** Most events one attempt's capability token may store (429 above). */
+  max_events_per_attempt: z.number().int().positive().default(10_000),
+  /** Most payload bytes (JSON) one attempt's capability token may store (413 above). */
+  max_event_bytes_per_attempt: z.number().int().positive().default(64 * 1024 * 1024),
 });
 /** Limits the gateway enforces. */
 export type GatewayLimits = z.infer<typeof GatewayLimitsSchema>;
@@ -55,7 +59,7 @@ function nonEmptyList<T extends z.ZodType>(item: T, noun: string) {
 }
 
 /** Body of `POST /v1/rollouts`: one rollout or a batch. */
-export const CreateRolloutsRequestSchema = z.object({
+export const CreateRolloutsRequestSchema = strictObject({
   rollouts: nonEmptyList(RolloutCreateSchema, "rollout"),
 });
 /** Body of `POST /v1/rollouts`. */
@@ -101,7 +105,7 @@ export const ListOrderSchema = z.enum(["asc", "desc"]);
 export type ListOrder = z.infer<typeof ListOrderSchema>;
 
 /** Body of `POST /v1/rollouts/claim`. */
-export const ClaimRequestSchema = z.object({
+export const ClaimRequestSchema = strictObject({
   /** Who claims (controller id); recorded on the attempt and checked on lease renewal. */
   worker: z.string().min(1).max(200),
   limit: z.number().int().min(1).default(1),
@@ -135,7 +139,7 @@ export const ClaimedSchema = z.object({
 export type ClaimedWire = z.infer<typeof ClaimedSchema>;
 
 /** Body of `POST /v1/rollouts/:id/attempts/:aid/lease`. */
-export const RenewLeaseRequestSchema = z.object({
+export const RenewLeaseRequestSchema = strictObject({
   worker: z.string().min(1).max(200),
   lease_ms: z.number().int().min(100).max(24 * 3600 * 1000).default(60_000),
 });
@@ -143,7 +147,7 @@ export const RenewLeaseRequestSchema = z.object({
 export type RenewLeaseRequest = z.input<typeof RenewLeaseRequestSchema>;
 
 /** Body of `PATCH /v1/rollouts/:id`: a guarded status transition. */
-export const TransitionRequestSchema = z.object({
+export const TransitionRequestSchema = strictObject({
   to: RolloutStatusSchema,
   /** Compare-and-swap: the transition fails with 409 unless the rollout has this version. */
   expected_version: z.number().int().min(1).optional(),
@@ -191,7 +195,7 @@ export const ListEventsQuerySchema = z.object({
 export type ListEventsQuery = z.input<typeof ListEventsQuerySchema>;
 
 /** Body of `POST /v1/rollouts/:id/attempts/:aid/events`. */
-export const PostEventsRequestSchema = z.object({
+export const PostEventsRequestSchema = strictObject({
   events: nonEmptyList(EventInputSchema, "event"),
 });
 /** Body of an events post. */
@@ -213,7 +217,9 @@ export const EventAckSchema = z.object({
 export type EventAck = z.infer<typeof EventAckSchema>;
 
 /** Body of `POST /v1/models`. */
-export const RegisterModelRequestSchema = ModelSchema.omit({ updated_at: true });
+export const RegisterModelRequestSchema = strictObject(
+  ModelSchema.omit({ updated_at: true }).shape,
+);
 /** Body of `POST /v1/models`. */
 export type RegisterModelRequest = z.input<typeof RegisterModelRequestSchema>;
 
@@ -223,7 +229,7 @@ export const PhaseSchema = z.enum(["rollout", "update"]);
 export type Phase = z.infer<typeof PhaseSchema>;
 
 /** Body of `POST /v1/phase`. */
-export const PhaseRequestSchema = z.object({
+export const PhaseRequestSchema = strictObject({
   phase: PhaseSchema,
   /** With `update`: answer only once no call is in flight any more. */
   drain: z.boolean().default(false),

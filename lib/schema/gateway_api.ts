@@ -39,6 +39,15 @@ import { ClaimedSchema, EventAckSchema } from "./gateway.ts";
  */
 export const RESERVED_EVENT_KEY_PREFIX = "reins:";
 
+/**
+ * Prefix every event key a capability token posts must carry: the agent has its own namespace,
+ * so no key it posts can be one the verifier, the reporter or reins will use (`reward:<n>`).
+ */
+export const AGENT_EVENT_KEY_PREFIX = "agent:";
+
+/** Prefix of the reporter key's own event keys (only the reporter and the admin post them). */
+export const REPORTER_EVENT_KEY_PREFIX = "reporter:";
+
 /** True for event keys in the reserved namespace ({@link RESERVED_EVENT_KEY_PREFIX}). */
 export function isReservedEventKey(key: string | null | undefined): boolean {
   return typeof key === "string" && key.startsWith(RESERVED_EVENT_KEY_PREFIX);
@@ -111,6 +120,13 @@ export const ServerDeadlinesSchema = z.strictObject({
   max_concurrent_per_key: z.number().int().positive().default(4_096),
   /** Largest request head (request line and headers) in bytes (431 above). */
   max_header_bytes: z.number().int().positive().default(64 * 1024),
+  /** Most connections open at once from one client address (503 and closed above). */
+  max_connections_per_client: z.number().int().positive().default(256),
+  /**
+   * Most connections open at once in total (closed at once above); lowered at start to half
+   * the process's descriptor limit (`ulimit -n`) less 64, so descriptors never run out.
+   */
+  max_connections: z.number().int().positive().default(4_096),
 });
 /** Server deadlines. */
 export type ServerDeadlines = z.infer<typeof ServerDeadlinesSchema>;

@@ -65,6 +65,12 @@ export const ProxyOptionsSchema = z.object({
   mode: PromptModeSchema.default("faithful"),
   /** Prompts longer than this many tokens are refused with a 400. */
   max_prompt_tokens: z.number().int().positive().default(131_072),
+  /**
+   * Prompts whose messages (as UTF-8 JSON) or raw prompt exceed this many bytes are refused
+   * with a 413 before any rendering or tokenization (1 MiB: about twice what 131 072 tokens of
+   * text take), so an oversized prompt costs a byte count, not a tokenizer run.
+   */
+  max_prompt_bytes: z.number().int().positive().default(1024 * 1024),
   /** `max_tokens` used when a caller sends none (OpenAI chat/Responses). */
   default_max_tokens: z.number().int().positive().default(4_096),
   /** Largest `max_tokens` accepted; larger requests are clamped. */

@@ -119,7 +119,7 @@ export const WorkerInitRequestSchema = z.object({
 /** Body of `POST /init` as a caller writes it. */
 export type WorkerInitRequest = z.input<typeof WorkerInitRequestSchema>;
 
-/** Policy loss computed by the worker from per-token inputs (SPEC §6). */
+/** Policy loss computed by the worker from per-token inputs (docs/architecture.md#algorithms). */
 export const LossConfigSchema = z.object({
   /** `ppo` (PPO/GRPO clipped token ratio), `gspo` (sequence ratio), `ce` (SFT). */
   kind: z.enum(["ppo", "gspo", "ce"]),

@@ -9,7 +9,7 @@ import { z } from "zod";
 const tokenIds = z.array(z.number().int().min(0).max(0xffffffff));
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
 
-/** The four merge strategies of SPEC §5. */
+/** The four merge strategies of docs/architecture.md#sample-assembly. */
 export const MergeStrategySchema = z.enum([
   "per_call",
   "prefix_merge",
@@ -84,7 +84,7 @@ export const AdvantageLevelSchema = z.enum(["sample", "rollout"]);
 /** Advantage level. */
 export type AdvantageLevel = z.infer<typeof AdvantageLevelSchema>;
 
-/** The five loss normalization modes of SPEC §6. */
+/** The five loss normalization modes of docs/architecture.md#algorithms. */
 export const NormalizationModeSchema = z.enum([
   "token_mean",
   "seq_mean_token_mean",

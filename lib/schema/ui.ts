@@ -56,7 +56,7 @@ export const TrainStepMetricsSchema = z.looseObject({
   rollouts: z.number().int().min(0).optional(),
   samples: z.number().int().min(0).optional(),
   samples_per_rollout: finite.optional(),
-  /** Breaks of exact prefix merging by reason (SPEC §5). */
+  /** Breaks of exact prefix merging by reason (docs/architecture.md#sample-assembly). */
   break_reasons: z.record(z.string(), z.number().min(0)).optional(),
   /** Phase wall times in ms (e.g. `rollout`, `assemble`, `train`, `sync`). */
   timings_ms: z.record(z.string(), z.number().min(0)).optional(),

@@ -1,8 +1,8 @@
 /**
- * The reins Live UI (SPEC §11), served by the gateway under `/ui`: a run overview with
- * training-step charts, a filterable rollout list that pages on the server, a rollout detail
- * page down to the token (trained vs context tokens, logprob shading, why each sample split),
- * the proxy's phase and upstream health, and a rollout export. Pages update live over the
+ * The reins Live UI (docs/architecture.md#live-ui), served by the gateway under `/ui`: a run
+ * overview with training-step charts, a filterable rollout list that pages on the server, a rollout
+ * detail page down to the token (trained vs context tokens, logprob shading, why each sample
+ * split), the proxy's phase and upstream health, and a rollout export. Pages update live over the
  * change feed; every page and data endpoint needs the gateway's admin key. Monitors run on
  * each finished rollout and their flags show up in the list and the detail.
  *

@@ -44,7 +44,8 @@ export class RolloutText {
   async of(rollout: Rollout): Promise<string> {
     const hit = this.#cache.get(rollout.rollout_id);
     if (hit && hit.updated === rollout.updated_at) return hit.text;
-    const parts: string[] = [JSON.stringify(rollout.input)];
+    const parts: string[] = [];
+    textsOf(rollout.input, parts);
     for (const e of await this.store.listEvents(rollout.rollout_id)) {
       if (e.type === "model_request") {
         const p = e.payload;
@@ -52,10 +53,10 @@ export class RolloutText {
           parts.push(m.content ?? "", m.reasoning_content ?? "");
           for (const t of m.tool_calls ?? []) parts.push(t.function.name, t.function.arguments);
         }
-        if (!p.messages) parts.push(JSON.stringify(p.request));
+        if (!p.messages) textsOf(p.request, parts);
         parts.push(p.response_text ?? "");
       } else if (e.type !== "status" && e.type !== "reward") {
-        parts.push(JSON.stringify(e.payload));
+        textsOf(e.payload, parts);
       }
     }
     const text = parts.join("\n").toLowerCase().replace(/\s+/g, " ");
@@ -69,6 +70,24 @@ export class RolloutText {
   async matches(rollout: Rollout, q: string): Promise<boolean> {
     const text = await this.of(rollout);
     return text.includes(q.toLowerCase().trim().replace(/\s+/g, " "));
+  }
+}
+
+/**
+ * The strings (and numbers) inside a JSON value, as they read: not JSON text, whose escapes
+ * would hide every `"` and `\\` from a search. Iterative, so no depth can overflow the stack.
+ */
+function textsOf(value: unknown, out: string[]): void {
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v === "string") out.push(v);
+    else if (typeof v === "number" || typeof v === "boolean") out.push(String(v));
+    else if (Array.isArray(v)) { for (let i = v.length - 1; i >= 0; i--) stack.push(v[i]); }
+    else if (typeof v === "object" && v !== null) {
+      const entries = Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) stack.push(entries[i][1], entries[i][0]);
+    }
   }
 }
 

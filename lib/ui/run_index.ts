@@ -9,6 +9,7 @@
 import type { Store } from "../gateway/store.ts";
 import {
   isReservedEventKey,
+  parseJsonlLines,
   parseOrThrow,
   type RolloutStatus,
   TERMINAL_ROLLOUT_STATUSES,
@@ -200,15 +201,10 @@ export class RunIndex {
       if (err instanceof Deno.errors.NotFound) return;
       throw err;
     }
-    const lines = text.split("\n");
-    for (let i = 0; i < lines.length; i++) {
-      const line = lines[i].trim();
-      if (!line) continue;
-      try {
-        const step = parseOrThrow(TrainStepMetricsSchema, JSON.parse(line), `line ${i + 1}`);
-        this.steps.set(step.step, step);
-      } catch (err) {
-        const message = `${path}: line ${i + 1}: ${err instanceof Error ? err.message : err}`;
+    for (const line of parseJsonlLines(text, TrainStepMetricsSchema)) {
+      if ("value" in line) this.steps.set(line.value.step, line.value);
+      else {
+        const message = `${path}: line ${line.line}: ${line.error.message}`;
         if (!this.stepErrors.includes(message)) this.stepErrors.push(message);
         if (this.stepErrors.length > 20) this.stepErrors.shift();
       }

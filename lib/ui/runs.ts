@@ -12,7 +12,7 @@
  * @module
  */
 import type { Store } from "../gateway/store.ts";
-import { parseOrThrow } from "../schema.ts";
+import { parseJsonlLines } from "../schema.ts";
 import { type TrainStepMetrics, TrainStepMetricsSchema } from "../schema/ui.ts";
 import { ci95HalfWidth, meanCi } from "../util/stats.ts";
 import { lineChart, type SeriesPoint } from "./charts.ts";
@@ -52,14 +52,9 @@ async function readSteps(path: string): Promise<TrainStepMetrics[]> {
   const stat = await Deno.stat(path);
   if (stat.size > MAX_METRICS_BYTES) return [];
   const steps = new Map<number, TrainStepMetrics>();
-  for (const line of (await Deno.readTextFile(path)).split("\n")) {
-    if (!line.trim()) continue;
-    try {
-      const step = parseOrThrow(TrainStepMetricsSchema, JSON.parse(line), "line");
-      steps.set(step.step, step);
-    } catch {
-      // A bad line is shown on the overview of a live run; here it is skipped.
-    }
+  // A bad line is shown on the overview of a live run; here it is skipped.
+  for (const line of parseJsonlLines(await Deno.readTextFile(path), TrainStepMetricsSchema)) {
+    if ("value" in line) steps.set(line.value.step, line.value);
   }
   return [...steps.values()].sort((a, b) => a.step - b.step);
 }

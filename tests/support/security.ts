@@ -10,7 +10,11 @@ import { GatewayClient } from "../../lib/gateway/client.ts";
 import type { RunningGateway } from "../../lib/gateway/server.ts";
 import { startStack } from "../../lib/stack/stack.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../../lib/proxy/scripted_upstream.ts";
-import type { ProxyOptionsInput, ServerDeadlinesInput } from "../../lib/schema.ts";
+import type {
+  GatewayLimitsInput,
+  ProxyOptionsInput,
+  ServerDeadlinesInput,
+} from "../../lib/schema.ts";
 import { loadQwen3Tokenizer } from "../../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../../lib/tokens/types.ts";
 import type { Ui, UiOptions } from "../../lib/ui/app.ts";
@@ -44,6 +48,8 @@ export interface SecurityFixture {
 /** Options of {@link startSecurityFixture}. */
 export interface SecurityOptions {
   deadlines?: ServerDeadlinesInput;
+  /** Gateway limits (batch, page, per-attempt budgets). */
+  limits?: GatewayLimitsInput;
   proxy?: ProxyOptionsInput;
   ui?: UiOptions;
   /** Delay between the policy's streamed tokens (ms), to hold calls in flight. */
@@ -80,6 +86,7 @@ export async function startSecurityFixture(
     secret: SECRET,
     leaseSweepMs: 0,
     ...(options.deadlines ? { deadlines: options.deadlines } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
     proxy: {
       tokenizer,
       upstream: { kind: "token_level", endpoints: [upstream.url], max_retries: 0 },
@@ -153,8 +160,10 @@ export async function startSecurityFixture(
 }
 
 /** The `{error: {code, message}}` of an answer. */
-export function errorOf(body: Record<string, unknown>): { code: string; message: string } {
-  const error = body.error as { code: string; message: string } | undefined;
+export function errorOf(
+  body: Record<string, unknown>,
+): { code: string; message: string; field?: string } {
+  const error = body.error as { code: string; message: string; field?: string } | undefined;
   assert.ok(error, `expected an error body, got ${JSON.stringify(body).slice(0, 300)}`);
   return error;
 }

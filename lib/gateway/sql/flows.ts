@@ -22,6 +22,7 @@ import {
   type AttemptState,
   checkLeaseHolder,
   checkTransition,
+  countedAttempts,
   defaultAttemptStatus,
   encodeCursor,
   newAttemptId,
@@ -268,7 +269,9 @@ export class SqlFlows {
     if (rows.length === 0) throw noRollout(rollout_id);
     const [rollout] = yield* this.withAttempts(rows);
     const current = rollout.attempts[rollout.attempts.length - 1] ?? null;
-    if (checkTransition(rollout, current, rollout.attempts.length, options) === "noop") {
+    // Attempts the infrastructure ended do not count against max_attempts (store_rules.ts).
+    const counted = countedAttempts(rollout.attempts, options.info?.infra_failure === true);
+    if (checkTransition(rollout, current, counted, options) === "noop") {
       return rollout;
     }
     const now = Date.now();

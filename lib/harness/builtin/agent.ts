@@ -2,10 +2,10 @@
  * The built-in agent loop: chat completions with tools through the official `openai` SDK,
  * context compaction, sub-agents (`delegate`), client retries and a final answer.
  *
- * Every behaviour that makes a harness break the one-rollout-one-sample assumption (SPEC §5) is
- * a switch, and the loop counts each time it happened *and was followed by another call of the
- * same conversation* (only then does the sample split), so tests can compare the sample
- * assembly's break counts with {@link AgentStats}.
+ * Every behaviour that makes a harness break the one-rollout-one-sample assumption
+ * (docs/architecture.md#sample-assembly) is a switch, and the loop counts each time it happened
+ * *and was followed by another call of the same conversation* (only then does the sample split), so
+ * tests can compare the sample assembly's break counts with {@link AgentStats}.
  *
  * @module
  */

@@ -131,7 +131,7 @@ export async function runBuiltin(env: BuiltinEnvironment): Promise<number> {
       const gateway = new GatewayClient(env.gatewayUrl, { apiKey: env.apiKey });
       await gateway.postEvents(env.rolloutId, env.attemptId, [{
         type: "custom",
-        event_key: "builtin_harness_result",
+        event_key: "agent:builtin_harness_result",
         payload: { name: "builtin_harness", data: summary as unknown as JsonObject },
       }]);
     } catch (error) {

@@ -1,7 +1,7 @@
 /**
- * Adapters for real harness CLIs (SPEC §10): OpenCode, Claude Code, Codex and Qwen Code run
- * unmodified, installed on demand from npm at pinned versions, configured through their own
- * config files in a fresh HOME, and pointed at the reins proxy.
+ * Adapters for real harness CLIs (docs/architecture.md#harnesses): OpenCode, Claude Code, Codex and
+ * Qwen Code run unmodified, installed on demand from npm at pinned versions, configured through
+ * their own config files in a fresh HOME, and pointed at the reins proxy.
  *
  * - {@link CLI_HARNESSES}: resolvers for the controller's `LocalBackend` (`harnesses` option);
  * - {@link runCli}: run one CLI on one task from code;

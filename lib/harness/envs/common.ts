@@ -7,7 +7,7 @@
 import type { z } from "zod";
 import type { HarnessResolver } from "../../controller/local_harness.ts";
 import type { RewardFunction } from "../../controller/reward_hooks.ts";
-import { parseOrThrow, ValidationError } from "../../schema.ts";
+import { parseJsonl, parseOrThrow, ValidationError } from "../../schema.ts";
 import { type EnvName, type EnvTaskInput, EnvTaskInputSchema } from "../schema.ts";
 import type { AgentTool, ToolContext } from "../builtin/tool.ts";
 
@@ -114,19 +114,7 @@ export function readJsonl<S extends z.ZodType>(path: string, schema: S): z.infer
   } catch (error) {
     throw new Error(`cannot read dataset ${path}: ${(error as Error).message}`);
   }
-  const rows: z.infer<S>[] = [];
-  for (const [i, line] of text.split("\n").entries()) {
-    if (line.trim() === "") continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (error) {
-      throw new ValidationError(`${path}:${i + 1}`, [
-        `${path}:${i + 1}: not JSON (${(error as Error).message})`,
-      ]);
-    }
-    rows.push(parseOrThrow(schema, value, `${path}:${i + 1}`));
-  }
+  const rows = parseJsonl(text, schema, (line) => `${path}:${line}`);
   cache.set(path, rows);
   return rows;
 }

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import random
 import threading
 from dataclasses import dataclass
 from typing import Any, ContextManager, Dict, Iterator, List, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -46,6 +48,28 @@ class Built:
 
 def not_initialized() -> RequestError:
     return RequestError(409, "not_initialized", "no policy loaded: POST /init first")
+
+
+def _rng_states() -> Dict[str, Any]:
+    """Every random generator a step may draw from: torch (CPU, and CUDA when present), Python's
+    `random` and numpy's global one. Saved with a checkpoint so a resumed run draws what an
+    uninterrupted one would have."""
+    states: Dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: Dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def _torch_load(path: str) -> Dict[str, Any]:
@@ -133,8 +157,10 @@ class Engine:
         if spec.kind == "checkpoint":
             assert spec.path is not None
             checkpoint = self._read_checkpoint(spec.path, "model.path")
+            if checkpoint.get("model_kind") == "hf":
+                return self._build_hf_checkpoint(spec.path, checkpoint)
             if checkpoint.get("model_kind") != "builtin":
-                raise bad("model.path", "only built-in model checkpoints can be loaded this way")
+                raise bad("model.path", f"unknown model kind {checkpoint.get('model_kind')!r}")
             try:
                 config = ModelConfig(**checkpoint["config"])
                 model = Decoder(config)
@@ -149,6 +175,22 @@ class Engine:
         assert spec.path is not None
         model, config = load_hf(spec.path)
         return Built(model, config, 0, spec.path, "hf")
+
+    def _build_hf_checkpoint(self, path: str, checkpoint: Dict[str, Any]) -> Built:
+        """A checkpoint of a Hugging Face policy: the architecture comes from the model it was
+        started from (`source`, an HF-layout directory or hub id), the weights from the file."""
+        from .hf_model import load_hf  # optional dependency: transformers
+
+        source = checkpoint.get("source")
+        if not isinstance(source, str) or not source:
+            raise bad("model.path", f"checkpoint {path} names no Hugging Face model to rebuild")
+        model, config = load_hf(source)
+        try:
+            model.load_state_dict(checkpoint["model"])
+        except (KeyError, RuntimeError) as e:
+            raise bad("model.path", f"checkpoint {path} does not fit {source}: {e}")
+        version = int(checkpoint.get("policy_version", 0))
+        return Built(model, config, version, source, "hf")
 
     def init(self, spec: InitSpec) -> Dict[str, Any]:
         device = self.resolve_device(spec.device)
@@ -243,12 +285,15 @@ class Engine:
             data = {
                 "format": CHECKPOINT_FORMAT,
                 "model_kind": self.model_kind,
+                # An HF policy is rebuilt from the model it started from, then these weights.
+                "source": self.source if self.model_kind == "hf" else None,
                 "config": self.config.to_dict(),
                 "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                 "optimizer": self.optimizer.state_dict(),
                 "optimizer_config": self.optimizer_spec.to_dict(),
                 "policy_version": self.policy_version,
                 "optimizer_steps": self.optimizer_steps,
+                "rng": _rng_states(),
             }
             tmp = f"{path}.tmp-{os.getpid()}"
             torch.save(data, tmp)
@@ -270,6 +315,8 @@ class Engine:
             self.optimizer.load_state_dict(data["optimizer"])
             self.policy_version = int(data.get("policy_version", 0))
             self.optimizer_steps = int(data.get("optimizer_steps", 0))
+            if "rng" in data:  # checkpoints written before RNG states were saved have none
+                _set_rng_states(data["rng"])
             model.zero_grad(set_to_none=True)
             return {"path": path, "policy_version": self.policy_version}
 

@@ -2,7 +2,8 @@
 
 Every function takes only the trained (loss_mask = 1) tokens, flattened, and returns
 `Σ_t w_t · ℓ_t`: the caller's per-token weights already carry the global normalisation
-(SPEC §6), so summing this over micro-batches equals the loss of the whole batch.
+(docs/architecture.md#algorithms), so summing this over micro-batches equals the loss of the
+whole batch.
 """
 
 from __future__ import annotations

@@ -1,0 +1,159 @@
+/**
+ * Budgets on the work an agent can cause (issue #29), each an attack against a real gateway:
+ * the refusal names its limit, the store is unchanged, and the event loop is never held long
+ * (a 5 ms ticker in this process, where the gateway runs, measures the longest gap).
+ *
+ * | attack | answer |
+ * | --- | --- |
+ * | a 1.5 MB prompt to the proxy, and to Anthropic's count_tokens | 413 `max_prompt_bytes`, before tokenization |
+ * | events past `max_events_per_attempt` / `max_event_bytes_per_attempt` | 429 / 413 naming the limit |
+ * | a custom event with a 2 MB name | 400 naming `events[0].payload.name` |
+ * | a 600 KB `a/a/a/…` path in a patch event and a log, through the monitors | linear time |
+ */
+import assert from "node:assert/strict";
+import { defaultMonitors } from "../lib/monitors/defaults.ts";
+import { runMonitors } from "../lib/monitors/runner.ts";
+import type { RolloutEvent } from "../lib/schema.ts";
+import { errorOf, withSecurityFixture } from "./support/security.ts";
+
+const events = (rid: string, aid: string) => `/v1/rollouts/${rid}/attempts/${aid}/events`;
+
+/** Runs `fn` and returns the longest gap between 5 ms ticks while it ran (event-loop lag). */
+async function maxLagDuring(fn: () => Promise<void>): Promise<number> {
+  let last = performance.now();
+  let worst = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last - 5);
+    last = now;
+  }, 5);
+  try {
+    await fn();
+  } finally {
+    clearInterval(ticker);
+  }
+  return Math.max(worst, performance.now() - last - 5);
+}
+
+// Generous for a loaded 2-core machine: before the budgets each of these held the loop for
+// seconds (the prompt) to minutes (the monitor path).
+const LAG_BOUND_MS = 1_000;
+
+Deno.test("budgets: a 1.5 MB prompt is refused by its bytes before any tokenization (chat and count_tokens)", async () => {
+  await withSecurityFixture({}, async (fx) => {
+    const { rolloutId, attemptId, token } = await fx.claimOne();
+    const before = await fx.snapshot();
+    const huge = "lorem ipsum ".repeat(130_000);
+    const base = `/proxy/${rolloutId}/${attemptId}/v1`;
+    let chat!: Awaited<ReturnType<typeof fx.send>>;
+    let count!: Awaited<ReturnType<typeof fx.send>>;
+    const lag = await maxLagDuring(async () => {
+      chat = await fx.send("POST", `${base}/chat/completions`, token, {
+        model: "policy",
+        messages: [{ role: "user", content: huge }],
+      });
+      count = await fx.send("POST", `${base}/messages/count_tokens`, token, {
+        model: "policy",
+        messages: [{ role: "user", content: huge }],
+      });
+    });
+    assert.equal(chat.status, 413);
+    assert.match(JSON.stringify(chat.body), /more than max_prompt_bytes \(1048576\)/);
+    assert.equal(count.status, 413);
+    assert.match(JSON.stringify(count.body), /max_prompt_bytes/);
+    assert.ok(lag < LAG_BOUND_MS, `event loop held ${lag.toFixed(0)} ms`);
+    assert.deepEqual(await fx.snapshot(), before, "nothing was recorded");
+    // A prompt within the budget still runs.
+    const ok = await fx.send("POST", `${base}/chat/completions`, token, {
+      model: "policy",
+      messages: [{ role: "user", content: "2+2?" }],
+    });
+    assert.equal(ok.status, 200);
+  });
+});
+
+Deno.test("budgets: one attempt's token stores at most max_events_per_attempt events and max_event_bytes_per_attempt bytes", async () => {
+  await withSecurityFixture(
+    { limits: { max_events_per_attempt: 5, max_event_bytes_per_attempt: 4_000 } },
+    async (fx) => {
+      const { rolloutId, attemptId, token } = await fx.claimOne();
+      const log = (text: string) => ({ type: "log", payload: { stream: "stdout", text } });
+      const path = events(rolloutId, attemptId);
+      // Bytes first: one 5 KB log is over the 4 000-byte budget.
+      let before = await fx.snapshot();
+      const big = await fx.send("POST", path, token, { events: [log("x".repeat(5_000))] });
+      assert.equal(big.status, 413);
+      assert.equal(errorOf(big.body).field, "events");
+      assert.match(errorOf(big.body).message, /max_event_bytes_per_attempt is 4000/);
+      assert.deepEqual(await fx.snapshot(), before, "nothing was stored");
+      // Then the count: five small events fit, the sixth does not.
+      const five = await fx.send("POST", path, token, {
+        events: Array.from({ length: 5 }, (_, i) => log(`step ${i}`)),
+      });
+      assert.equal(five.status, 200);
+      before = await fx.snapshot();
+      const sixth = await fx.send("POST", path, token, { events: [log("one more")] });
+      assert.equal(sixth.status, 429);
+      assert.match(
+        errorOf(sixth.body).message,
+        /has stored 5 event\(s\); max_events_per_attempt is 5/,
+      );
+      assert.deepEqual(await fx.snapshot(), before, "nothing was stored");
+      // The budget is the agent's: the verifier (admin key) still posts.
+      const admin = await fx.send("POST", path, "security-admin-key", { events: [log("verdict")] });
+      assert.equal(admin.status, 200);
+    },
+  );
+});
+
+Deno.test("budgets: a custom event name of 2 MB is refused naming the field; names are capped at 200", async () => {
+  await withSecurityFixture({}, async (fx) => {
+    const { rolloutId, attemptId, token } = await fx.claimOne();
+    const before = await fx.snapshot();
+    const res = await fx.send("POST", events(rolloutId, attemptId), token, {
+      events: [{ type: "custom", payload: { name: "n".repeat(2_000_000), data: 1 } }],
+    });
+    assert.equal(res.status, 400);
+    assert.match(errorOf(res.body).message, /events\[0\]\.payload\.name/);
+    assert.ok(JSON.stringify(res.body).length < 10_000, "the answer does not echo the name");
+    assert.deepEqual(await fx.snapshot(), before, "nothing was stored");
+  });
+});
+
+Deno.test("budgets: a 600 KB a/a/a/… path through every default monitor runs in linear time", async () => {
+  const path = "a/".repeat(300_000);
+  const base = { rollout_id: "r1", attempt_id: "a1", event_key: null, created_at: 0 };
+  const attack = [
+    { ...base, seq: 1, type: "custom", payload: { name: "patch", data: `+++ b/${path}\n${path}` } },
+    {
+      ...base,
+      seq: 2,
+      type: "log",
+      payload: { stream: "stdout", text: `rm ${path}; curl ${path}` },
+    },
+  ] as RolloutEvent[];
+  const rollout = {
+    rollout_id: "r1",
+    group_id: "r1",
+    input: {},
+    mode: "train" as const,
+    config: { timeout_s: 600, max_attempts: 1 },
+    labels: {},
+    status: "succeeded" as const,
+    version: 1,
+    attempts: [],
+    created_at: 0,
+    updated_at: 0,
+    policy_version_min: null,
+    policy_version_max: null,
+    reward: 1,
+    reward_attempt_id: null,
+    reward_credential: null,
+  };
+  let flags: Awaited<ReturnType<typeof runMonitors>> = [];
+  const lag = await maxLagDuring(async () => {
+    flags = await runMonitors({ rollout, events: attack }, defaultMonitors());
+  });
+  assert.ok(lag < LAG_BOUND_MS, `event loop held ${lag.toFixed(0)} ms`);
+  assert.ok(flags.every((f) => !/monitor failed/.test(f.message)), JSON.stringify(flags));
+});
