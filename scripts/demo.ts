@@ -95,6 +95,8 @@ const config = validateRunConfig({
   async: { ...preset.async, mode: args.mode },
   batch: { ...preset.batch, concurrency: args.concurrency },
   eval: { ...preset.eval, rollouts: args.evalRollouts },
+  // --engine llama_cpp: llama.cpp samples, synced each step (lib/engine).
+  engine: { ...preset.engine, kind: args.engine === "llama_cpp" ? "llama_cpp" : "torch_worker" },
 }, presetPath);
 const resolved = await resolveRun(config, presetPath);
 console.log(`reins demo (configs/demo.yaml):\n${planText(resolved)}`);

@@ -12,7 +12,8 @@ import { assembleRollout } from "../lib/samples/mod.ts";
 import { Plot, plot, saveFigure, table } from "../lib/plot/mod.ts";
 import type { HarnessSpec, TrainingRow } from "../lib/schema.ts";
 import type { LoopConfig, LoopConfigInput, LoopStepMetrics, LoopTask } from "../lib/loop/schema.ts";
-import { loadCharTokenizer } from "../lib/tokens/mod.ts";
+import { CHAR_TOKENIZER_DIR, loadCharTokenizer } from "../lib/tokens/mod.ts";
+import { mismatchBreaches } from "../lib/algo/alignment.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
@@ -77,15 +78,9 @@ async function loadTokenizer(run: RunConfig, base: string): Promise<ChatTokenize
  */
 export async function resolveRun(run: RunConfig, configPath: string): Promise<ResolvedRun> {
   const base = dirname(resolve(configPath));
-  if (run.engine.kind === "llama_cpp") {
-    const present = await Deno.stat(new URL("../lib/engine/mod.ts", import.meta.url))
-      .then(() => true, () => false);
+  if (run.engine.kind === "llama_cpp" && run.engine.url) {
     throw new RunConfigError(configPath, [
-      present
-        ? "engine.kind: llama_cpp is present (lib/engine) but not wired into `deno task train` " +
-          "yet; use torch_worker"
-        : "engine.kind: llama_cpp is not available in this checkout (no lib/engine); use " +
-          "torch_worker",
+      "engine.url: llama_cpp runs in this process (lib/engine); leave engine.url out",
     ]);
   }
   if (run.supervise && run.engine.url) {
@@ -238,6 +233,16 @@ function evalFields(prefix: "heldout" | "train", e: EvalResult): Partial<LoopSte
   } as Partial<LoopStepMetrics>;
 }
 
+/** The directory whose tokenizer.json becomes the GGUF's vocabulary. */
+function ggufTokenizerDir(run: RunConfig, base: string): string {
+  const name = run.tokenizer ?? (run.model.kind === "hf" ? run.model.path : "char");
+  if (name === "char") return decodeURIComponent(CHAR_TOKENIZER_DIR.pathname);
+  if (name === "qwen3") {
+    throw new Error("engine.kind llama_cpp: give the Qwen3 tokenizer as a directory (tokenizer)");
+  }
+  return isAbsolute(name) ? name : resolve(base, name);
+}
+
 async function embeddedStack(r: ResolvedRun): Promise<RunStack> {
   const url = r.run.engine.url;
   const stack = await startEmbedded({
@@ -257,6 +262,16 @@ async function embeddedStack(r: ResolvedRun): Promise<RunStack> {
       }
       : {}),
     ...(r.dataDir ? { registry: { dataDir: r.dataDir } } : {}),
+    // llama.cpp samples; every version is synced to it (f32 GGUF from the worker's memory).
+    ...(r.run.engine.kind === "llama_cpp"
+      ? {
+        engine: {
+          kind: "llama_cpp" as const,
+          tokenizerDir: ggufTokenizerDir(r.run, dirname(resolve(r.outDir))),
+          threads: r.run.engine.threads ?? 1,
+        },
+      }
+      : {}),
   });
   return { services: stack.services, gateway: stack.client, close: () => stack.close() };
 }
@@ -353,6 +368,8 @@ export async function executeRun(
         ctx.state.rewardBefore ??= (train ?? heldout).reward_mean;
       },
       hooks: {
+        // The engine–trainer mismatch of every step, as the field measures it.
+        afterStep: (m) => progress.log(mismatchLine(m)),
         evaluate: async (step) => {
           const done = step + 1;
           const due = done === loop.steps || (run.eval.every > 0 && done % run.eval.every === 0);
@@ -549,4 +566,24 @@ async function writeFigures(
       await saveFigure(fig, name, { dir: outDir });
     });
   }
+}
+
+/** One step's engine–trainer mismatch, with the thresholds it is judged by. */
+export function mismatchLine(m: LoopStepMetrics): string {
+  if (m.alignment_tokens === 0) return `step ${m.step + 1} mismatch: no same-version tokens`;
+  const e = (x: number) => x.toExponential(2);
+  const breaches = mismatchBreaches({
+    tokens: m.alignment_tokens,
+    pearson_prob: m.alignment_corr,
+    mean_abs_dp: m.alignment_mean_abs_dp,
+    max_abs_dlogprob: m.alignment_max_abs_dlogprob,
+    k3_kl: m.alignment_k3_kl,
+    ess: m.alignment_ess,
+  });
+  return `step ${m.step + 1} mismatch (${m.alignment_tokens} tokens): Pearson(p) ` +
+    `${(m.alignment_corr ?? NaN).toFixed(6)} mean|Δp| ${e(m.alignment_mean_abs_dp)} ` +
+    `max|Δlogprob| ${e(m.alignment_max_abs_dlogprob)} k1 ${e(m.alignment_k1_kl)} ` +
+    `k3 ${e(m.alignment_k3_kl)} ESS ${m.alignment_ess.toFixed(6)}` +
+    (breaches.length ? ` — BEYOND: ${breaches.join("; ")}` : " — healthy") +
+    (m.timings_ms.sync !== undefined ? `; sync ${m.timings_ms.sync.toFixed(0)} ms` : "");
 }

@@ -61,15 +61,22 @@ Deno.test("a config with an unknown or misspelt key exits 2 naming it", async ()
   }
 });
 
-Deno.test("engine llama_cpp is refused clearly while it is not wired in", async () => {
+Deno.test("engine llama_cpp: accepted (in process, synced each step); with engine.url refused", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const text = (await Deno.readTextFile(`${root}/configs/demo.yaml`))
       .replace("kind: torch_worker", "kind: llama_cpp");
     await Deno.writeTextFile(`${dir}/llama.yaml`, text);
-    const r = await train(["--config", `${dir}/llama.yaml`, "--dry-run"]);
+    const ok = await train(["--config", `${dir}/llama.yaml`, "--dry-run"]);
+    assert.equal(ok.code, 0, ok.err);
+    assert.match(ok.out, /engine llama_cpp/);
+    await Deno.writeTextFile(
+      `${dir}/remote.yaml`,
+      text.replace("kind: llama_cpp,", "kind: llama_cpp, url: 'http://127.0.0.1:9',"),
+    );
+    const r = await train(["--config", `${dir}/remote.yaml`, "--dry-run"]);
     assert.equal(r.code, 2);
-    assert.match(r.err, /engine\.kind: llama_cpp/);
+    assert.match(r.err, /engine\.url: llama_cpp runs in this process/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -28,6 +28,7 @@ import {
   type LoopContext,
 } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
+import { syncEngine } from "./engine_sync.ts";
 import { isInfraFailure } from "../controller/reconciler.ts";
 
 /** What an update phase did. */
@@ -38,6 +39,8 @@ export interface UpdatePhase {
   in_flight: number;
   /** Time spent waiting for in-flight calls to drain. */
   drain_ms: number;
+  /** Time spent pushing the new weights to the engine (0 when the worker samples). */
+  sync_ms: number;
   /** Attempts of the batch's rollouts the infrastructure ended (retried for free), and those
    * that failed like it but were counted against `max_attempts`. */
   attempts_infra_retried: number;
@@ -83,11 +86,18 @@ export async function trainInUpdatePhase(
       version: ctx.state.version,
       ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
     });
+    // The engine serves the new version before any held call goes through.
+    const t1 = performance.now();
+    if (ctx.engine && update.updated) {
+      await syncEngine(ctx.engine, ctx.client, ctx.outDir, update.policy_version, ctx.progress);
+    }
+    const syncMs = performance.now() - t1;
     return {
       update,
       held: snapshot.held,
       in_flight: snapshot.in_flight,
       drain_ms: drainMs,
+      sync_ms: syncMs,
       ...infraAttempts(data.flat()),
     };
   } finally {
@@ -127,7 +137,11 @@ export async function runSync(ctx: LoopContext): Promise<void> {
     await finishStep(ctx, phase.update, {
       step,
       ...phaseMetrics(phase),
-      timings_ms: { rollout: tRollout, step: performance.now() - t0 },
+      timings_ms: {
+        rollout: tRollout,
+        ...(ctx.engine ? { sync: phase.sync_ms } : {}),
+        step: performance.now() - t0,
+      },
     });
   }
 }
@@ -190,6 +204,7 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       timings_ms: {
         rollout: tWait,
         drain: phase.drain_ms,
+        ...(ctx.engine ? { sync: phase.sync_ms } : {}),
         update: now - tUpdate,
         step: now - stepStart,
       },

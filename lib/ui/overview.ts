@@ -12,6 +12,7 @@
 import type { Store } from "../gateway/store.ts";
 import type { PhaseSnapshot } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
+import { MISMATCH_THRESHOLDS } from "../algo/alignment.ts";
 import { ci95HalfWidth } from "../util/stats.ts";
 import {
   disjointTimings,
@@ -338,7 +339,7 @@ export function stepsTable(
 
 /** The rollout–trainer mismatch thresholds drawn on the alignment chart. */
 export const ALIGNMENT_THRESHOLDS: readonly ThresholdLine[] = [
-  { y: 0.99, label: "Pearson ≥ 0.99" },
+  { y: MISMATCH_THRESHOLDS.pearson_prob_min, label: "Pearson ≥ 0.99 (LEGO-RL)" },
 ];
 
 /** The charts of one run's steps. */
@@ -363,6 +364,26 @@ ${
       smoothing,
       id: "alignment",
       thresholds: ALIGNMENT_THRESHOLDS,
+    })
+  }
+${
+    lineChart(
+      fieldPoints(steps, ["alignment_mean_abs_dp"], { alignment_mean_abs_dp: "mean |Δp|" }),
+      {
+        title: "engine–trainer mismatch (mean |Δp|)",
+        note: "verl's rollout_probs_diff_mean; healthy below the dashed line",
+        smoothing,
+        id: "mismatch",
+        thresholds: [{ y: MISMATCH_THRESHOLDS.mean_abs_dp_max, label: "0.005" }],
+      },
+    )
+  }
+${
+    lineChart(fieldPoints(steps, ["alignment_k3_kl"], { alignment_k3_kl: "k3 KL" }), {
+      title: "engine–trainer mismatch (k3 KL)",
+      smoothing,
+      id: "mismatch_kl",
+      thresholds: [{ y: MISMATCH_THRESHOLDS.k3_kl_max, label: "1e-3" }],
     })
   }
 ${lineChart(fieldPoints(steps, ["entropy"]), { title: "entropy", smoothing, id: "entropy" })}
