@@ -9,6 +9,12 @@
  * - `engine_logprob_pearson_f16`: Pearson correlation of token probabilities, f16 export
  * - `engine_k3_kl_q8_0`: mean k3 estimate of KL(llama.cpp ‖ worker), q8_0 export
  *
+ * Speed figures (`generate`): `engine_generate_tok_per_s` and `worker_generate_tok_per_s` on
+ * the same prompts, their ratio `engine_generate_speedup`, and `engine_weight_sync_ms` (f32
+ * GGUF export from the worker's memory + engine reload of the demo's model, what the demo pays
+ * each step; `_export_ms` and `_load_ms` its parts; `engine_weight_sync_from_checkpoint_ms`
+ * the same through the exporter process from a checkpoint file).
+ *
  * Usage: `deno task bench:engine [--only name,...] [--gpu cuda]`. Each measure is one entry of
  * MEASURES; add a figure by adding an entry (it receives the shared context: the running
  * worker, the sampled sequences and memoized exports).
@@ -17,7 +23,13 @@
  */
 import { join } from "node:path";
 import { parseFlags } from "../lib/flags.ts";
-import { exportCheckpoint, type LlamaGpu, llamaParity } from "../lib/engine/mod.ts";
+import {
+  exportCheckpoint,
+  LlamaCppSync,
+  type LlamaGpu,
+  llamaParity,
+  startEngineServer,
+} from "../lib/engine/mod.ts";
 import type { AlignmentMetrics } from "../lib/schema/algo.ts";
 import { CHAR_TOKENIZER_PATH, type DemoPolicy, startDemoPolicy } from "../tests/engine_helpers.ts";
 
@@ -57,6 +69,78 @@ export const MEASURES: Record<string, Measure> = {
   },
 };
 
+const GENERATE_PROMPTS = 8;
+const GENERATE_TOKENS = 128;
+
+/** Tokens per second of `generate` over the same prompts, all of them in flight at once. */
+async function throughput(
+  prompts: number[][],
+  generate: (prompt: number[], seed: number) => Promise<{ ids: number[] }>,
+): Promise<number> {
+  await generate(prompts[0], 0); // warm-up (first-call allocations)
+  const t0 = performance.now();
+  const outs = await Promise.all(prompts.map((p, i) => generate(p, 1000 + i)));
+  const tokens = outs.reduce((n, o) => n + o.ids.length, 0);
+  return tokens / ((performance.now() - t0) / 1000);
+}
+
+/**
+ * Generation speed and weight sync of the llama.cpp engine (lib/engine/server.ts) against the
+ * worker, on the same prompts (the first 32 tokens of 8 sampled sequences, 128 new tokens each,
+ * 8 in flight, temperature 1, one CPU thread each on the CPU build), and the sync the demo pays
+ * each step: f32 GGUF export of the worker's checkpoint + the engine's reload.
+ */
+MEASURES.generate = async (ctx) => {
+  const prompts = ctx.policy.sequences.slice(0, GENERATE_PROMPTS).map((s) => s.slice(0, 32));
+  const engine = await startEngineServer({
+    gguf: await ctx.gguf("f32"),
+    slots: GENERATE_PROMPTS,
+    ...(ctx.gpu === "cuda" ? { gpu: "cuda" as const, threads: 4 } : { threads: 1 }),
+  });
+  try {
+    const engineTps = await throughput(prompts, async (prompt_ids, seed) => {
+      const response = await fetch(`${engine.url}/generate`, {
+        method: "POST",
+        body: JSON.stringify({ prompt_ids, max_tokens: GENERATE_TOKENS, seed }),
+      });
+      if (!response.ok) throw new Error(`engine: ${await response.text()}`);
+      return await response.json();
+    });
+    const client = ctx.policy.worker.client;
+    const workerTps = await throughput(
+      prompts,
+      (prompt_ids, seed) => client.generate({ prompt_ids, max_tokens: GENERATE_TOKENS, seed }),
+    );
+    // What the demo pays each step: export from the worker's memory (POST /export) + reload.
+    const version = (await client.state()).policy_version;
+    const fromWorker = await new LlamaCppSync({
+      endpoint: engine.url,
+      dir: join(ctx.policy.dir, "sync"),
+      tokenizer: CHAR_TOKENIZER_PATH,
+      type: "f32",
+      worker: client,
+    }).syncWeights(version, "");
+    // The same from a checkpoint file, through the exporter process (a remote engine's path).
+    const fromFile = await new LlamaCppSync({
+      endpoint: engine.url,
+      dir: join(ctx.policy.dir, "sync-file"),
+      tokenizer: CHAR_TOKENIZER_PATH,
+      type: "f32",
+    }).syncWeights(version + 1, ctx.policy.checkpoint);
+    return [
+      ["engine_generate_tok_per_s", engineTps],
+      ["worker_generate_tok_per_s", workerTps],
+      ["engine_generate_speedup", engineTps / workerTps],
+      ["engine_weight_sync_ms", fromWorker.total_ms],
+      ["engine_weight_export_ms", fromWorker.export_ms],
+      ["engine_weight_load_ms", fromWorker.load_ms],
+      ["engine_weight_sync_from_checkpoint_ms", fromFile.total_ms],
+    ];
+  } finally {
+    await engine.close();
+  }
+};
+
 function memo<K, V>(make: (key: K) => Promise<V>): (key: K) => Promise<V> {
   const cache = new Map<K, Promise<V>>();
   return (key) => {
@@ -74,7 +158,8 @@ async function main(argv: string[]): Promise<void> {
   const flags = parseFlags(argv, {
     only: { type: "string" },
     gpu: { type: "string" },
-  }, "usage: deno task bench:engine [--only parity,...] [--gpu cuda]");
+    "worker-device": { type: "string", default: "cpu" },
+  }, "usage: deno task bench:engine [--only parity,...] [--gpu cuda] [--worker-device cuda]");
   if (!flags) return;
   const only = flags.only?.split(",") ?? Object.keys(MEASURES);
   const unknown = only.filter((name) => !(name in MEASURES));
@@ -85,7 +170,7 @@ async function main(argv: string[]): Promise<void> {
     throw new Error(`--gpu: expected 'cuda', got '${flags.gpu}'`);
   }
   const gpu: LlamaGpu = flags.gpu === "cuda" ? "cuda" : false;
-  const policy = await startDemoPolicy();
+  const policy = await startDemoPolicy({ device: flags["worker-device"] });
   try {
     const gguf = memo(async (type: GgufType) => {
       const path = join(policy.dir, `policy-${type}.gguf`);

@@ -18,8 +18,9 @@
  */
 import { assembleRollout } from "../lib/samples/mod.ts";
 import { Plot, plot, saveFigure, table } from "../lib/plot/mod.ts";
-import type { LoopConfigInput } from "../lib/schema/loop.ts";
-import { loadCharTokenizer } from "../lib/tokens/mod.ts";
+import type { LoopConfigInput, LoopStepMetrics } from "../lib/schema/loop.ts";
+import { mismatchBreaches } from "../lib/algo/alignment.ts";
+import { CHAR_TOKENIZER_DIR, loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { describeCpu } from "../lib/trainer/mod.ts";
 import {
   compareEvals,
@@ -157,6 +158,17 @@ const stack = await startEmbedded({
   // harness processes need the other core (measured under load: SFT steps 2× faster than with 2).
   threads: 1,
   registry: { dataDir },
+  // --engine llama_cpp: llama.cpp samples (one thread: the harnesses need the other core),
+  // synced with an f32 GGUF export of every new version.
+  ...(args.engine === "llama_cpp"
+    ? {
+      engine: {
+        kind: "llama_cpp" as const,
+        tokenizerDir: decodeURIComponent(CHAR_TOKENIZER_DIR.pathname),
+        threads: 1,
+      },
+    }
+    : {}),
 });
 let before: EvalResult | null = null;
 let after: EvalResult;
@@ -167,7 +179,8 @@ try {
     `worker: ${describeCpu(health)}${health.cpu_warning ? " — SLOW, see the warning above" : ""}`,
   );
   console.log(
-    `gateway ${stack.gateway.url} (SQLite ${outDir}/gateway.db), worker ${stack.worker.url}`,
+    `gateway ${stack.gateway.url} (SQLite ${outDir}/gateway.db), worker ${stack.worker.url}` +
+      (stack.engine ? `, sampler: llama.cpp engine ${stack.engine.url}` : ""),
   );
   const evaluate = (ctx: LoopContext, label: string) =>
     evaluatePolicy(ctx.gateway, ctx.config, label, toyLoopTasks(evalTasks), {
@@ -179,6 +192,10 @@ try {
     // Half the demonstrations guess without the calculator (and are wrong): RL has to learn
     // from reward alone that the tool pays.
     sftRows: toySftRows(tokenizer, trainTasks, { guesses: 1 }),
+    // The engine–trainer mismatch of every step, as the field measures it.
+    hooks: {
+      afterStep: (m) => progress.log(mismatchLine(m)),
+    },
     beforeSteps: async (ctx: LoopContext) => {
       // Idempotent: a resumed run finds its finished evaluation rollouts again.
       before = await evaluate(ctx, "before");
@@ -285,6 +302,17 @@ try {
   console.log(`reward_after_ci95: ${after.reward_ci95.toFixed(4)}`);
   console.log(`reward_gain: ${gain.diff.mean.toFixed(4)}`);
   console.log(`reward_gain_ci95: ${gain.diff.ci95.toFixed(4)}`);
+  const measured = m.filter((x) => x.alignment_tokens > 0);
+  const worst = (f: (x: LoopStepMetrics) => number, pick: (...xs: number[]) => number) =>
+    measured.length ? pick(...measured.map(f)) : NaN;
+  console.log(`sampler: ${args.engine}`);
+  console.log(`mismatch_pearson_min: ${worst((x) => x.alignment_corr ?? 1, Math.min)}`);
+  console.log(`mismatch_mean_abs_dp_max: ${worst((x) => x.alignment_mean_abs_dp, Math.max)}`);
+  console.log(
+    `mismatch_max_abs_dlogprob_max: ${worst((x) => x.alignment_max_abs_dlogprob, Math.max)}`,
+  );
+  console.log(`mismatch_k3_kl_max: ${worst((x) => x.alignment_k3_kl, Math.max)}`);
+  console.log(`mismatch_ess_min: ${worst((x) => x.alignment_ess, Math.min)}`);
   console.log(`demo_wall_s: ${wall.toFixed(1)}`);
 } finally {
   await stack.close();
@@ -344,4 +372,24 @@ async function writeFigures(
   await saveFigure(dist, "samples_per_rollout", { dir: outDir, png: args.png }).catch(async () => {
     await saveFigure(dist, "samples_per_rollout", { dir: outDir });
   });
+}
+
+/** One step's engine–trainer mismatch, with the thresholds it is judged by. */
+function mismatchLine(m: LoopStepMetrics): string {
+  if (m.alignment_tokens === 0) return `step ${m.step + 1} mismatch: no same-version tokens`;
+  const e = (x: number) => x.toExponential(2);
+  const breaches = mismatchBreaches({
+    tokens: m.alignment_tokens,
+    pearson_prob: m.alignment_corr,
+    mean_abs_dp: m.alignment_mean_abs_dp,
+    max_abs_dlogprob: m.alignment_max_abs_dlogprob,
+    k3_kl: m.alignment_k3_kl,
+    ess: m.alignment_ess,
+  });
+  return `step ${m.step + 1} mismatch (${m.alignment_tokens} tokens): Pearson(p) ` +
+    `${(m.alignment_corr ?? NaN).toFixed(6)} mean|Δp| ${e(m.alignment_mean_abs_dp)} ` +
+    `max|Δlogprob| ${e(m.alignment_max_abs_dlogprob)} k1 ${e(m.alignment_k1_kl)} ` +
+    `k3 ${e(m.alignment_k3_kl)} ESS ${m.alignment_ess.toFixed(6)}` +
+    (breaches.length ? ` — BEYOND: ${breaches.join("; ")}` : " — healthy") +
+    (m.timings_ms.sync !== undefined ? `; sync ${m.timings_ms.sync.toFixed(0)} ms` : "");
 }

@@ -27,6 +27,8 @@ export interface DemoArgs {
   concurrency: number;
   evalRollouts: number;
   png: boolean;
+  /** Who samples: the torch worker itself, or llama.cpp synced each step. */
+  engine: "worker" | "llama_cpp";
   help: boolean;
 }
 
@@ -42,6 +44,8 @@ export const DEMO_USAGE = `usage: deno task demo [flags]
   --mode M             collocated_async (default) or sync
   --concurrency N      harness processes at once (default 8)
   --eval-rollouts N    evaluation rollouts before and after RL (default 48, at least 2)
+  --engine E           who samples: worker (default; the torch worker that trains) or
+                       llama_cpp (a llama.cpp engine synced with a GGUF export each step)
   --no-png             SVG figures only`;
 
 function integer(flag: string, raw: string, min: number, max: number): number {
@@ -84,6 +88,7 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
         concurrency: { type: "string", default: "8" },
         "eval-rollouts": { type: "string", default: "48" },
         "no-png": { type: "boolean", default: false },
+        engine: { type: "string", default: "worker" },
         help: { type: "boolean", short: "h", default: false },
       },
     }));
@@ -101,6 +106,9 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
   if (values.mode !== "sync" && values.mode !== "collocated_async") {
     throw new DemoArgsError(`--mode: expected sync or collocated_async, got '${values.mode}'`);
   }
+  if (values.engine !== "worker" && values.engine !== "llama_cpp") {
+    throw new DemoArgsError(`--engine: expected worker or llama_cpp, got '${values.engine}'`);
+  }
   if (values.resume && values.overwrite) {
     throw new DemoArgsError("--resume and --overwrite: choose one");
   }
@@ -115,6 +123,7 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
     concurrency: integer("concurrency", values.concurrency, 1, 256),
     evalRollouts: integer("eval-rollouts", values["eval-rollouts"], 2, 10_000),
     png: !values["no-png"],
+    engine: values.engine,
     help: values.help,
   };
 }

@@ -23,6 +23,7 @@ Deno.test("demo flags: bad values are refused naming the flag", () => {
     [["--eval-rollouts", "1"], /^--eval-rollouts: must be between 2/],
     [["--concurrency", ""], /^--concurrency: expected a whole number/],
     [["--mode", "fast"], /^--mode: expected sync or collocated_async/],
+    [["--engine", "vllm"], /^--engine: expected worker or llama_cpp, got 'vllm'/],
     [["--name", "../etc"], /^--name: use 1–64 letters/],
     [["--name", ""], /^--name: use 1–64 letters/],
     [["--resume", "--overwrite"], /^--resume and --overwrite: choose one/],
@@ -43,6 +44,8 @@ Deno.test("demo flags: bad values are refused naming the flag", () => {
   assert.equal(ok.mode, "sync");
   assert.equal(ok.png, false);
   assert.equal(parseDemoArgs([]).name, "demo");
+  assert.equal(parseDemoArgs([]).engine, "worker");
+  assert.equal(parseDemoArgs(["--engine", "llama_cpp"]).engine, "llama_cpp");
 });
 
 Deno.test("demo run dir: an existing run is kept (new name), --overwrite replaces, --resume continues", async () => {
@@ -127,6 +130,11 @@ const step = (i: number, ms: number): LoopStepMetrics => ({
   alignment_logprob_corr: 1,
   alignment_tokens: 100,
   alignment_max_abs_dp: 0,
+  alignment_mean_abs_dp: 0,
+  alignment_max_abs_dlogprob: 0,
+  alignment_k1_kl: 0,
+  alignment_k3_kl: 0,
+  alignment_ess: 1,
   loss: 0,
   entropy: 1,
   clip_fraction: 0,

@@ -35,6 +35,8 @@ export interface DemoPolicyOptions {
   sequences?: number;
   sequenceLength?: number;
   threads?: number;
+  /** The worker's torch device (default cpu; the GPU bench passes cuda). */
+  device?: string;
 }
 
 /** Starts a worker holding the trained demo-size policy (see the module doc). */
@@ -49,7 +51,7 @@ export async function startDemoPolicy(options: DemoPolicyOptions = {}): Promise<
     await worker.client.init({
       model: toyModel(tokenizer, { d_model: 64, n_layers: 2, max_seq_len: 512 }),
       optimizer: { lr: 1e-2, grad_clip: 1 },
-      device: "cpu",
+      device: options.device ?? "cpu",
       dtype: "float32",
     });
     const window = 128;

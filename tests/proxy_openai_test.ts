@@ -120,6 +120,9 @@ Deno.test("chat completions: a tool-using conversation, non-streamed then stream
       assert.equal(e.payload.segment?.conversation, "main");
       assert.equal(e.payload.upstream, fx.upstream!.url);
       assert.equal(e.payload.client_disconnected, false);
+      // How the call was sampled (the trainer recomputes at its temperature; truncated calls
+      // are masked): the proxy's defaults here.
+      assert.deepEqual(e.payload.sampling, { temperature: 1, top_p: 1, top_k: 0, min_p: 0 });
     }
     assert.equal(events[0].payload.finish_reason, "stop");
     // The request is kept with its conversation replaced by a digest.

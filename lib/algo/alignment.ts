@@ -57,8 +57,9 @@ class AbsDiff {
 /**
  * Alignment metrics over the trained tokens of one or more sequences: Pearson correlation of
  * probabilities exp(rollout_lp) vs exp(trainer_lp) and of the logprobs themselves, mean/max
- * |Δp| and |Δlogprob|, the mean k3 estimate of KL(rollout ‖ trainer) (x = trainer − rollout,
- * k3 = eˣ − x − 1, on tokens the rollout policy sampled), and the token count.
+ * |Δp| and |Δlogprob|, the mean k1 and k3 estimates of KL(rollout ‖ trainer) (x = trainer −
+ * rollout, k1 = −x, k3 = eˣ − x − 1, on tokens the rollout policy sampled), the normalised
+ * effective sample size of the importance weights eˣ, and the token count.
  *
  * A correlation is `null` when fewer than two tokens count or one side is constant (it is
  * undefined there, and reporting 1 would hide a real mismatch).
@@ -79,6 +80,9 @@ export function alignmentMetrics(sequences: readonly AlignmentInput[]): Alignmen
   const dp = new AbsDiff();
   const dl = new AbsDiff();
   let sumK3 = 0;
+  let sumK1 = 0;
+  let sumW = 0;
+  let sumW2 = 0;
   sequences.forEach((seq, i) => {
     const len = seq.rollout_logprobs.length;
     if (seq.trainer_logprobs.length !== len) {
@@ -110,6 +114,10 @@ export function alignmentMetrics(sequences: readonly AlignmentInput[]): Alignmen
       dl.add(Math.abs(a - b));
       const x = b - a;
       sumK3 += Math.expm1(x) - x;
+      sumK1 -= x;
+      const w = Math.exp(x); // importance weight π_trainer / π_rollout of the token
+      sumW += w;
+      sumW2 += w * w;
     }
   });
   const n = prob.n; // every counted token entered both correlations
@@ -123,7 +131,70 @@ export function alignmentMetrics(sequences: readonly AlignmentInput[]): Alignmen
     mean_abs_dlogprob: dl.mean(d),
     max_abs_dlogprob: dl.max,
     k3_kl: sumK3 / d,
+    k1_kl: sumK1 / d,
+    ess: n > 0 && sumW2 > 0 ? (sumW * sumW) / (n * sumW2) : 1,
   };
+}
+
+/**
+ * The thresholds a healthy engine–trainer pair stays within (mismatch monitor, UI charts,
+ * demo). Sources: LEGO-RL's probability correlation ≥ 0.99; verl's `rollout_probs_diff_mean`
+ * (mean |Δp|) healthy below 0.005; IcePop's [0.5, 2] band on the token ratio, i.e. |Δlogprob| ≤
+ * ln 2; a k3 KL of 1e-3 nats per token (a bf16 engine against an fp32 trainer stays well
+ * below); an ESS of 0.9 (the weights are near-uniform).
+ */
+export const MISMATCH_THRESHOLDS = {
+  pearson_prob_min: 0.99,
+  mean_abs_dp_max: 0.005,
+  max_abs_dlogprob_max: Math.LN2,
+  k3_kl_max: 1e-3,
+  ess_min: 0.9,
+} as const;
+
+/** Thresholds of {@link mismatchBreaches} (defaults: {@link MISMATCH_THRESHOLDS}). */
+export type MismatchThresholds = { -readonly [K in keyof typeof MISMATCH_THRESHOLDS]: number };
+
+/**
+ * Which thresholds the metrics break, one sentence each (empty: healthy). A correlation that
+ * is undefined (null: too few tokens or a constant side) breaks nothing.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { alignmentMetrics, mismatchBreaches } from "./alignment.ts";
+ * const healthy = alignmentMetrics([{
+ *   rollout_logprobs: [-0.1, -2.0, -0.7], trainer_logprobs: [-0.1001, -2.0, -0.7002],
+ * }]);
+ * assert.deepEqual(mismatchBreaches(healthy), []);
+ * const off = alignmentMetrics([{
+ *   rollout_logprobs: [-0.1, -2.0, -0.7], trainer_logprobs: [-0.9, -1.1, -0.2],
+ * }]);
+ * assert.ok(mismatchBreaches(off).some((b) => b.startsWith("mean |Δp|")));
+ * ```
+ */
+export function mismatchBreaches(
+  m: Pick<
+    AlignmentMetrics,
+    "pearson_prob" | "mean_abs_dp" | "max_abs_dlogprob" | "k3_kl" | "ess" | "tokens"
+  >,
+  thresholds: Partial<MismatchThresholds> = {},
+): string[] {
+  const t = { ...MISMATCH_THRESHOLDS, ...thresholds };
+  if (m.tokens === 0) return [];
+  const out: string[] = [];
+  const f = (x: number) => (Math.abs(x) >= 0.01 ? x.toFixed(4) : x.toExponential(2));
+  if (m.pearson_prob !== null && m.pearson_prob < t.pearson_prob_min) {
+    out.push(`Pearson(p) ${m.pearson_prob.toFixed(4)} < ${t.pearson_prob_min}`);
+  }
+  if (m.mean_abs_dp > t.mean_abs_dp_max) {
+    out.push(`mean |Δp| ${f(m.mean_abs_dp)} > ${t.mean_abs_dp_max}`);
+  }
+  if (m.max_abs_dlogprob > t.max_abs_dlogprob_max) {
+    out.push(`max |Δlogprob| ${f(m.max_abs_dlogprob)} > ${f(t.max_abs_dlogprob_max)}`);
+  }
+  if (m.k3_kl > t.k3_kl_max) out.push(`k3 KL ${f(m.k3_kl)} > ${t.k3_kl_max}`);
+  if (m.ess < t.ess_min) out.push(`ESS ${m.ess.toFixed(4)} < ${t.ess_min}`);
+  return out;
 }
 
 /**

@@ -50,6 +50,7 @@ function toRow(s: Sample): TrainingRow {
     rollout_logprobs: toArray(s.rollout_logprobs),
   };
   if (s.parent) row.parent = toArray(s.parent);
+  if (s.temperatures) row.temperatures = toArray(s.temperatures);
   return row;
 }
 

@@ -31,6 +31,8 @@ export interface PackableRow {
   rollout_logprobs: ArrayLike<number>;
   parent?: ArrayLike<number>;
   segment_starts?: readonly number[];
+  /** Sampling temperature per token (absent: all 1). */
+  temperatures?: ArrayLike<number>;
 }
 
 /**
@@ -62,6 +64,7 @@ export function sampleRowView(sample: Sample): PackableRow {
     rollout_logprobs: sample.rollout_logprobs,
   };
   if (sample.parent) view.parent = sample.parent;
+  if (sample.temperatures) view.temperatures = sample.temperatures;
   return view;
 }
 
@@ -269,6 +272,8 @@ export function writeMicroBatch(
   const logprobs = new Array<number>(total);
   const parent = new Array<number>(total);
   const sequenceIds = new Array<number>(total);
+  const temperatures = new Array<number>(total);
+  let anyTemperature = false;
   const segments: PackedSegment[] = [];
   let anyShared = false;
   let anyParent = false;
@@ -288,6 +293,8 @@ export function writeMicroBatch(
       ...(withShared ? { shared } : {}),
     });
     const p = row.parent;
+    const temps = row.temperatures;
+    anyTemperature ||= temps !== undefined;
     for (let t = 0; t < length; t++) {
       const at = start + t;
       const from = shared + t;
@@ -297,6 +304,7 @@ export function writeMicroBatch(
       weights[at] = row.loss_weights[from];
       logprobs[at] = row.rollout_logprobs[from];
       sequenceIds[at] = k;
+      temperatures[at] = temps ? temps[from] : 1;
       if (p) parent[at] = p[from] < 0 ? -1 : p[from] + start;
       else parent[at] = t > 0 ? at - 1 : last;
     }
@@ -312,6 +320,7 @@ export function writeMicroBatch(
     loss_weights: weights,
     rollout_logprobs: logprobs,
   };
+  if (anyTemperature) row.temperatures = temperatures;
   if (anyShared) {
     row.parent = parent;
     row.sequence_ids = sequenceIds;

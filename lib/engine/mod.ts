@@ -1,7 +1,9 @@
 /**
  * Inference engines beside the torch worker. Today: llama.cpp through `node-llama-cpp`, fed by
  * the worker's GGUF export of the built-in Qwen3-style decoder, and the checkpoint conversion
- * (GGUF, Hugging Face layout) that feeds it.
+ * (GGUF, Hugging Face layout) that feeds it; the llama.cpp engine server (`server.ts`, the
+ * worker's generate API, `deno task engine`) with its own sampler (`sampler.ts`); and the one
+ * weight-sync protocol of every engine kind (`sync.ts`: worker, llama_cpp, sglang, vllm).
  *
  * @example Export a checkpoint and score sequences in llama.cpp
  * ```ts ignore
@@ -35,4 +37,36 @@ export {
 } from "./llama_eval.ts";
 export type { LlamaGpu, LlamaStatus, LoadGgufOptions, TeacherForcedOptions } from "./llama_eval.ts";
 export { llamaParity } from "./parity.ts";
+export {
+  EngineGenerateRequestSchema,
+  type EngineServer,
+  type EngineServerOptions,
+  EngineSyncRequestSchema,
+  startEngineServer,
+} from "./server.ts";
+export { LlamaPolicy, type PolicyLoadOptions } from "./policy.ts";
+export {
+  PLAIN_SAMPLING,
+  type SampledToken,
+  sampleToken,
+  type SamplingParams,
+  seededUniform,
+  type Uniform,
+} from "./sampler.ts";
+export {
+  type EngineKind,
+  EngineSyncError,
+  type Exporter,
+  LlamaCppSync,
+  type LlamaCppSyncOptions,
+  pythonExporter,
+  requireSync,
+  SglangSync,
+  type SglangSyncOptions,
+  type SyncReport,
+  VllmSync,
+  type VllmSyncOptions,
+  type WeightSync,
+  WorkerSync,
+} from "./sync.ts";
 export type { ParityInput, ParityResult } from "./parity.ts";

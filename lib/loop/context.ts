@@ -11,10 +11,12 @@ import type { EventInput, Rollout, RolloutEvent } from "../schema.ts";
 import { MONITOR_FLAGS_EVENT } from "../schema/ui.ts";
 import { reinsEvent } from "../schema/gateway_api.ts";
 import { alignmentFindings } from "../monitors/logprob.ts";
+import { mismatchFindings } from "../monitors/mismatch.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import { type LoopConfig, type LoopStepMetrics, trainingRolloutSeed } from "../schema/loop.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
+import type { WeightSync } from "../engine/sync.ts";
 import { saveCheckpoint } from "./checkpoint.ts";
 import type { MetricsWriter } from "./metrics.ts";
 import type { ProgressSink } from "./progress.ts";
@@ -48,6 +50,8 @@ export interface LoopContext {
   /** Endpoint registered for the policy in the model registry. */
   workerUrl: string;
   tokenizer?: ChatTokenizer;
+  /** The engine every update is synced to before calls resume (absent: the worker samples). */
+  engine?: WeightSync;
   progress: ProgressSink;
   metrics: MetricsWriter;
   state: LoopProgressState;
@@ -208,6 +212,11 @@ export async function finishStep(
     alignment_logprob_corr: clampCorr(update.alignment?.pearson_logprob ?? null),
     alignment_tokens: update.alignment?.tokens ?? 0,
     alignment_max_abs_dp: update.alignment?.max_abs_dp ?? 0,
+    alignment_mean_abs_dp: update.alignment?.mean_abs_dp ?? 0,
+    alignment_max_abs_dlogprob: update.alignment?.max_abs_dlogprob ?? 0,
+    alignment_k1_kl: update.alignment?.k1_kl ?? 0,
+    alignment_k3_kl: update.alignment?.k3_kl ?? 0,
+    alignment_ess: update.alignment?.ess ?? 1,
     loss: update.loss,
     entropy: update.entropy,
     clip_fraction: update.clip_fraction,
@@ -297,7 +306,10 @@ export async function postRolloutEvents(
         max_abs_dlogprob: m.max_abs_dlogprob,
         mean_abs_dlogprob: m.mean_abs_dlogprob,
         max_abs_dp: m.max_abs_dp,
+        mean_abs_dp: m.mean_abs_dp,
+        k1_kl: m.k1_kl,
         k3_kl: m.k3_kl,
+        ess: m.ess,
       }),
     );
   }
@@ -322,16 +334,18 @@ export async function postRolloutEvents(
     }
     // The monitors checked the rollout when it finished, before this evidence existed: the
     // logprob monitor's alignment check runs here on it, stored as monitor flags like theirs.
-    const findings = alignmentFindings(stored, minAlignment);
+    const findings = [
+      ...alignmentFindings(stored, minAlignment).map((f) => ({ monitor: "logprob", ...f })),
+      ...mismatchFindings(stored).map((f) => ({ monitor: "mismatch", ...f })),
+    ];
     if (findings.length === 0) continue;
     await gateway.postEvents(rollout_id, attempt_id, [
       reinsEvent(MONITOR_FLAGS_EVENT, `${attempt_id}:${ALIGNMENT_EVENT}`, {
         flags: findings.map((f) => ({
-          monitor: "logprob",
           ...f,
           evidence: f.evidence.map((e) => ({ ...e })),
         })),
-        monitors: ["logprob"],
+        monitors: [...new Set(findings.map((f) => f.monitor))],
         checked_at: Date.now(),
       }),
     ]);

@@ -18,6 +18,8 @@ import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { startLocalWorker } from "../trainer/local_worker.ts";
 import type { LoopServices } from "./run.ts";
+import { type EngineServer, startEngineServer } from "../engine/server.ts";
+import { LlamaCppSync } from "../engine/sync.ts";
 
 /**
  * The worker a stack trains and samples with: a local CPU worker by default, or any other that
@@ -52,6 +54,21 @@ export interface EmbeddedOptions {
   proxy?: ProxyOptionsInput;
   /** Receives controller log lines. */
   logger?: (line: string) => void;
+  /**
+   * Samples with llama.cpp instead of the worker: a reins engine (lib/engine/server.ts) starts
+   * in this process without weights, the proxy's upstream is that engine (kind `llama_cpp`),
+   * and the loop syncs every version to it (GGUF export + reload) before calls go through.
+   */
+  engine?: {
+    kind: "llama_cpp";
+    /** Directory with the policy's tokenizer.json (the GGUF's vocabulary). */
+    tokenizerDir: string;
+    /** GGUF tensor type of the exports (default f32: logprobs match the fp32 trainer). */
+    type?: "f32" | "f16" | "q8_0";
+    /** Sequences llama.cpp generates at once (default 8). */
+    slots?: number;
+    threads?: number;
+  };
 }
 
 /** A running embedded stack. */
@@ -59,6 +76,8 @@ export interface EmbeddedStack extends AsyncDisposable {
   gateway: RunningGateway;
   client: GatewayClient;
   worker: StackWorker;
+  /** The llama.cpp engine, when the stack samples with one. */
+  engine: EngineServer | null;
   reconciler: Reconciler;
   services: LoopServices;
   close(): Promise<void>;
@@ -82,20 +101,44 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
     ...(options.threads ? { threads: options.threads } : {}),
   });
   let stack: RunningStack;
+  let engine: EngineServer | null = null;
   try {
+    if (options.engine) {
+      engine = await startEngineServer({
+        ...(options.engine.slots ? { slots: options.engine.slots } : {}),
+        ...(options.engine.threads ? { threads: options.engine.threads } : {}),
+      });
+    }
     stack = await startStack({
       db: `${outDir}/gateway.db`,
       port: 0,
       proxy: {
         tokenizer: options.tokenizer,
-        upstream: { kind: "token_level", endpoints: [worker.url], max_retries: 2 },
+        upstream: engine
+          ? { kind: "llama_cpp", endpoints: [engine.url], max_retries: 2 }
+          : { kind: "token_level", endpoints: [worker.url], max_retries: 2 },
         options: { max_hold_ms: 600_000, ...options.proxy },
       },
     });
   } catch (error) {
+    await engine?.close();
     await worker.close();
     throw error;
   }
+  const sampler = engine && options.engine
+    ? {
+      kind: "llama_cpp",
+      url: engine.url,
+      sync: new LlamaCppSync({
+        endpoint: engine.url,
+        dir: `${outDir}/gguf`,
+        tokenizer: options.engine.tokenizerDir,
+        type: options.engine.type ?? "f32",
+        // Straight from the worker's memory: no checkpoint file, no exporter process per step.
+        worker: worker.client,
+      }),
+    }
+    : null;
   const gateway = stack.gateway;
   const client = new GatewayClient(gateway.url, { apiKey: gateway.adminKey });
   const registry = harnessRegistry(options.registry ?? {});
@@ -123,17 +166,20 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
   const close = async () => {
     if (started) await reconciler.stop("kill").catch(() => undefined);
     await stack.close().catch(() => undefined);
+    await engine?.close().catch(() => undefined);
     await worker.close().catch(() => undefined);
   };
   return {
     gateway,
     client,
     worker,
+    engine,
     reconciler,
     services: {
       gateway: client,
       worker: worker.client,
-      workerUrl: worker.url,
+      workerUrl: sampler?.url ?? worker.url,
+      ...(sampler ? { engine: sampler } : {}),
       tokenizer: options.tokenizer,
       startController: async () => {
         if (started) return;

@@ -17,6 +17,8 @@ import type { LoopContext, LoopHooks, LoopProgressState } from "./context.ts";
 import { MetricsWriter, openRunRecord, readMetrics } from "./metrics.ts";
 import { type ProgressSink, terminalProgress } from "./progress.ts";
 import { runSft } from "./sft.ts";
+import { requireSync, type WeightSync } from "../engine/sync.ts";
+import { syncEngine } from "./engine_sync.ts";
 
 /** The services a run composes (embedded ones come from `startEmbedded`). */
 export interface LoopServices {
@@ -28,6 +30,12 @@ export interface LoopServices {
   tokenizer?: ChatTokenizer;
   /** Starts the rollout controller; called once the run's bookkeeping rollout exists. */
   startController?: () => Promise<void>;
+  /**
+   * The engine that samples the policy when it is not the worker itself (llama.cpp, SGLang,
+   * vLLM): every update is synced to it before new calls are let through. `sync: null` means
+   * the engine cannot take new weights, and the run refuses to start (lib/engine/sync.ts).
+   */
+  engine?: { kind: string; url: string; sync: WeightSync | null };
 }
 
 /** Options of {@link runLoop}. */
@@ -80,6 +88,9 @@ export async function runLoop(
 ): Promise<LoopResult> {
   const started = performance.now();
   const config = parseLoopConfig(input);
+  // Before anything is touched: a run on an engine it cannot sync would train a policy that
+  // is never served.
+  const engine = services.engine ? await requireSync(services.engine, services.engine.sync) : null;
   const outDir = outDirOf(config);
   await Deno.mkdir(outDir, { recursive: true });
   const progress = options.progress ?? terminalProgress();
@@ -125,6 +136,7 @@ export async function runLoop(
       rewardBefore: null,
     };
   }
+  if (engine) await syncEngine(engine, client, outDir, state.version, progress);
   await services.gateway.registerModel({
     name: config.policy_name,
     endpoints: [services.workerUrl],
@@ -141,6 +153,7 @@ export async function runLoop(
     client,
     workerUrl: services.workerUrl,
     ...(services.tokenizer ? { tokenizer: services.tokenizer } : {}),
+    ...(engine ? { engine } : {}),
     progress,
     metrics,
     state,

@@ -28,6 +28,7 @@ import {
   pause,
 } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
+import { syncEngine } from "./engine_sync.ts";
 
 /** What an update phase did. */
 export interface UpdatePhase {
@@ -37,6 +38,8 @@ export interface UpdatePhase {
   in_flight: number;
   /** Time spent waiting for in-flight calls to drain. */
   drain_ms: number;
+  /** Time spent pushing the new weights to the engine (0 when the worker samples). */
+  sync_ms: number;
 }
 
 /**
@@ -67,7 +70,19 @@ export async function trainInUpdatePhase(
       version: ctx.state.version,
       ...(ctx.tokenizer ? { tokenizer: ctx.tokenizer } : {}),
     });
-    return { update, held: snapshot.held, in_flight: snapshot.in_flight, drain_ms: drainMs };
+    // The engine serves the new version before any held call goes through.
+    const t1 = performance.now();
+    if (ctx.engine && update.updated) {
+      await syncEngine(ctx.engine, ctx.client, ctx.outDir, update.policy_version, ctx.progress);
+    }
+    const syncMs = performance.now() - t1;
+    return {
+      update,
+      held: snapshot.held,
+      in_flight: snapshot.in_flight,
+      drain_ms: drainMs,
+      sync_ms: syncMs,
+    };
   } finally {
     await ctx.gateway.setPhase("rollout");
   }
@@ -106,7 +121,11 @@ export async function runSync(ctx: LoopContext): Promise<void> {
       step,
       held_calls: phase.held,
       in_flight_at_update: phase.in_flight,
-      timings_ms: { rollout: tRollout, step: performance.now() - t0 },
+      timings_ms: {
+        rollout: tRollout,
+        ...(ctx.engine ? { sync: phase.sync_ms } : {}),
+        step: performance.now() - t0,
+      },
     });
   }
 }
@@ -170,6 +189,7 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       timings_ms: {
         rollout: tWait,
         drain: phase.drain_ms,
+        ...(ctx.engine ? { sync: phase.sync_ms } : {}),
         update: now - tUpdate,
         step: now - stepStart,
       },

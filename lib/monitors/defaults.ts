@@ -9,6 +9,7 @@ import { repetitionMonitor } from "./repetition.ts";
 import { truncationMonitor } from "./truncation.ts";
 import { emptyAnswerMonitor } from "./empty_answer.ts";
 import { logprobMonitor } from "./logprob.ts";
+import { mismatchMonitor } from "./mismatch.ts";
 import type { Monitor } from "./types.ts";
 
 /**
@@ -25,6 +26,7 @@ import type { Monitor } from "./types.ts";
  *   "truncation",
  *   "empty_answer",
  *   "logprob",
+ *   "mismatch",
  * ]);
  * ```
  */
@@ -36,5 +38,6 @@ export function defaultMonitors(): Monitor[] {
     truncationMonitor(),
     emptyAnswerMonitor(),
     logprobMonitor(),
+    mismatchMonitor(),
   ];
 }

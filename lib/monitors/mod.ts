@@ -44,6 +44,7 @@ export { defaultMonitors } from "./defaults.ts";
 export { emptyAnswerMonitor } from "./empty_answer.ts";
 export { gitNetworkMonitor, type GitNetworkOptions } from "./git_network.ts";
 export { logprobMonitor, type LogprobOptions } from "./logprob.ts";
+export { mismatchFindings, mismatchMonitor } from "./mismatch.ts";
 export { repetitionMonitor, type RepetitionOptions } from "./repetition.ts";
 export { testEditMonitor, type TestEditOptions } from "./test_edit.ts";
 export { truncationMonitor } from "./truncation.ts";

@@ -8,6 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import type {
+  CallSampling,
   ChatMessage,
   EventInput,
   Flavor,
@@ -76,6 +77,8 @@ export interface CaptureRecord {
   segment: Segment | null;
   mode: PromptMode;
   clientDisconnected: boolean;
+  /** How the upstream was asked to sample (absent: not known). */
+  sampling?: CallSampling;
 }
 
 /**
@@ -117,6 +120,7 @@ export function buildModelRequestEvent(record: CaptureRecord): EventInput {
       segment: record.segment,
       mode: record.mode,
       client_disconnected: record.clientDisconnected,
+      ...(record.sampling ? { sampling: record.sampling } : {}),
     },
   };
 }
@@ -203,6 +207,13 @@ export class CallRecorder {
       segment: call.segment,
       mode: call.mode,
       clientDisconnected: result.clientDisconnected,
+      // The proxy samples with temperature and top-p only (codecs refuse top_k/min_p).
+      sampling: {
+        temperature: call.request.sampling.temperature,
+        top_p: call.request.sampling.top_p,
+        top_k: 0,
+        min_p: 0,
+      },
     });
     // The proxy records as the control plane it is (its `reins:proxy:` key is reserved to the
     // admin credential): what the model generated for a call admitted while the attempt was

@@ -28,6 +28,7 @@ import { planLinear } from "./prefix_merge.ts";
 import { planBufferSubstitute } from "./buffer_substitute.ts";
 import { buildTree } from "./tree.ts";
 import { collectCalls } from "./validate.ts";
+import { applyCallSampling, type MaskedCall } from "./sampling.ts";
 
 /** Options of {@link assembleRollout}: the plain config plus an optional decoder. */
 export interface AssembleOptions extends AssembleConfig {
@@ -61,6 +62,11 @@ export interface AssemblyResult {
   /** Where exact prefix merging breaks, and why (independent of the strategy). */
   breaks: BreakDiagnosis[];
   substitutions: Substitution[];
+  /**
+   * Calls whose response tokens are context only: sampled with a truncation (top-p/top-k/min-p)
+   * or greedily, so their behaviour logprobs are not the policy's (lib/samples/sampling.ts).
+   */
+  masked_calls: MaskedCall[];
   metrics: RolloutAssemblyMetrics;
 }
 
@@ -187,6 +193,7 @@ export function assembleRollout(
       s.substituted_prompt = samples[s.sample_index].tokens.subarray(0, at.response_start);
     }
   }
+  const maskedCalls = applyCallSampling(samples, placements, used);
   const metrics = rolloutMetrics({
     rollout_id: rolloutId,
     strategy: config.strategy,
@@ -206,6 +213,7 @@ export function assembleRollout(
     dropped,
     breaks: exact.breaks,
     substitutions,
+    masked_calls: maskedCalls,
     metrics,
   };
 }

@@ -58,6 +58,12 @@ export {
   planLinear,
 } from "./prefix_merge.ts";
 export { planPerCall } from "./per_call.ts";
+export {
+  applyCallSampling,
+  type MaskedCall,
+  type SampledCall,
+  untrainableSampling,
+} from "./sampling.ts";
 export { buildTree, treeDepths, treePath, treePathNodes, type TreeResult } from "./tree.ts";
 export { collectCalls, validateModelRequest, type ValidCall } from "./validate.ts";
 export { commonPrefixConcat, sameIds, startsWith, startsWithConcat } from "./token_seq.ts";

@@ -131,6 +131,14 @@ export const AlignmentMetricsSchema = z.object({
   max_abs_dlogprob: z.number(),
   /** Mean k3 estimate of KL(rollout ‖ trainer) on tokens sampled by the rollout policy. */
   k3_kl: z.number(),
+  /** Mean k1 estimate of KL(rollout ‖ trainer): mean of rollout_lp − trainer_lp (unbiased, may
+   * be negative on few tokens). */
+  k1_kl: z.number().default(0),
+  /**
+   * Effective sample size of the importance weights w = π_trainer / π_rollout over the tokens,
+   * normalised to (0, 1]: (Σw)² / (n Σw²). 1 = every token weighs the same.
+   */
+  ess: z.number().default(1),
 });
 /** Rollout–training alignment metrics. */
 export type AlignmentMetrics = z.infer<typeof AlignmentMetricsSchema>;

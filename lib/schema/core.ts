@@ -240,6 +240,20 @@ const tokenIds = z.array(z.number().int().min(0).max(0xffffffff));
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
 
 /**
+ * How a call was sampled, as the proxy asked its upstream: temperature (0 = greedy) and the
+ * truncations (top-p < 1, top-k > 0, min-p > 0). The behaviour logprobs are of this distribution;
+ * calls with a truncation or at temperature 0 are not trained on (see lib/samples/sampling.ts).
+ */
+export const CallSamplingSchema = z.object({
+  temperature: z.number().min(0),
+  top_p: z.number().gt(0).max(1).default(1),
+  top_k: z.number().int().min(0).default(0),
+  min_p: z.number().min(0).max(1).default(0),
+});
+/** How a call was sampled. */
+export type CallSampling = z.infer<typeof CallSamplingSchema>;
+
+/**
  * A model call as sent over the wire (JSON): token ids as number arrays.
  * `response_logprobs` must hold one finite value per response token.
  */
@@ -264,6 +278,8 @@ export const ModelRequestWireSchema = z.object({
   mode: PromptModeSchema.default("faithful"),
   /** Marks a call whose client went away before the response ended. */
   client_disconnected: z.boolean().default(false),
+  /** How the call was sampled (absent on calls recorded before it was: temperature 1). */
+  sampling: CallSamplingSchema.optional(),
 }).superRefine((value, ctx) => {
   if (value.response_logprobs.length !== value.response_token_ids.length) {
     ctx.addIssue({
@@ -296,6 +312,7 @@ export interface ModelRequest {
   segment: Segment | null;
   mode: PromptMode;
   client_disconnected: boolean;
+  sampling?: CallSampling;
 }
 
 /** An outcome reward. */

@@ -246,6 +246,17 @@ export const LoopStepMetricsSchema = z.object({
   alignment_logprob_corr: z.number().min(-1).max(1).nullable(),
   alignment_tokens: z.number().int().min(0),
   alignment_max_abs_dp: finite,
+  /**
+   * Engine–trainer mismatch as the field measures it, on the same tokens as `alignment_corr`
+   * (thresholds: lib/algo `MISMATCH_THRESHOLDS`): mean |Δp| (verl's `rollout_probs_diff_mean`),
+   * max |Δlogprob|, the k1 and k3 estimates of KL(engine ‖ trainer), and the normalised
+   * effective sample size of the importance weights π_trainer / π_engine.
+   */
+  alignment_mean_abs_dp: finite.default(0),
+  alignment_max_abs_dlogprob: finite.default(0),
+  alignment_k1_kl: finite.default(0),
+  alignment_k3_kl: finite.default(0),
+  alignment_ess: finite.default(1),
   loss: finite,
   entropy: finite,
   clip_fraction: finite,

@@ -23,9 +23,16 @@ import { PromptModeSchema } from "./core.ts";
  * Which protocol the proxy speaks to its upstream:
  * - `token_level`: the reins generate protocol (`POST /generate` with `prompt_ids`);
  * - `sglang`: SGLang's native `POST /generate` (`input_ids`, `sampling_params`);
- * - `openai_compatible`: a vLLM-style OpenAI server (`return_token_ids`, `logprobs`).
+ * - `openai_compatible`: a vLLM-style OpenAI server (`return_token_ids`, `logprobs`);
+ * - `llama_cpp`: the reins llama.cpp engine (`deno task engine`), which speaks the reins
+ *   generate protocol too.
  */
-export const UpstreamKindSchema = z.enum(["token_level", "sglang", "openai_compatible"]);
+export const UpstreamKindSchema = z.enum([
+  "token_level",
+  "sglang",
+  "openai_compatible",
+  "llama_cpp",
+]);
 /** Which protocol the proxy speaks to its upstream. */
 export type UpstreamKind = z.infer<typeof UpstreamKindSchema>;
 

@@ -287,6 +287,28 @@ export const CheckpointResponseSchema = z.object({
 /** Answer of `POST /save` and `POST /load`. */
 export type CheckpointResponse = z.infer<typeof CheckpointResponseSchema>;
 
+/**
+ * Body of `POST /export`: the weights the worker holds now, written as a GGUF (`gguf` + `type`)
+ * and/or a Hugging Face directory (`hf` + `dtype`), paths on the worker's side.
+ */
+export const WorkerExportRequestSchema = z.object({
+  gguf: z.string().min(1).optional(),
+  type: z.enum(["f32", "f16", "q8_0"]).default("f32"),
+  hf: z.string().min(1).optional(),
+  dtype: z.enum(["float32", "bfloat16", "float16"]).default("bfloat16"),
+  /** Directory with the model's tokenizer.json (required for a GGUF). */
+  tokenizer: z.string().min(1).optional(),
+});
+/** Body of `POST /export` as a caller writes it. */
+export type WorkerExportRequest = z.input<typeof WorkerExportRequestSchema>;
+
+/** Answer of `POST /export`: the version exported and what was written. */
+export const WorkerExportResponseSchema = z.looseObject({
+  policy_version: z.number().int().min(0),
+});
+/** Answer of `POST /export`. */
+export type WorkerExportResponse = z.infer<typeof WorkerExportResponseSchema>;
+
 /** Answer of `GET /state` (and `POST /init`). */
 export const WorkerStateSchema = z.object({
   initialized: z.boolean(),

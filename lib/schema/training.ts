@@ -71,6 +71,12 @@ export interface Sample {
   /** Policy version(s) that sampled the response tokens (min over merged calls). */
   policy_version: number;
   provenance: SampleProvenance;
+  /**
+   * Sampling temperature per token (1 on context tokens), present when a merged call was sampled
+   * at a temperature other than 1: the trainer recomputes each trained token's logprob under
+   * softmax(logits / temperature), the distribution the behaviour logprob is of.
+   */
+  temperatures?: Float32Array;
 }
 
 /** The rollout-level or sample-level GRPO baseline. */
@@ -108,6 +114,12 @@ export const TrainingRowSchema = z.object({
    * rows set it so that samples hanging off one shared prompt stay separate sequences.
    */
   sequence_ids: z.array(z.number().int().min(0)).optional(),
+  /**
+   * Sampling temperature per token (read on trained tokens; 1 elsewhere). Absent: every token
+   * was sampled at temperature 1. The worker divides a trained token's logits by it.
+   */
+  temperatures: z.array(z.number().positive().refine(Number.isFinite, "must be finite"))
+    .optional(),
 }).superRefine((row, ctx) => {
   const n = row.tokens.length;
   for (const key of ["loss_mask", "advantages", "loss_weights", "rollout_logprobs"] as const) {
@@ -119,7 +131,7 @@ export const TrainingRowSchema = z.object({
       });
     }
   }
-  for (const key of ["parent", "sequence_ids"] as const) {
+  for (const key of ["parent", "sequence_ids", "temperatures"] as const) {
     const values = row[key];
     if (values && values.length !== n) {
       ctx.addIssue({

@@ -30,6 +30,10 @@ import {
   OptimStepResponseSchema,
   parseOrThrow,
   WorkerErrorBodySchema,
+  type WorkerExportRequest,
+  WorkerExportRequestSchema,
+  type WorkerExportResponse,
+  WorkerExportResponseSchema,
   type WorkerGradients,
   WorkerGradientsSchema,
   type WorkerHealth,
@@ -165,6 +169,15 @@ export class TrainerClient {
   /** `POST /save`: writes weights, optimizer state and policy version to `path` (worker-side). */
   save(path: string): Promise<CheckpointResponse> {
     return this.#request("POST", "/save", { path }, CheckpointResponseSchema);
+  }
+
+  /**
+   * `POST /export`: writes the weights held now as a GGUF and/or an HF directory (worker-side
+   * paths), without a checkpoint round trip; answers the version written.
+   */
+  async exportWeights(request: WorkerExportRequest): Promise<WorkerExportResponse> {
+    const body = parseOrThrow(WorkerExportRequestSchema, request);
+    return await this.#request("POST", "/export", body, WorkerExportResponseSchema);
   }
 
   /** `POST /load`: restores weights, optimizer state and policy version from `path`. */

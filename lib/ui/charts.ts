@@ -109,6 +109,8 @@ export interface LineChartOptions {
   id?: string;
   /** Shown under the title: the assumption behind a band, say. */
   note?: string;
+  /** Dashed horizontal rules: the healthy bound of a metric (a monitor's threshold). */
+  thresholds?: readonly { y: number; label: string }[];
 }
 
 /**
@@ -147,7 +149,8 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
       }
     });
   }
-  const ys = points.flatMap((p) => [p.y, p.lo ?? p.y, p.hi ?? p.y]);
+  const rules = options.thresholds ?? [];
+  const ys = [...points.flatMap((p) => [p.y, p.lo ?? p.y, p.hi ?? p.y]), ...rules.map((r) => r.y)];
   const axis = options.yDomain ? {} : yAxis(ys);
   const { marginLeft, ...y } = axis as { marginLeft?: number };
   const marks: Plot.Markish[] = [];
@@ -177,6 +180,12 @@ export function lineChart(points: readonly SeriesPoint[], options: LineChartOpti
       marker: points.length <= 60 ? "circle" : null,
     }),
   );
+  if (rules.length) {
+    marks.push(
+      Plot.ruleY(rules, { y: "y", stroke: "#c0392b", strokeDasharray: "4,3" }),
+      Plot.text(rules, { y: "y", text: "label", frameAnchor: "right", dy: -6, fill: "#c0392b" }),
+    );
+  }
   return chartFigure(options, {
     marginLeft,
     x: { tickFormat: (v: number) => Number.isInteger(v) ? String(v) : "" },

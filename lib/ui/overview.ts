@@ -9,6 +9,7 @@
 import type { Store } from "../gateway/store.ts";
 import type { PhaseSnapshot } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
+import { MISMATCH_THRESHOLDS } from "../algo/alignment.ts";
 import { disjointTimings, lineChart, type SeriesPoint, stackedChart } from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
 import { badge, fmtNum } from "./layout.ts";
@@ -304,6 +305,27 @@ ${
       title: "rollout–trainer alignment (Pearson)",
       smoothing,
       id: "alignment",
+      thresholds: [{ y: MISMATCH_THRESHOLDS.pearson_prob_min, label: "LEGO ≥ 0.99" }],
+    })
+  }
+${
+    lineChart(
+      fieldPoints(steps, ["alignment_mean_abs_dp"], { alignment_mean_abs_dp: "mean |Δp|" }),
+      {
+        title: "engine–trainer mismatch (mean |Δp|)",
+        note: "verl's rollout_probs_diff_mean; healthy below the dashed line",
+        smoothing,
+        id: "mismatch",
+        thresholds: [{ y: MISMATCH_THRESHOLDS.mean_abs_dp_max, label: "0.005" }],
+      },
+    )
+  }
+${
+    lineChart(fieldPoints(steps, ["alignment_k3_kl"], { alignment_k3_kl: "k3 KL" }), {
+      title: "engine–trainer mismatch (k3 KL)",
+      smoothing,
+      id: "mismatch_kl",
+      thresholds: [{ y: MISMATCH_THRESHOLDS.k3_kl_max, label: "1e-3" }],
     })
   }
 ${lineChart(fieldPoints(steps, ["entropy"]), { title: "entropy", smoothing, id: "entropy" })}

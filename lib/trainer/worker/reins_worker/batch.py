@@ -24,6 +24,8 @@ class Batch:
     sequence: torch.Tensor  # [B, T] long: global sequence id (row, segment or sequence_ids)
     # [B, T] float32: π_prox given by the caller (`proximal_logprobs`), or None.
     proximal: Optional[torch.Tensor] = None
+    # [B, T] float32: sampling temperature per token (1 elsewhere), or None when all are 1.
+    temperature: Optional[torch.Tensor] = None
 
 
 def _row_mask(row: Row, width: int) -> torch.Tensor:
@@ -68,6 +70,10 @@ def build_batch(rows: List[Row], device: torch.device) -> Batch:
     proximal: Optional[torch.Tensor] = None
     if rows[0].proximal is not None:  # parse_forward_backward gives all rows or none
         proximal = pad([r.proximal or [] for r in rows], 0.0, torch.float32).to(device)
+    temperature: Optional[torch.Tensor] = None
+    if any(r.temperatures is not None for r in rows):
+        temperature = pad([r.temperatures or [1.0] * len(r.tokens) for r in rows], 1.0, torch.float32)
+        temperature = temperature.to(device)
     mask: Optional[torch.Tensor] = None
     if not all(r.linear for r in rows):
         mask = torch.stack([_row_mask(r, width) for r in rows])[:, None].to(device)
@@ -82,6 +88,7 @@ def build_batch(rows: List[Row], device: torch.device) -> Batch:
         behaviour.to(device),
         sequence.to(device),
         proximal,
+        temperature,
     )
 
 

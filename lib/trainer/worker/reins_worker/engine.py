@@ -273,6 +273,31 @@ class Engine:
             model.zero_grad(set_to_none=True)
             return {"path": path, "policy_version": self.policy_version}
 
+    def export(self, spec: Any) -> Dict[str, Any]:
+        """Writes the weights held now as a GGUF and/or an HF directory (reins_worker.export's
+        writers), without a checkpoint round trip: what an engine sync needs each step."""
+        from . import gguf_export, hf_layout  # writers: imported on first use
+
+        with self.lock:
+            model = self._require()
+            if not isinstance(model, Decoder) or self.config is None:
+                raise bad("(body)", "only the built-in decoder exports")
+            state = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+            out: Dict[str, Any] = {"policy_version": self.policy_version}
+            try:
+                if spec.gguf:
+                    out["gguf"] = gguf_export.export_gguf(
+                        spec.gguf, state, self.config, spec.gguf_type, spec.tokenizer
+                    )
+                if spec.hf:
+                    files = hf_layout.save_hf_dir(
+                        spec.hf, state, self.config, spec.dtype, spec.tokenizer
+                    )
+                    out["hf"] = {"dir": spec.hf, "files": files, "dtype": spec.dtype}
+            except (gguf_export.GGUFError, hf_layout.LayoutError, OSError) as e:
+                raise bad("gguf" if spec.gguf else "hf", str(e))
+            return out
+
     # -- log-probs and training ----------------------------------------------------------------
 
     def _token_logprobs(
@@ -345,6 +370,10 @@ class Engine:
                 logits = full[b_idx, p_idx]
                 anchor = full
         logits = logits.float()
+        if batch.temperature is not None:
+            # The behaviour logprob of a token sampled at temperature τ is that of softmax(z/τ):
+            # recomputing it at τ = 1 would bias every importance weight of the call.
+            logits = logits / batch.temperature[b_idx, t_idx][:, None]
         lse = torch.logsumexp(logits, dim=-1)
         targets = batch.tokens[b_idx, t_idx]
         new = logits.gather(1, targets[:, None]).squeeze(1) - lse

@@ -37,6 +37,7 @@ from .validate import (
     parse_forward_backward,
     parse_generate,
     parse_init,
+    parse_export,
     parse_logprobs,
     parse_path,
 )
@@ -163,6 +164,9 @@ def make_handler(
         def load(self, body: Any) -> Dict[str, Any]:
             return trainer.load(parse_path(body))
 
+        def export(self, body: Any) -> Dict[str, Any]:
+            return engine.export(parse_export(body))
+
         def logprobs(self, body: Any) -> Dict[str, Any]:
             if not engine.initialized:
                 raise not_initialized()
@@ -248,6 +252,7 @@ def make_handler(
         ("POST", "/init"): Handler.init,
         ("POST", "/save"): Handler.save,
         ("POST", "/load"): Handler.load,
+        ("POST", "/export"): Handler.export,
         ("POST", "/logprobs"): Handler.logprobs,
         ("POST", "/forward_backward"): Handler.forward_backward,
         ("POST", "/optim_step"): Handler.optim_step,

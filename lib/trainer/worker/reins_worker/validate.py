@@ -252,6 +252,9 @@ class Row:
     sequence_ids: Optional[List[int]] = None
     # Optional: π_prox per token (the policy at the start of the update), `proximal_logprobs`.
     proximal: Optional[List[float]] = None
+    # Optional: the sampling temperature of each trained token (`temperatures`); the trainer
+    # divides that position's logits by it, so its logprob is the one the sampler drew from.
+    temperatures: Optional[List[float]] = None
 
     @property
     def sequence(self) -> List[int]:
@@ -394,6 +397,13 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
                 integer(v, f"{name}.sequence_ids[{i}]", lo=0, hi=n - 1)
                 for i, v in enumerate(seq_raw)
             ]
+    temperatures: Optional[List[float]] = None
+    temps_raw = r.get("temperatures")
+    if temps_raw is not None:
+        temperatures = numbers(temps_raw, f"{name}.temperatures", n)
+        for i, v in enumerate(temperatures):
+            if v <= 0:
+                raise bad(f"{name}.temperatures[{i}]", f"must be > 0 (a sampling temperature), got {v!r}")
     if n and max(positions) >= max_seq_len:
         raise bad(
             f"{name}.tokens",
@@ -411,6 +421,8 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
         positions,
         segment,
         sequence_ids,
+        None,
+        temperatures,
     )
 
 
@@ -493,6 +505,34 @@ def parse_logprobs(
         out.append(ids)
     temperature = num(b.get("temperature", 1.0), "temperature", lo=0, lo_open=True)
     return out, temperature
+
+
+@dataclass
+class ExportSpec:
+    gguf: Optional[str]
+    gguf_type: str
+    hf: Optional[str]
+    dtype: str
+    tokenizer: Optional[str]
+
+
+def parse_export(body: Any) -> ExportSpec:
+    """Body of POST /export: `gguf` (+ `type`) and/or `hf` (+ `dtype`), `tokenizer`."""
+    b = obj(body, "(body)")
+    gguf = string(b["gguf"], "gguf") if b.get("gguf") is not None else None
+    hf = string(b["hf"], "hf") if b.get("hf") is not None else None
+    if gguf is None and hf is None:
+        raise bad("gguf", "give gguf (a file to write) and/or hf (a directory)")
+    gguf_type = b.get("type", "f32")
+    if gguf_type not in ("f32", "f16", "q8_0"):
+        raise bad("type", 'expected "f32", "f16" or "q8_0"')
+    dtype = b.get("dtype", "bfloat16")
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise bad("dtype", 'expected "float32", "bfloat16" or "float16"')
+    tokenizer = string(b["tokenizer"], "tokenizer") if b.get("tokenizer") is not None else None
+    if gguf is not None and tokenizer is None:
+        raise bad("tokenizer", "a GGUF needs the model's tokenizer: a dir with tokenizer.json")
+    return ExportSpec(gguf, gguf_type, hf, dtype, tokenizer)
 
 
 def parse_path(body: Any) -> str:
