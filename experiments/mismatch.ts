@@ -29,7 +29,6 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { alignmentMetrics } from "../lib/algo/alignment.ts";
-import type { AlignmentMetrics } from "../lib/schema/algo.ts";
 import { exportCheckpoint, startEngineServer } from "../lib/engine/mod.ts";
 import { runSft } from "../lib/loop/sft.ts";
 import { toyArithmeticTasks, toyModel, toySftRows, toyTools } from "../lib/loop/toy.ts";
@@ -108,6 +107,9 @@ export interface MismatchMetrics {
   mean_abs_dlogprob: number;
   ess: number;
 }
+
+/** What `alignmentMetrics` returns (its schema moves with the architecture work; the type follows it). */
+type AlignmentMetrics = ReturnType<typeof alignmentMetrics>;
 
 /** Renames {@link AlignmentMetrics} to the study's field names. */
 export function mismatchMetrics(m: AlignmentMetrics): MismatchMetrics {
