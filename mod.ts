@@ -1,18 +1,23 @@
 /**
  * reins — harnessed agentic RL on Deno.
  *
- * This module re-exports the whole API. Each area is also an entry point of its own (deno.json
- * `exports`), with its own documentation, so that an import says which part of reins it uses
- * and loads only that part:
+ * This module exports the API of the README's tour: the data model's main schemas, the path
+ * from captured calls to training rows, the services, the training loop, harnesses, curation,
+ * trajectories and figures (fewer than 150 values, listed in `tests/mod_surface_test.ts`).
+ * Everything else is exported by the area's own entry point (deno.json `exports`), with its
+ * own documentation, so that an import says which part of reins it uses and loads only that
+ * part:
  *
  * | entry point              | what it holds                                                                     |
  * | ------------------------ | --------------------------------------------------------------------------------- |
- * | `@reins/reins/schema`    | the data model: zod schemas and types of rollouts, events, samples, configs       |
+ * | `@reins/reins/util`      | the bottom layer: mean ± 95% CI, seeded generator, sleep                           |
+ * | `@reins/reins/schema`    | the data model: zod schemas and types of the contracts between areas              |
  * | `@reins/reins/tokens`    | tokenizers and chat templates (Hugging Face, bundled Qwen3, char-level)           |
  * | `@reins/reins/samples`   | sample assembly from captured calls: merge strategies, break diagnosis, metrics   |
  * | `@reins/reins/algo`      | RL math: GRPO advantages, loss normalization, policy losses, alignment            |
  * | `@reins/reins/batching`  | rollout-whole batches, data-parallel balancing, micro-batch packing               |
  * | `@reins/reins/trainer`   | the PyTorch worker and its typed client                                           |
+ * | `@reins/reins/stack`     | `startStack`: a gateway with the proxy and the Live UI mounted                    |
  * | `@reins/reins/loop`      | the training loop (sync and collocated async), evaluation, `parseLoopConfig`      |
  * | `@reins/reins/http`      | the shared HTTP layer: one error type, credentials, limits, SSE, retry            |
  * | `@reins/reins/gateway`   | the durable rollout/event/model service and its client                            |
@@ -26,7 +31,8 @@
  * | `@reins/reins/monitors`  | reward-hacking monitors and the LLM auditor                                       |
  * | `@reins/reins/plot`      | figures: Observable Plot on the server, Jupyter display, SVG/PNG export           |
  *
- * Inside this repository the same modules are `./lib/<area>/mod.ts` (and `./lib/schema.ts`).
+ * Inside this repository the same modules are `./lib/<area>/mod.ts` (and `./lib/schema.ts`);
+ * `docs/architecture.md` draws their layers and says where each thing lives.
  *
  * @example Turn one rollout's captured calls into weighted training rows
  * ```ts
@@ -73,27 +79,176 @@
  *
  * @module
  */
-// The data model.
-export * from "./lib/schema.ts";
+// The data model: types of every contract, the main schemas and their parser.
+export type * from "./lib/schema.ts";
+export {
+  AdvantageLevelSchema,
+  BreakReasonSchema,
+  CuratedTaskSchema,
+  HarnessSpecSchema,
+  MergeStrategySchema,
+  ModelRequestWireSchema,
+  NormalizationModeSchema,
+  parseOrThrow,
+  RolloutCreateSchema,
+  RolloutSchema,
+  TERMINAL_ROLLOUT_STATUSES,
+  TrainingRowSchema,
+  UpstreamConfigSchema,
+  ValidationError,
+} from "./lib/schema.ts";
+export { HttpError } from "./lib/util/error.ts";
+
 // From captured calls to training rows.
 export type * from "./lib/tokens/types.ts";
-export * from "./lib/tokens/mod.ts";
-export * from "./lib/samples/mod.ts";
-export * from "./lib/algo/mod.ts";
-export * from "./lib/batching/mod.ts";
-// Training.
-export * from "./lib/trainer/mod.ts";
-export * from "./lib/loop/mod.ts";
-// Services: HTTP layer, gateway, proxy, controller.
-export * from "./lib/http/mod.ts";
-export * from "./lib/gateway/mod.ts";
-export * from "./lib/proxy/mod.ts";
-export * from "./lib/controller/mod.ts";
-// What runs in a rollout, and the tasks it runs on.
-export * from "./lib/harness/mod.ts";
-export * from "./lib/curation/mod.ts";
-export * from "./lib/trajectories/mod.ts";
-// Looking at runs.
-export * from "./lib/ui/mod.ts";
-export * from "./lib/monitors/mod.ts";
-export * from "./lib/plot/mod.ts";
+export {
+  commonPrefixLength,
+  isPrefix,
+  loadCharTokenizer,
+  loadHfTokenizer,
+  loadHfTokenizerFromDir,
+  loadQwen3Tokenizer,
+  parseOutput,
+  tokensEqual,
+} from "./lib/tokens/mod.ts";
+export {
+  assembleRollout,
+  assembleRollouts,
+  diagnoseBreak,
+  rolloutMetrics,
+  summarizeAssembly,
+} from "./lib/samples/mod.ts";
+export type * from "./lib/samples/schema.ts";
+export type * from "./lib/algo/schema.ts";
+export {
+  alignmentFromSamples,
+  alignmentMetrics,
+  computeAdvantages,
+  computeLossWeights,
+  gspoRatios,
+  k3Kl,
+  planLossWeights,
+  policyLoss,
+  ppoClipLoss,
+  rolloutShares,
+  summarizeAdvantages,
+  tisWeights,
+  trainedTokens,
+} from "./lib/algo/mod.ts";
+export {
+  balance,
+  flattenBatch,
+  packMicroBatches,
+  planOptimizerSteps,
+  planTrainingBatch,
+  rolloutUnits,
+} from "./lib/batching/mod.ts";
+
+// The services: gateway, proxy, the stack that mounts them, controller, UI and monitors.
+export {
+  GatewayClient,
+  openPostgresStore,
+  openSqliteStore,
+  startGateway,
+} from "./lib/gateway/mod.ts";
+export { proxyMount, startScriptedUpstream } from "./lib/proxy/mod.ts";
+export { type RunningStack, type StackOptions, startStack } from "./lib/stack/mod.ts";
+export { LocalBackend, prepareSandbox, Reconciler, runRewardHook } from "./lib/controller/mod.ts";
+export { createUi } from "./lib/ui/mod.ts";
+export { createLlmAuditor, defaultMonitors, runMonitors } from "./lib/monitors/mod.ts";
+
+// Training: the worker and the loop.
+export {
+  connect,
+  describeCpu,
+  launch,
+  startLocalWorker,
+  TrainerClient,
+} from "./lib/trainer/mod.ts";
+export type { EmbeddedStack, LoopServices } from "./lib/loop/mod.ts";
+export type * from "./lib/loop/schema.ts";
+export {
+  compareEvals,
+  evaluatePolicy,
+  formatCi,
+  LoopConfigError,
+  parseLoopConfig,
+  readMetrics,
+  runLoop,
+  runSft,
+  startEmbedded,
+  toyArithmeticTasks,
+  toyHarness,
+  toyLoopTasks,
+  toyModel,
+  toySftRows,
+  updatePolicy,
+  withTaskSource,
+  writeToyDataset,
+} from "./lib/loop/mod.ts";
+
+// What runs in a rollout.
+export {
+  arithmeticEnv,
+  builtinResolver,
+  CLI_HARNESSES,
+  codingEnv,
+  DEFAULT_DATA_DIR,
+  defaultEnvs,
+  filesEnv,
+  harnessRegistry,
+  lookupHarness,
+  runAgent,
+  runCli,
+  searchEnv,
+} from "./lib/harness/mod.ts";
+
+// The tasks it runs on: curation.
+export {
+  codingDatasetTasks,
+  curatedTaskSource,
+  duplicatesStage,
+  environmentStage,
+  generateTasks,
+  leakStage,
+  maxTestsStage,
+  passRateHistogram,
+  readCuratedSet,
+  readTaskSet,
+  ruleStages,
+  runCuration,
+  runProbe,
+  statementStage,
+} from "./lib/curation/mod.ts";
+
+// Real agent transcripts.
+export type { SplitsGridCell, TranscriptSet } from "./lib/trajectories/mod.ts";
+export {
+  formatSplitsTable,
+  importTrajectoryFile,
+  loadTrajectories,
+  loadTranscripts,
+  measureSplits,
+  measureSplitsGrid,
+  parseTauBench,
+  reasonsText,
+  replayTrajectory,
+  settingLabel,
+  SPLITS_GRID,
+  trajectoriesRoot,
+  trajectoryStats,
+  withPlaceholderReasoning,
+} from "./lib/trajectories/mod.ts";
+
+// Figures.
+export {
+  Figure,
+  flushOutput,
+  Plot,
+  plot,
+  saveFigure,
+  show,
+  stackFigures,
+  svgToPng,
+  table,
+} from "./lib/plot/mod.ts";

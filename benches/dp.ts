@@ -21,7 +21,8 @@
 import type { TrainingRow } from "../lib/schema.ts";
 import { packMicroBatches, planRankMicroBatches } from "../lib/batching/mod.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
-import { mulberry32, toyArithmeticTasks, toySftRows } from "../lib/loop/mod.ts";
+import { toyArithmeticTasks, toySftRows } from "../lib/loop/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import type { LocalWorker } from "../lib/trainer/mod.ts";
 import { startInitialised } from "../tests/trainer_helpers.ts";
 

@@ -30,7 +30,7 @@ import {
   llamaParity,
   startEngineServer,
 } from "../lib/engine/mod.ts";
-import type { AlignmentMetrics } from "../lib/schema/algo.ts";
+import type { AlignmentMetrics } from "../lib/algo/schema.ts";
 import { CHAR_TOKENIZER_PATH, type DemoPolicy, startDemoPolicy } from "../tests/engine_helpers.ts";
 
 type GgufType = "f32" | "f16" | "q8_0";

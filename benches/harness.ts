@@ -21,13 +21,11 @@ import { arithmeticExpert, searchExpert } from "../lib/harness/envs/experts.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
 import { type ScriptedTurn, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { assembleRollout } from "../lib/samples/mod.ts";
+import { type JsonObject, parseOrThrow, type RolloutCreate } from "../lib/schema.ts";
 import {
   type BuiltinHarnessOptionsInput,
   BuiltinHarnessOptionsSchema,
-  type JsonObject,
-  parseOrThrow,
-  type RolloutCreate,
-} from "../lib/schema.ts";
+} from "../lib/harness/schema.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { capabilityToken } from "../lib/gateway/auth.ts";

@@ -14,7 +14,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { sleep } from "../lib/http/retry.ts";
+import { sleep } from "../lib/util/time.ts";
 import { GatewayClient } from "../lib/gateway/client.ts";
 import { startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { loadCharTokenizer } from "../lib/tokens/char.ts";

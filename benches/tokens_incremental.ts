@@ -13,6 +13,7 @@ import { IncrementalChatEncoder } from "../lib/tokens/incremental.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import { tokensEqual } from "../lib/tokens/sequence.ts";
 import type { ChatTokenizer, RenderOptions } from "../lib/tokens/types.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 
 /** Options of {@link measureIncrementalSpeedup}. */
 export interface IncrementalBenchOptions {
@@ -38,11 +39,7 @@ export interface IncrementalBenchResult {
 
 /** Deterministic agent-like text: identifiers, numbers, code punctuation, paths, CJK, emoji. */
 function textMaker(seed: number): (words: number) => string {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 4294967296;
-  };
+  const next = mulberry32(seed);
   const syllables = ["ka", "lo", "mi", "zu", "tre", "ph", "qu", "ion", "ent", "str", "x", "ght"];
   const word = () => {
     let w = "";

@@ -20,6 +20,7 @@ import {
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { toyArithmeticTasks, toyModel, toySftRows } from "../lib/loop/mod.ts";
 import { describeCpu, startLocalWorker, type TrainerClient } from "../lib/trainer/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 
 const CONFIG = {
   vocab_size: 512,
@@ -35,13 +36,7 @@ const ROW_LEN = 128;
 const GEN_REQUESTS = 8;
 const GEN_TOKENS = 64;
 
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
+const rng = mulberry32;
 
 /**
  * The demo's RL batch (scripts/demo.ts): 3 groups × 8 rollouts of the toy arithmetic task, each

@@ -24,7 +24,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { meanCi } from "./ci.ts";
+import { meanCi } from "../lib/util/stats.ts";
 import { ABLATION_SETTINGS, expandGrid, type GridSpecInput, settingLabel } from "./grid.ts";
 import { gridEffects, readEvaluationVariances, readStartRewards } from "./grid_effects.ts";
 import { type GridPlan, PLAN_PRIMARY, PLAN_REFERENCE, planGrid } from "./grid_plan.ts";

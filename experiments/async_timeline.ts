@@ -14,8 +14,8 @@
 import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
 import type { HarnessResolver } from "../lib/controller/local_backend.ts";
 import type { RewardContext } from "../lib/controller/reward_hooks.ts";
-import type { LocalHarness } from "../lib/schema.ts";
-import type { LoopStepMetrics, ScheduleMode } from "../lib/schema/loop.ts";
+import type { LocalHarness } from "../lib/controller/schema.ts";
+import type { LoopStepMetrics, ScheduleMode } from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import {
   runLoop,

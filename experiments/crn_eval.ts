@@ -13,7 +13,7 @@
  */
 import type { GatewayClient } from "../lib/gateway/client.ts";
 import { runEvalRollouts } from "../lib/loop/eval.ts";
-import type { LoopConfig, LoopTask } from "../lib/schema/loop.ts";
+import type { LoopConfig, LoopTask } from "../lib/loop/schema.ts";
 
 /** What one evaluation measured, rollout by rollout (index i = prompt i, seed i). */
 export interface CrnEvaluation {

@@ -8,7 +8,7 @@
  * @module
  */
 import { codingEnv } from "../lib/harness/envs/coding.ts";
-import type { LoopConfigInput } from "../lib/schema/loop.ts";
+import type { LoopConfigInput } from "../lib/loop/schema.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { launch } from "../lib/trainer/mod.ts";
 import { type EmbeddedStack, startEmbedded } from "../lib/loop/mod.ts";

@@ -19,12 +19,11 @@
  * @module
  */
 import tQuantile from "@stdlib/stats-base-dists-t-quantile";
-import type { MeanCi } from "./ci.ts";
-import { meanCi } from "./ci.ts";
+import { type MeanCi, meanCi, welchDiff } from "../lib/util/stats.ts";
 import { pooledSd } from "./grid_plan.ts";
 import { detectableEffect } from "./power.ts";
 import { cellDir, type CellResult } from "./results.ts";
-import { summarise, welchDiff } from "./stats.ts";
+import { summarise } from "./stats.ts";
 
 /** One setting's results in the grid. */
 export interface SettingEffect {

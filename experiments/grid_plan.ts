@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { meanCi } from "./ci.ts";
+import { meanCi } from "../lib/util/stats.ts";
 import type { MechanismStudy } from "./mechanism.ts";
 import { detectableEffect, seedsFor } from "./power.ts";
 import type { CellResult } from "./results.ts";

@@ -20,17 +20,17 @@
 import { parseEnvInput, readAnswerFile } from "../lib/harness/envs/common.ts";
 import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
 import type { RewardContext } from "../lib/controller/reward_hooks.ts";
-import { type ArithmeticTask, type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import { type JsonObject, parseOrThrow } from "../lib/schema.ts";
+import type { ArithmeticTask } from "../lib/harness/schema.ts";
 import {
   type LoopConfigInput,
   LoopConfigSchema,
   type LoopStepMetrics,
-} from "../lib/schema/loop.ts";
+} from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import {
   type EmbeddedStack,
   type LoopResult,
-  mulberry32,
   runLoop,
   runSft,
   silentProgress,
@@ -40,6 +40,7 @@ import {
   toyModel,
   writeToyDataset,
 } from "../lib/loop/mod.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import type { GatewayClient } from "../lib/gateway/client.ts";
 import { assembleRollout } from "../lib/samples/mod.ts";
 import { trainedTokens } from "../lib/algo/validate.ts";

@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
 import { MECHANISM_CANARY, recordCanary } from "./canary.ts";
-import { type MeanCi, meanCi } from "./ci.ts";
+import { type MeanCi, meanCi } from "../lib/util/stats.ts";
 import {
   DEFAULT_STRATEGIES,
   runTestbed,

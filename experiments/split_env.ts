@@ -18,7 +18,8 @@
  * @module
  */
 import { SUMMARY_REQUEST } from "../lib/harness/builtin/agent.ts";
-import type { ArithmeticTask, ChatMessage, HarnessSpec, TrainingRow } from "../lib/schema.ts";
+import type { ChatMessage, HarnessSpec, TrainingRow } from "../lib/schema.ts";
+import type { ArithmeticTask } from "../lib/harness/schema.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import {
   scriptedArithmetic,

@@ -1,14 +1,11 @@
 /**
  * Summary statistics of a grid's results: per setting, the mean over seeds with a Student-t
- * 95% confidence interval (`ci.ts`), and the verdict on the paper's ordering.
+ * 95% confidence interval (`lib/util/stats.ts`), and the verdict on the paper's ordering.
  *
  * @module
  */
-import tQuantile from "@stdlib/stats-base-dists-t-quantile";
-import { type MeanCi, meanCi } from "./ci.ts";
+import { type MeanCi, meanCi } from "../lib/util/stats.ts";
 import type { CellResult } from "./results.ts";
-
-export { type MeanCi, meanCi };
 
 /** One setting's summary over its seeds. */
 export interface SettingSummary {
@@ -176,32 +173,4 @@ export function orderingVerdict(summaries: SettingSummary[]): OrderingVerdict {
     separated,
     sentence,
   };
-}
-
-/**
- * Difference of two means with a Welch 95% confidence interval (unequal variances,
- * Welch–Satterthwaite degrees of freedom) and its standard error, for intervals at other levels.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { welchDiff } from "./stats.ts";
- * const d = welchDiff([1, 2, 3], [0, 1, 2]);
- * assert.equal(d.mean, 1);
- * assert.ok(d.ci95 > 1.5 && d.ci95 < 2.5);
- * assert.equal(d.se, Math.sqrt(2 / 3));
- * ```
- */
-export function welchDiff(
-  xs: number[],
-  ys: number[],
-): { mean: number; ci95: number; se: number; df: number } {
-  const a = meanCi(xs);
-  const b = meanCi(ys);
-  const va = a.std ** 2 / a.n;
-  const vb = b.std ** 2 / b.n;
-  const se = Math.sqrt(va + vb);
-  const df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1));
-  const t = Number.isFinite(df) && df > 0 ? tQuantile(0.975, df) : Number.NaN;
-  return { mean: a.mean - b.mean, ci95: t * se, se, df };
 }

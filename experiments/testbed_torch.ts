@@ -35,7 +35,7 @@ import { ABLATION_SETTINGS, type Setting, settingLabel } from "./grid.ts";
 import { GRID_MATCHED, HEADLINE } from "./mechanism.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
 import { recordCanary, TORCH_CANARY } from "./canary.ts";
-import { type MeanCi, meanCi } from "./ci.ts";
+import { type MeanCi, meanCi } from "../lib/util/stats.ts";
 import {
   drawRollout,
   expectedSuccess,

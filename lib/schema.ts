@@ -1,7 +1,9 @@
 /**
- * zod schemas and inferred types shared by every reins module.
- *
- * Each area keeps its schemas in `lib/schema/<area>.ts`; this file is the single import point.
+ * The data model: zod schemas and inferred types of the contracts between areas (rollouts,
+ * events, samples, the gateway's API, the proxy's upstreams, the trainer worker's requests, the
+ * UI's step metrics, curated tasks). Each contract lives in `lib/schema/<topic>.ts`; this file is
+ * their single import point. A schema only one area reads (its own config) lives next to that
+ * area instead, in `lib/<area>/schema.ts` (see `docs/architecture.md`, "Where is…").
  *
  * @example
  * ```ts
@@ -14,18 +16,9 @@
  * @module
  */
 export * from "./schema/core.ts";
-export * from "./schema/tokens.ts";
-export * from "./schema/samples.ts";
-export * from "./schema/algo.ts";
-export * from "./schema/batching.ts";
 export * from "./schema/gateway.ts";
 export * from "./schema/gateway_api.ts";
 export * from "./schema/proxy.ts";
 export * from "./schema/trainer.ts";
-export * from "./schema/controller.ts";
-export * from "./schema/harness.ts";
-export * from "./schema/trajectories.ts";
-export * from "./schema/harness_cli.ts";
 export * from "./schema/ui.ts";
-export * from "./schema/loop.ts";
 export * from "./schema/curation.ts";

@@ -18,17 +18,17 @@
  */
 import { assembleRollout } from "../lib/samples/mod.ts";
 import { Plot, plot, saveFigure, table } from "../lib/plot/mod.ts";
-import type { LoopConfigInput, LoopStepMetrics } from "../lib/schema/loop.ts";
+import type { LoopConfigInput, LoopStepMetrics } from "../lib/loop/schema.ts";
 import { mismatchBreaches } from "../lib/algo/alignment.ts";
 import { CHAR_TOKENIZER_DIR, loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { describeCpu } from "../lib/trainer/mod.ts";
+import { meanCi } from "../lib/util/stats.ts";
 import {
   compareEvals,
   type EvalResult,
   evaluatePolicy,
   formatCi,
   type LoopContext,
-  meanCi,
   runLoop,
   startEmbedded,
   terminalProgress,

@@ -17,18 +17,9 @@ import type {
   FileTask,
   SearchDoc,
   SearchTask,
-} from "../lib/schema.ts";
-
-/** A small seeded PRNG (mulberry32): the same seed gives the same datasets everywhere. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+} from "../lib/harness/schema.ts";
+// The same seed gives the same datasets everywhere.
+import { mulberry32 } from "../lib/util/random.ts";
 
 type Rng = () => number;
 const int = (rng: Rng, lo: number, hi: number) => lo + Math.floor(rng() * (hi - lo + 1));

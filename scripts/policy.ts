@@ -35,7 +35,7 @@ import {
 } from "../lib/proxy/scripted_upstream.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import { startLocalWorker } from "../lib/trainer/local_worker.ts";
-import type { CliName } from "../lib/schema/harness_cli.ts";
+import type { CliName } from "../lib/harness/cli/schema.ts";
 
 const USAGE =
   `usage: deno task policy (--scripted bugfix:<cli>[:fix] | --scripted FILE.ts | --worker)

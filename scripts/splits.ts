@@ -18,7 +18,7 @@
 import { basename, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { MergeStrategySchema } from "../lib/schema.ts";
-import { PolicyOutputSchema } from "../lib/schema/trajectories.ts";
+import { PolicyOutputSchema } from "../lib/trajectories/schema.ts";
 import {
   formatSplitsReport,
   formatSplitsTable,

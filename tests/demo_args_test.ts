@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { chooseRunDir, DemoArgsError, nonEmptyDir, parseDemoArgs } from "../scripts/demo_args.ts";
 import { terminalProgress } from "../lib/loop/progress.ts";
 import { emptyFiltered } from "../lib/loop/select.ts";
-import type { LoopStepMetrics } from "../lib/schema/loop.ts";
+import type { LoopStepMetrics } from "../lib/loop/schema.ts";
 
 const DEMO = new URL("../scripts/demo.ts", import.meta.url).pathname;
 const CONFIG = new URL("../deno.json", import.meta.url).pathname;

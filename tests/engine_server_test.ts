@@ -13,6 +13,8 @@ import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { startLocalWorker } from "../lib/trainer/mod.ts";
 import { LlamaCppSync, pythonExporter } from "../lib/engine/sync.ts";
 import { startEngineServer } from "../lib/engine/server.ts";
+import { ReinsGenerateUpstream } from "../lib/proxy/upstreams/token_level.ts";
+import { parseOrThrow, UpstreamConfigSchema } from "../lib/schema.ts";
 
 const TOKENIZER = decodeURIComponent(new URL("../data/tokenizers/char/", import.meta.url).pathname);
 const PROMPTS = [[5, 6, 7], [40, 41], [60, 61, 62, 63], [70], [12, 13, 14], [22, 23]];
@@ -134,6 +136,37 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
         assert.deepEqual(lines.slice(0, 6).flatMap((l) => l.ids), body.ids);
       });
 
+      await t.step("the proxy's upstream client (kind llama_cpp) speaks to it", async () => {
+        const config = parseOrThrow(UpstreamConfigSchema, {
+          kind: "llama_cpp",
+          endpoints: [engine.url],
+        });
+        assert.equal(config.kind, "llama_cpp");
+        const upstream = new ReinsGenerateUpstream();
+        const chunks: number[][] = [];
+        const result = await upstream.generate({
+          promptIds: Uint32Array.from(PROMPTS[3]),
+          sampling: { max_tokens: 5, temperature: 1, top_p: 1, stop: [], seed: 4 },
+          stopIds: [],
+          stream: true,
+          onTokens: (ids) => chunks.push(ids),
+        }, {
+          endpoint: engine.url,
+          signal: new AbortController().signal,
+          attempt: 0,
+          touch() {},
+          commit() {},
+        });
+        assert.equal(result.policy_version, 0);
+        assert.equal(chunks.length, 5);
+        const { body } = await post(`${engine.url}/generate`, {
+          prompt_ids: PROMPTS[3],
+          max_tokens: 5,
+          seed: 4,
+        });
+        assert.deepEqual(result.ids, body.ids);
+      });
+
       await t.step("bad input: 400/409 naming the field", async () => {
         const vocab = await post(`${engine.url}/generate`, {
           prompt_ids: [1, 5000],
@@ -144,6 +177,15 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
         const missing = await post(`${engine.url}/generate`, { prompt_ids: [1] });
         assert.equal(missing.status, 400);
         assert.match(missing.body.error.message, /^max_tokens:/);
+        const huge = await fetch(`${engine.url}/generate`, {
+          method: "POST",
+          body: JSON.stringify({ prompt_ids: new Array(3_000_000).fill(1), max_tokens: 1 }),
+        });
+        assert.equal(huge.status, 413);
+        await huge.body?.cancel();
+        const malformed = await fetch(`${engine.url}/generate`, { method: "POST", body: "{" });
+        assert.equal(malformed.status, 400);
+        assert.match((await malformed.json()).error.message, /^body: malformed JSON/);
         const topP = await post(`${engine.url}/generate`, {
           prompt_ids: [1],
           max_tokens: 1,

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { parseOrThrow } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { runLoop, silentProgress, toyArithmeticTasks, toyLoopTasks } from "../lib/loop/mod.ts";
 import { crnEvaluate, evalSeed } from "../experiments/crn_eval.ts";
 import { startTestStack, testConfig } from "./loop_helpers.ts";

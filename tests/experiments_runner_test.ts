@@ -11,7 +11,7 @@ import { cellTasks, closenessReward, splitTasks } from "../experiments/loop_cell
 import { splitSftRows, splitsOnScript } from "../experiments/split_env.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { parseOrThrow } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { progressLine } from "../experiments/progress.ts";
 import {
   type Cell,
@@ -21,7 +21,8 @@ import {
   runGrid,
   silentGridProgress,
 } from "../experiments/runner.ts";
-import { meanCi, orderingVerdict, summarise } from "../experiments/stats.ts";
+import { orderingVerdict, summarise } from "../experiments/stats.ts";
+import { meanCi } from "../lib/util/stats.ts";
 
 /** A fake cell: reward rises by a per-setting slope, seed adds a fixed offset. */
 function fakeRunner(slopes: Record<string, number>, calls: string[]): CellRunner {

@@ -12,7 +12,7 @@ import {
 } from "../lib/harness/builtin/agent.ts";
 import { nonCanonicalTokenizer, promptRole } from "../lib/harness/builtin/scripted.ts";
 import OpenAI from "openai";
-import { BuiltinHarnessOptionsSchema } from "../lib/schema/harness.ts";
+import { BuiltinHarnessOptionsSchema } from "../lib/harness/schema.ts";
 import { qwen3 } from "./support/harness_fixture.ts";
 
 Deno.test("extractAnswer: the last <answer> tag, else a final-answer line, else the text", () => {

@@ -10,11 +10,11 @@ import type { AgentTool } from "../lib/harness/builtin/tool.ts";
 import { calculatorTool } from "../lib/harness/envs/arithmetic.ts";
 import { fileTools } from "../lib/harness/envs/workspace_tools.ts";
 import type { ScriptedTurn } from "../lib/proxy/scripted_upstream.ts";
+import { parseOrThrow } from "../lib/schema.ts";
 import {
   type BuiltinHarnessOptionsInput,
   BuiltinHarnessOptionsSchema,
-  parseOrThrow,
-} from "../lib/schema.ts";
+} from "../lib/harness/schema.ts";
 import { breakCounts, qwen3, startHarnessFixture } from "./support/harness_fixture.ts";
 
 const calc = (expression: string, reasoning = `Next I compute ${expression}.`): ScriptedTurn => ({

@@ -14,7 +14,7 @@ import { harnessRegistry } from "../lib/harness/registry.ts";
 import { evaluatePolicy, toyLoopTasks, toyModel } from "../lib/loop/mod.ts";
 import { type ScriptedFailure, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
 import { type JsonObject, parseOrThrow, type Rollout, type RolloutEvent } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { startTestStack, testConfig } from "./loop_helpers.ts";
 import { qwen3, startHarnessFixture, startProxiedGateway } from "./support/harness_fixture.ts";
 import { waitFor } from "./support/wait.ts";

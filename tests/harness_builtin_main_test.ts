@@ -7,7 +7,8 @@ import { builtinCommand } from "../lib/harness/builtin/resolver.ts";
 import { builtinScriptedPolicy } from "../lib/harness/builtin/scripted.ts";
 import { calculatorTool } from "../lib/harness/envs/arithmetic.ts";
 import { arithmeticExpert } from "../lib/harness/envs/experts.ts";
-import { BuiltinHarnessOptionsSchema, parseOrThrow } from "../lib/schema.ts";
+import { parseOrThrow } from "../lib/schema.ts";
+import { BuiltinHarnessOptionsSchema } from "../lib/harness/schema.ts";
 import { breakCounts, startHarnessFixture } from "./support/harness_fixture.ts";
 
 async function runMain(

@@ -28,7 +28,7 @@ import {
 import type { ScriptedPolicyInput } from "../lib/proxy/scripted_upstream.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ModelRequestEvent, RolloutCreate } from "../lib/schema.ts";
-import type { CliName } from "../lib/schema/harness_cli.ts";
+import type { CliName } from "../lib/harness/cli/schema.ts";
 import {
   BUGFIX,
   CLI_ADAPTERS,

@@ -13,7 +13,8 @@ import { codingEnv, runRepoTests } from "../lib/harness/envs/coding.ts";
 import { PROJECT_ROOT } from "../lib/harness/envs/common.ts";
 import { harnessRegistry } from "../lib/harness/registry.ts";
 import { type ScriptedTurn, startScriptedUpstream } from "../lib/proxy/scripted_upstream.ts";
-import type { CodingTask, JsonObject, Rollout } from "../lib/schema.ts";
+import type { JsonObject, Rollout } from "../lib/schema.ts";
+import type { CodingTask } from "../lib/harness/schema.ts";
 import { qwen3, startProxiedGateway } from "./support/harness_fixture.ts";
 import { runningRollout } from "./support/records.ts";
 

@@ -25,7 +25,8 @@ import {
   verifyFileTask,
   workspacePath,
 } from "../lib/harness/envs/mod.ts";
-import { ArithmeticTaskSchema, type JsonValue, type Rollout } from "../lib/schema.ts";
+import type { JsonValue, Rollout } from "../lib/schema.ts";
+import { ArithmeticTaskSchema } from "../lib/harness/schema.ts";
 import { runningRollout } from "./support/records.ts";
 
 function ctx(input: JsonValue, dir: string): RewardContext {

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { serveGuarded } from "../lib/http/serve.ts";
-import { sleep } from "../lib/http/retry.ts";
+import { sleep } from "../lib/util/time.ts";
 
 const DEADLINES = {
   headers_timeout_ms: 10_000,

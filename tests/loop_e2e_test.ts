@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { TERMINAL_ROLLOUT_STATUSES } from "../lib/schema.ts";
-import type { LoopStepMetrics } from "../lib/schema/loop.ts";
+import type { LoopStepMetrics } from "../lib/loop/schema.ts";
 import { runLoop, silentProgress, type UpdateResult } from "../lib/loop/mod.ts";
 import { callAccounting, runRollouts, startTestStack, testConfig } from "./loop_helpers.ts";
 

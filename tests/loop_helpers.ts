@@ -7,7 +7,7 @@
 import { builtinResolver } from "../lib/harness/builtin/resolver.ts";
 import type { GatewayClient } from "../lib/gateway/client.ts";
 import type { RewardContext } from "../lib/controller/reward_hooks.ts";
-import type { LoopConfigInput } from "../lib/schema/loop.ts";
+import type { LoopConfigInput } from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import {
   startEmbedded,

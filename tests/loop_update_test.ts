@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { type ForwardBackwardRequest, parseOrThrow, ValidationError } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { LoopConfigError, parseLoopConfig, updatePolicy } from "../lib/loop/mod.ts";
 import { data, fakeClient } from "./support/loop_update.ts";
 

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { type EventInput, parseOrThrow, type RolloutEvent } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import { postRolloutEvents, updatePolicy } from "../lib/loop/mod.ts";
 import { logprobMonitor } from "../lib/monitors/logprob.ts";
 import { detailFragment } from "../lib/ui/detail.ts";

@@ -9,7 +9,7 @@ import { policyLoss, weightedSum } from "../lib/algo/mod.ts";
 import { type UpdateOptions, updatePolicy } from "../lib/loop/mod.ts";
 import type { ForwardBackwardRequest, LossConfigInput, TrainingRow } from "../lib/schema.ts";
 import { parseOrThrow } from "../lib/schema.ts";
-import { LoopConfigSchema } from "../lib/schema/loop.ts";
+import { LoopConfigSchema } from "../lib/loop/schema.ts";
 import type { TrainerClient } from "../lib/trainer/client.ts";
 import { call, data } from "./support/loop_update.ts";
 import { withWorker } from "./trainer_helpers.ts";

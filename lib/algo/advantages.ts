@@ -21,7 +21,7 @@ import {
   type GroupStats,
   type RolloutOutcome,
   RolloutOutcomeSchema,
-} from "../schema/algo.ts";
+} from "./schema.ts";
 import { assertSamples } from "./validate.ts";
 
 /** What {@link computeAdvantages} returns. */

@@ -7,7 +7,7 @@
  * @module
  */
 import { type Sample, ValidationError } from "../schema.ts";
-import type { AlignmentMetrics } from "../schema/algo.ts";
+import type { AlignmentMetrics } from "./schema.ts";
 
 /** Per-token logprobs of the same tokens under the rollout engine and the trainer. */
 export interface AlignmentInput {

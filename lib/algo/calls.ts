@@ -11,7 +11,7 @@
  * @module
  */
 import { type Sample, ValidationError } from "../schema.ts";
-import type { AlignmentMetrics } from "../schema/algo.ts";
+import type { AlignmentMetrics } from "./schema.ts";
 import { alignmentMetrics } from "./alignment.ts";
 
 /**

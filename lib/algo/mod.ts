@@ -29,4 +29,4 @@ export * from "./losses.ts";
 export * from "./alignment.ts";
 export * from "./calls.ts";
 export { assertSamples, type SampleRequirements, trainedTokens } from "./validate.ts";
-export * from "../schema/algo.ts";
+export * from "./schema.ts";

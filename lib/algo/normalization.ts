@@ -23,7 +23,7 @@
  * @module
  */
 import { type NormalizationMode, parseOrThrow, type Sample } from "../schema.ts";
-import { type NormalizationOptions, NormalizationOptionsSchema } from "../schema/algo.ts";
+import { type NormalizationOptions, NormalizationOptionsSchema } from "./schema.ts";
 import { assertSamples, trainedTokens } from "./validate.ts";
 
 /** The per-sample weights of a normalization, in float64, before they are written to tokens. */

@@ -9,7 +9,7 @@
  * @module
  */
 import { ValidationError } from "../schema.ts";
-import type { BalanceMethod } from "../schema/batching.ts";
+import type { BalanceMethod } from "./schema.ts";
 import { Heap } from "./heap.ts";
 
 /**

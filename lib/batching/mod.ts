@@ -29,4 +29,4 @@ export * from "./steps.ts";
 export * from "./packing.ts";
 export * from "./shared_prefix.ts";
 export * from "./plan.ts";
-export * from "../schema/batching.ts";
+export * from "./schema.ts";

@@ -15,7 +15,7 @@ import {
   type PackOptions,
   PackOptionsSchema,
   type PackOrder,
-} from "../schema/batching.ts";
+} from "./schema.ts";
 
 /**
  * What the packer reads: a {@link TrainingRow}, or a zero-copy view of a sample's typed arrays

@@ -6,8 +6,8 @@
  * @module
  */
 import { parseOrThrow, type Sample, ValidationError } from "../schema.ts";
-import { type TrainingPlanOptions, TrainingPlanOptionsSchema } from "../schema/batching.ts";
-import type { BalanceMethod, MicroBatch, PackOptions } from "../schema/batching.ts";
+import { type TrainingPlanOptions, TrainingPlanOptionsSchema } from "./schema.ts";
+import type { BalanceMethod, MicroBatch, PackOptions } from "./schema.ts";
 import { computeLossWeights, type LossWeightPlan } from "../algo/normalization.ts";
 import { assertSamples } from "../algo/validate.ts";
 import { balance, imbalance, workload } from "./balance.ts";

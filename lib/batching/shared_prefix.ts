@@ -13,7 +13,7 @@
  *
  * @module
  */
-import type { MicroBatch, PackOptions } from "../schema/batching.ts";
+import type { MicroBatch, PackOptions } from "./schema.ts";
 import {
   checkPacking,
   type MemberPlacement,

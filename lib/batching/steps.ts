@@ -9,7 +9,7 @@
  * @module
  */
 import { parseOrThrow, ValidationError } from "../schema.ts";
-import { type StepPlanOptions, StepPlanOptionsSchema } from "../schema/batching.ts";
+import { type StepPlanOptions, StepPlanOptionsSchema } from "./schema.ts";
 import { imbalance, partitionKk } from "./balance.ts";
 
 /** One optimizer step of a plan. */

@@ -6,7 +6,8 @@
  * @module
  */
 import type { V1Job } from "@kubernetes/client-node";
-import { JobTemplateSchema, parseOrThrow, ValidationError } from "../schema.ts";
+import { parseOrThrow, ValidationError } from "../schema.ts";
+import { JobTemplateSchema } from "./schema.ts";
 import type { AttemptOutcome, AttemptSpec } from "./backend.ts";
 import { attemptEnv, SpecError } from "./backend.ts";
 

@@ -25,8 +25,10 @@
  * @module
  */
 import type { V1ConfigMap, V1Container, V1Job, V1Secret, V1Volume } from "@kubernetes/client-node";
-import type { JsonObject, K8sHarness } from "../schema.ts";
-import { K8sHarnessSchema, parseOrThrow, ValidationError } from "../schema.ts";
+import type { JsonObject } from "../schema.ts";
+import type { K8sHarness } from "./schema.ts";
+import { parseOrThrow, ValidationError } from "../schema.ts";
+import { K8sHarnessSchema } from "./schema.ts";
 import { type AttemptSpec, SpecError } from "./backend.ts";
 import { LABEL, renderJob } from "./k8s_job.ts";
 import { sharedNames } from "./k8s_manifests.ts";
@@ -103,7 +105,8 @@ function env(values: Record<string, string>) {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { K8sHarnessSchema, parseOrThrow } from "../schema.ts";
+ * import { parseOrThrow } from "../schema.ts";
+import { K8sHarnessSchema } from "./schema.ts";
  * import { verifiedPod } from "./k8s_pod.ts";
  * const job = { metadata: { name: "reins-1" }, spec: { template: { spec: {
  *   containers: [{ name: "agent", image: "me/agent:1" }],

@@ -15,7 +15,8 @@
  * @module
  */
 import { GatewayClient } from "../gateway/client.ts";
-import { parseOrThrow, RewardHookSchema, type Rollout } from "../schema.ts";
+import { parseOrThrow, type Rollout } from "../schema.ts";
+import { RewardHookSchema } from "./schema.ts";
 import { POD_PATHS } from "./k8s_pod.ts";
 import { buildVerifyTree, runRewardHook } from "./reward_hooks.ts";
 

@@ -10,7 +10,8 @@
  *
  * @module
  */
-import type { LocalHarness, Rollout, SandboxStages } from "../schema.ts";
+import type { Rollout } from "../schema.ts";
+import type { LocalHarness, SandboxStages } from "./schema.ts";
 import type { AttemptHandle, AttemptOutcome, AttemptSpec, ExecutionBackend } from "./backend.ts";
 import { attemptEnv, SpecError } from "./backend.ts";
 import { type InProcessRunner, type LiveRun, liveRun, startInProcess } from "./in_process.ts";

@@ -5,14 +5,8 @@
  *
  * @module
  */
-import {
-  type JsonObject,
-  type LocalHarness,
-  LocalHarnessSchema,
-  parseOrThrow,
-  type Rollout,
-  ValidationError,
-} from "../schema.ts";
+import { type JsonObject, parseOrThrow, type Rollout, ValidationError } from "../schema.ts";
+import { type LocalHarness, LocalHarnessSchema } from "./schema.ts";
 import { SpecError } from "./backend.ts";
 
 /** Turns a harness spec with another name than `command` into a runnable local harness. */
@@ -75,7 +69,8 @@ export function resolveLocalHarness(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { LocalHarnessSchema, parseOrThrow } from "../schema.ts";
+ * import { parseOrThrow } from "../schema.ts";
+import { LocalHarnessSchema } from "./schema.ts";
  * import { checkRunner } from "./local_harness.ts";
  * const harness = parseOrThrow(LocalHarnessSchema, {
  *   command: ["true"], runner: "in_process", in_process: { name: "builtin" },

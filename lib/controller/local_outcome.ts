@@ -5,7 +5,8 @@
  *
  * @module
  */
-import type { JsonObject, Rollout, SandboxStages } from "../schema.ts";
+import type { JsonObject, Rollout } from "../schema.ts";
+import type { SandboxStages } from "./schema.ts";
 import type { AttemptOutcome, LogChunk } from "./backend.ts";
 import { type AttemptState, readExitCode, scrubbedEnv } from "./local_process.ts";
 import { buildVerifyTree, type RewardFunction, runRewardHook } from "./reward_hooks.ts";

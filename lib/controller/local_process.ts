@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { LocalHarness, SandboxStages } from "../schema.ts";
+import type { LocalHarness, SandboxStages } from "./schema.ts";
 import type { RelaySpec } from "./sandbox.ts";
 
 /** What `state.json` of an attempt holds. */

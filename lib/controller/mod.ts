@@ -69,3 +69,4 @@ export {
   type SandboxSupport,
   SandboxUnavailableError,
 } from "./sandbox.ts";
+export * from "./schema.ts";

@@ -18,16 +18,16 @@
  */
 import type { GatewayClient } from "../gateway/client.ts";
 import { statusOf } from "../util/error.ts";
-import { backoffDelay, sleep } from "../http/retry.ts";
+import { backoffDelay } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import {
   type Attempt,
-  type ControllerOptions,
-  ControllerOptionsSchema,
   type EventInput,
   parseOrThrow,
   RESERVED_EVENT_KEY_PREFIX,
   type Rollout,
 } from "../schema.ts";
+import { type ControllerOptions, ControllerOptionsSchema } from "./schema.ts";
 import type {
   AttemptHandle,
   AttemptOutcome,

@@ -8,7 +8,8 @@
  *
  * @module
  */
-import type { JsonObject, RewardHook, Rollout } from "../schema.ts";
+import type { JsonObject, Rollout } from "../schema.ts";
+import type { RewardHook } from "./schema.ts";
 import { pathExists } from "./host_paths.ts";
 
 /** What a reward function receives. */
@@ -152,7 +153,8 @@ export async function buildVerifyTree(
  * ```ts
  * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
- * import { parseOrThrow, RewardHookSchema } from "../schema.ts";
+ * import { parseOrThrow } from "../schema.ts";
+import { RewardHookSchema } from "./schema.ts";
  * import { runRewardHook } from "./reward_hooks.ts";
  * const store = openSqliteStore(":memory:");
  * const { rollouts: [rollout] } = await store.createRollouts([{ input: "task" }]);

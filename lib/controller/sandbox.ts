@@ -27,7 +27,7 @@
  */
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { SandboxOptions, SandboxStages } from "../schema.ts";
+import type { SandboxOptions, SandboxStages } from "./schema.ts";
 import { pathExists } from "./host_paths.ts";
 import { bindArgs, invisibleBecause, probeVisible, sourceMounts } from "./sandbox_mounts.ts";
 import type { RelaySpec } from "./sandbox_relays.ts";

@@ -10,8 +10,6 @@ import { createHash } from "node:crypto";
 import { SWE_TASKS_FILE } from "../harness/envs/coding.ts";
 import { readTree } from "../harness/envs/coding_tasks.ts";
 import {
-  type CodingTask,
-  CodingTaskSchema,
   type CuratedTask,
   CuratedTaskSchema,
   parseOrThrow,
@@ -19,6 +17,7 @@ import {
   SweTaskSchema,
   ValidationError,
 } from "../schema.ts";
+import { type CodingTask, CodingTaskSchema } from "../harness/schema.ts";
 import type { z } from "zod";
 
 /** Columns stored as JSON text in parquet (their keys vary from row to row). */

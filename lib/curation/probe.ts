@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import { type EmbeddedStack, type StackWorker, startEmbedded } from "../loop/embedded.ts";
 import { toyModel } from "../loop/toy.ts";
 import { startScriptedUpstream } from "../proxy/scripted_upstream.ts";
@@ -205,7 +206,7 @@ export async function runProbe(tasks: SweTask[], options: ProbeOptions): Promise
     const total = tasks.length * k;
     let final = 0;
     while (final < total) {
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(500);
       let n = 0;
       for await (
         const r of stack.client.iterateRollouts({ labels: { curate: options.name }, limit: 500 })

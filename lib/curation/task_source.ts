@@ -6,7 +6,8 @@
  * @module
  */
 import type { TaskSource } from "../loop/task_source.ts";
-import type { CuratedTask, HarnessSpec, JsonObject, LoopTask } from "../schema.ts";
+import type { CuratedTask, HarnessSpec, JsonObject } from "../schema.ts";
+import type { LoopTask } from "../loop/schema.ts";
 import { readCuratedSet } from "./io.ts";
 import { writeProbeDataset } from "./probe.ts";
 

@@ -15,7 +15,7 @@
  * @module
  */
 import { alignmentMetrics } from "../algo/alignment.ts";
-import type { AlignmentMetrics } from "../schema/algo.ts";
+import type { AlignmentMetrics } from "../algo/schema.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { type LlamaGpu, loadGguf, teacherForcedLogprobs } from "./llama_eval.ts";
 

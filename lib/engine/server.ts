@@ -16,7 +16,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { HttpError } from "../util/error.ts";
-import { readJson } from "../http/body.ts";
+import { bodyLimits, readJson } from "../http/body.ts";
 import { GenerateRequestSchema } from "../schema/proxy.ts";
 import { loadLlama } from "./llama_eval.ts";
 import { LlamaPolicy, type PolicyLoadOptions } from "./policy.ts";
@@ -53,6 +53,8 @@ export interface EngineServerOptions {
   /** `false` (default): llama.cpp's prebuilt CPU build; `"cuda"`: its CUDA build. */
   gpu?: false | "cuda";
   kvCacheType?: "F32" | "F16";
+  /** Request bodies larger than this are refused with a 413 (default 16 MiB). */
+  maxBodyBytes?: number;
 }
 
 /** A running engine. */
@@ -146,12 +148,14 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   };
 
   const app = new Hono();
-  app.onError((error, c) => {
+  app.onError((error) => {
     const http = error instanceof HttpError
       ? error
       : new HttpError(500, `engine: ${(error as Error).message}`);
-    return c.json(http.toBody(), http.status as 400);
+    return http.toResponse();
   });
+  // A prompt of a full context is well under this; larger bodies are refused as they arrive.
+  app.use("*", bodyLimits({ maxBytes: options.maxBodyBytes ?? 16 * 1024 * 1024 }));
   app.get("/health", (c) =>
     c.json({
       ok: true,

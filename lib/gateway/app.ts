@@ -20,7 +20,7 @@ import { bodyLimits, readJson } from "../http/body.ts";
 import { keyConcurrencyCap } from "../http/concurrency.ts";
 import { capabilityToken } from "../http/credentials.ts";
 import { HttpError, toHttpError } from "../util/error.ts";
-import { sleep } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import {
   ClaimRequestSchema,
   CreateRolloutsRequestSchema,

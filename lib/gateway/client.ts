@@ -13,7 +13,8 @@
  */
 import type { z } from "zod";
 import { HttpError, httpErrorFrom } from "../util/error.ts";
-import { backoffDelay, sleep } from "../http/retry.ts";
+import { backoffDelay } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import { readSse } from "../http/sse.ts";
 import {
   type Attempt,

@@ -20,6 +20,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import postgres from "postgres";
 import type {
   Attempt,
@@ -252,7 +253,7 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     // Let queued event posts commit first.
-    while (this.#draining) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (this.#draining) await sleep(5);
     this.#closed = true;
     await this.#sql.end({ timeout: 5 });
   }

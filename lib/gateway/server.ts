@@ -15,7 +15,7 @@ import {
 } from "../schema.ts";
 import { ChangeNotifier, createGatewayApp } from "./app.ts";
 import { LiveAttempts } from "./live_attempts.ts";
-import { sleep } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import { PhaseGate } from "./phase.ts";
 import { openPostgresStore, type PostgresStoreOptions } from "./postgres_store.ts";
 import { openSqliteStore, type SqliteStoreOptions } from "./sqlite_store.ts";

@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type {
   Attempt,
@@ -319,7 +320,7 @@ export class SqliteStore implements Store {
         this.#db.exec("BEGIN IMMEDIATE");
       } catch (err) {
         if (!/locked|busy/i.test(String(err)) || Date.now() > deadline) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 2));
+        await sleep(2);
         continue;
       } finally {
         this.#db.exec(`PRAGMA busy_timeout = ${this.#busyTimeoutMs}`);

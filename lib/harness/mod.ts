@@ -73,3 +73,5 @@ export {
   UnknownHarnessError,
 } from "./registry.ts";
 export * from "./cli/mod.ts";
+export * from "./schema.ts";
+export * from "./cli/schema.ts";

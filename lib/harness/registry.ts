@@ -11,7 +11,8 @@
 import type { InProcessRunner } from "../controller/in_process.ts";
 import type { HarnessResolver } from "../controller/local_harness.ts";
 import type { RewardFunction } from "../controller/reward_hooks.ts";
-import { BuiltinEnvSpecOptionsSchema, type JsonObject, parseOrThrow } from "../schema.ts";
+import { type JsonObject, parseOrThrow } from "../schema.ts";
+import { BuiltinEnvSpecOptionsSchema } from "./schema.ts";
 import { runBuiltinInProcess } from "./builtin/in_process.ts";
 import { builtinCommand, runnerFields } from "./builtin/resolver.ts";
 import { DEFAULT_DATA_DIR, defaultEnvs, envList, type EnvSet } from "./envs/mod.ts";

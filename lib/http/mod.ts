@@ -28,6 +28,7 @@ export {
   toHttpError,
 } from "../util/error.ts";
 export { LineSplitter, readLines } from "./lines.ts";
-export { backoffDelay, retry, sleep } from "./retry.ts";
+export { backoffDelay, retry } from "./retry.ts";
+export { sleep } from "../util/time.ts";
 export { type GuardedServer, serveGuarded } from "./serve.ts";
 export { readSse, sseStream } from "./sse.ts";

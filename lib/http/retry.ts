@@ -1,47 +1,10 @@
 /**
- * One abortable sleep and one retry policy (exponential backoff with jitter, capped, honouring
- * a server's `Retry-After`) for every client and loop in reins.
+ * One retry policy (exponential backoff with jitter, capped, honouring a server's
+ * `Retry-After`) for every client and loop in reins; it waits with `sleep` (`lib/util/time.ts`).
  *
  * @module
  */
-
-/**
- * Resolves after `ms`, or at once when `signal` aborts. With `rejectOnAbort` an abort rejects
- * with the signal's reason instead (for callers that must stop at once).
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { sleep } from "./retry.ts";
- * const stop = new AbortController();
- * const slept = sleep(60_000, stop.signal);
- * stop.abort();
- * assert.equal(await slept, undefined); // woke at once
- * ```
- */
-export function sleep(
-  ms: number,
-  signal?: AbortSignal,
-  options: { rejectOnAbort?: boolean } = {},
-): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      if (options.rejectOnAbort) reject(signal.reason);
-      else resolve();
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      if (options.rejectOnAbort) reject(signal!.reason);
-      else resolve();
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, Math.max(0, ms));
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
+import { sleep } from "../util/time.ts";
 
 /** Backoff settings. */
 export interface BackoffOptions {

@@ -11,7 +11,7 @@
  * @module
  */
 import { onBodyDone } from "./concurrency.ts";
-import { sleep } from "./retry.ts";
+import { sleep } from "../util/time.ts";
 
 /** Deadlines of {@link serveGuarded} (see `ServerDeadlinesSchema`). */
 export interface ConnectionDeadlines {

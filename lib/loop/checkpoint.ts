@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type LoopState, LoopStateSchema } from "../schema/loop.ts";
+import { type LoopState, LoopStateSchema } from "./schema.ts";
 import { parseOrThrow } from "../schema.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import type { OptimizerConfig } from "../schema.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 import { parseOrThrow, ValidationError } from "../schema.ts";
-import { type LoopConfig, type LoopConfigInput, LoopConfigSchema } from "../schema/loop.ts";
+import { type LoopConfig, type LoopConfigInput, LoopConfigSchema } from "./schema.ts";
 
 /** A loop config that does not parse: `issues` holds one `path: message` per bad field. */
 export class LoopConfigError extends ValidationError {

@@ -13,7 +13,7 @@ import { reinsEvent } from "../schema/gateway_api.ts";
 import { alignmentFindings } from "../monitors/logprob.ts";
 import { mismatchFindings } from "../monitors/mismatch.ts";
 import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
-import { type LoopConfig, type LoopStepMetrics, trainingRolloutSeed } from "../schema/loop.ts";
+import { type LoopConfig, type LoopStepMetrics, trainingRolloutSeed } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import type { WeightSync } from "../engine/sync.ts";
@@ -131,22 +131,6 @@ export async function loadGroupData(ctx: LoopContext, rollouts: Rollout[]): Prom
     rollout: await ctx.gateway.getRollout(rollout.rollout_id),
     events: await ctx.gateway.listEvents(rollout.rollout_id),
   })));
-}
-
-/** Sleeps `ms` unless the run is aborted. */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

@@ -10,44 +10,12 @@
  *
  * @module
  */
-import tQuantile from "@stdlib/stats-base-dists-t-quantile";
 import type { GatewayClient } from "../gateway/client.ts";
 import { type Rollout, TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
-import type { LoopConfig, LoopTask } from "../schema/loop.ts";
-import { pause } from "./context.ts";
+import type { LoopConfig, LoopTask } from "./schema.ts";
+import { sleep } from "../util/time.ts";
 import type { ProgressCount } from "./progress.ts";
-
-/** A mean with its 95% confidence interval. */
-export interface MeanCi {
-  n: number;
-  mean: number;
-  /** Sample standard deviation (0 when n < 2). */
-  std: number;
-  /** Half-width of the 95% interval: mean ± ci95 (Infinity when n < 2). */
-  ci95: number;
-}
-
-/**
- * Mean ± 95% Student-t interval of independent observations (the rollouts of an evaluation).
- * Assumption, stated where the number is shown: rollouts are independent draws; for rewards in
- * {0, 1} the t interval is the Wald interval, fine away from 0 and 1 at n ≥ 30.
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { meanCi } from "./eval.ts";
- * const r = meanCi([1, 0, 1, 1, 0, 1, 1, 0]);
- * assert.equal(r.mean, 0.625);
- * assert.equal(r.ci95.toFixed(3), "0.433"); // t(0.975, 7) = 2.365 × 0.518 / √8
- * ```
- */
-export function meanCi(values: number[]): MeanCi {
-  const n = values.length;
-  const mean = n > 0 ? values.reduce((a, b) => a + b, 0) / n : Number.NaN;
-  if (n < 2) return { n, mean, std: 0, ci95: Number.POSITIVE_INFINITY };
-  const std = Math.sqrt(values.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1));
-  return { n, mean, std, ci95: tQuantile(0.975, n - 1) * std / Math.sqrt(n) };
-}
+import { type MeanCi, meanCi, welchDiff } from "../util/stats.ts";
 
 /**
  * `0.412 ± 0.081` (or `0.412` when the interval is unknown).
@@ -247,7 +215,7 @@ export async function runEvalRollouts(
       const byId = new Map(items.map((r) => [r.rollout_id, r]));
       return tasks.map((_, i) => byId.get(`${group}-${i}`)!);
     }
-    await pause(options.pollMs, options.signal);
+    await sleep(options.pollMs, options.signal, { rejectOnAbort: true });
   }
 }
 
@@ -263,7 +231,7 @@ export interface EvalComparison {
 
 /**
  * after − before: paired (mean and t interval of the per-rollout differences) when both ran the
- * same tasks with the same seeds, else Welch's normal approximation of two independent means.
+ * same tasks with the same seeds, else Welch's t interval of two independent means.
  *
  * @example
  * ```ts
@@ -289,10 +257,9 @@ export function compareEvals(
   if (paired) {
     diff = meanCi(after.rewards.map((r, i) => r - before.rewards[i]));
   } else {
-    const a = meanCi(before.rewards);
-    const b = meanCi(after.rewards);
-    const se = Math.sqrt(a.std ** 2 / Math.max(1, a.n) + b.std ** 2 / Math.max(1, b.n));
-    diff = { n: Math.min(a.n, b.n), mean: b.mean - a.mean, std: Number.NaN, ci95: 1.96 * se };
+    const welch = welchDiff(after.rewards, before.rewards);
+    const n = Math.min(before.rewards.length, after.rewards.length);
+    diff = { n, mean: welch.mean, std: Number.NaN, ci95: welch.ci95 };
   }
   const separated = Number.isFinite(diff.ci95) &&
     (diff.mean - diff.ci95 > 0 || diff.mean + diff.ci95 < 0);

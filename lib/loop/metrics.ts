@@ -6,7 +6,7 @@
  */
 import { type GatewayClient, GatewayError } from "../gateway/client.ts";
 import type { JsonObject, JsonValue } from "../schema.ts";
-import { type LoopStepMetrics, LoopStepMetricsSchema } from "../schema/loop.ts";
+import { type LoopStepMetrics, LoopStepMetricsSchema } from "./schema.ts";
 import { TRAIN_STEP_EVENT } from "../schema/ui.ts";
 import { reinsEvent } from "../schema/gateway_api.ts";
 import { parseOrThrow } from "../schema.ts";

@@ -91,8 +91,6 @@ export {
   evalSeeds,
   evaluatePolicy,
   formatCi,
-  type MeanCi,
-  meanCi,
 } from "./eval.ts";
 export { LoopConfigError, parseLoopConfig } from "./config.ts";
 export {
@@ -106,7 +104,6 @@ export {
   toyTools,
   writeToyDataset,
 } from "./toy.ts";
-export { mulberry32, taskIndexOf } from "../util/random.ts";
 export { ReplicatedGateway } from "./replicas.ts";
 export { type TaskSource, withTaskSource } from "./task_source.ts";
-export * from "../schema/loop.ts";
+export * from "./schema.ts";

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { LoopStepMetrics } from "../schema/loop.ts";
+import type { LoopStepMetrics } from "./schema.ts";
 
 /** How far a phase with a known amount of work is (SFT steps, eval rollouts). */
 export interface ProgressCount {

@@ -7,7 +7,7 @@
  */
 import type { GatewayClient } from "../gateway/client.ts";
 import type { TrainingRow } from "../schema.ts";
-import type { LoopConfig, LoopConfigInput, LoopStepMetrics } from "../schema/loop.ts";
+import type { LoopConfig, LoopConfigInput, LoopStepMetrics } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { runAsync, runSync } from "./schedules.ts";

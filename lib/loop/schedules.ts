@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import type { Rollout } from "../schema.ts";
 import {
   createGroup,
@@ -25,7 +26,6 @@ import {
   isFinal,
   loadGroupData,
   type LoopContext,
-  pause,
 } from "./context.ts";
 import { updatePolicy, type UpdateResult } from "./train.ts";
 import { syncEngine } from "./engine_sync.ts";
@@ -111,7 +111,7 @@ export async function runSync(ctx: LoopContext): Promise<void> {
       const done = rollouts.flat().filter(isFinal).length;
       ctx.progress.status(`step ${step + 1}: ${done}/${G * config.group_size} rollouts final`);
       if (done === G * config.group_size) break;
-      await pause(config.schedule.poll_ms, ctx.signal);
+      await sleep(config.schedule.poll_ms, ctx.signal, { rejectOnAbort: true });
     }
     const tRollout = performance.now() - t0;
     // Nothing is in flight in sync mode; the phase switch keeps the protocol identical.
@@ -166,7 +166,7 @@ export async function runAsync(ctx: LoopContext): Promise<void> {
       ctx.progress.status(
         `step ${step + 1}: ${complete.length}/${G} groups complete, ${pending.length} in flight`,
       );
-      await pause(config.schedule.poll_ms, ctx.signal);
+      await sleep(config.schedule.poll_ms, ctx.signal, { rejectOnAbort: true });
       continue;
     }
     const chosen = complete.slice(0, G);

@@ -15,7 +15,7 @@ import {
   type Sample,
   TERMINAL_ROLLOUT_STATUSES,
 } from "../schema.ts";
-import type { LoopConfig, LoopFilterReason } from "../schema/loop.ts";
+import type { LoopConfig, LoopFilterReason } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 
 /** A rollout with its events. */

@@ -7,7 +7,8 @@
  * @module
  */
 import { packSharedPrefix } from "../batching/mod.ts";
-import type { ArithmeticTask, ChatMessage, TrainingRow } from "../schema.ts";
+import type { ChatMessage, TrainingRow } from "../schema.ts";
+import type { ArithmeticTask } from "../harness/schema.ts";
 import type { ChatTokenizer, ToolDefinition } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { mulberry32 } from "../util/random.ts";

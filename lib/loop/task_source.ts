@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { LoopConfigInput, LoopTask } from "../schema/loop.ts";
+import type { LoopConfigInput, LoopTask } from "./schema.ts";
 
 /** Something that yields a run's tasks. */
 export interface TaskSource {

@@ -11,8 +11,9 @@
  * @module
  */
 import { calculatorTool } from "../harness/envs/arithmetic.ts";
-import type { ArithmeticTask, HarnessSpec, TrainingRow, WorkerModelSpec } from "../schema.ts";
-import type { LoopTask } from "../schema/loop.ts";
+import type { HarnessSpec, TrainingRow, WorkerModelSpec } from "../schema.ts";
+import type { ArithmeticTask } from "../harness/schema.ts";
+import type { LoopTask } from "./schema.ts";
 import type { ChatTokenizer, ToolDefinition } from "../tokens/types.ts";
 import { scriptedArithmetic, scriptedGuess, sftRow, TOY_SYSTEM_PROMPT } from "./sft.ts";
 

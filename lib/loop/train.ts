@@ -33,8 +33,10 @@ import {
   sampleRowView,
   segmentTokenIndex,
 } from "../batching/mod.ts";
-import type { AlignmentMetrics, LossConfigInput, MicroBatch, Sample } from "../schema.ts";
-import type { LoopConfig, LoopFilterReason } from "../schema/loop.ts";
+import type { LossConfigInput, Sample } from "../schema.ts";
+import type { AlignmentMetrics } from "../algo/schema.ts";
+import type { MicroBatch } from "../batching/schema.ts";
+import type { LoopConfig, LoopFilterReason } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
 import { type RolloutData, selectSamples, updatesBehind } from "./select.ts";

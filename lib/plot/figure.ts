@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import * as Plot from "@observablehq/plot";
 import { plotDocument } from "./document.ts";
 import { toSvgString } from "./svg.ts";
@@ -176,7 +177,7 @@ export async function show(value: unknown): Promise<void> {
  * ```
  */
 export async function flushOutput(): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  await sleep(20);
 }
 
 /**

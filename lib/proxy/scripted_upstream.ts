@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import type { JsonObject } from "../schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 
@@ -303,7 +304,7 @@ export function startScriptedUpstream(options: ScriptedUpstreamOptions): Promise
       async start(sink) {
         try {
           for (let i = 0; i < ids.length; i += chunkSize) {
-            if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+            if (delay > 0) await sleep(delay);
             if (cancelled) return;
             const end = Math.min(ids.length, i + chunkSize);
             if (sglang) {

@@ -5,19 +5,21 @@
  * @module
  */
 import {
+  type MergeStrategy,
+  parseOrThrow,
+  type RolloutEvent,
+  type Sample,
+  ValidationError,
+} from "../schema.ts";
+import {
   type AssembleConfig,
   AssembleConfigSchema,
   type AssemblySummary,
   type BreakDiagnosis,
   type CallPlacement,
   type DroppedCall,
-  type MergeStrategy,
-  parseOrThrow,
   type RolloutAssemblyMetrics,
-  type RolloutEvent,
-  type Sample,
-  ValidationError,
-} from "../schema.ts";
+} from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { materialize, type SampleMeta, type SamplePlan } from "./build.ts";
 import { selectCalls } from "./dedup.ts";

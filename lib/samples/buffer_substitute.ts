@@ -6,7 +6,8 @@
  *
  * @module
  */
-import type { BreakDiagnosis, ModelRequest } from "../schema.ts";
+import type { ModelRequest } from "../schema.ts";
+import type { BreakDiagnosis } from "./schema.ts";
 import { extendPlan, type SamplePlan } from "./build.ts";
 import { type DecodeFn, diagnoseBreak } from "./diagnose.ts";
 import { lastCall, type LinearPlan, planLinear } from "./prefix_merge.ts";

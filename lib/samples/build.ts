@@ -4,7 +4,8 @@
  *
  * @module
  */
-import type { BreakDiagnosis, BreakReason, MergeStrategy, Sample } from "../schema.ts";
+import type { BreakReason, MergeStrategy, Sample } from "../schema.ts";
+import type { BreakDiagnosis } from "./schema.ts";
 import type { ValidCall } from "./validate.ts";
 
 /** A run of tokens in a planned sample: context (`logprobs` null) or a sampled response. */

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { DroppedCall } from "../schema.ts";
+import type { DroppedCall } from "./schema.ts";
 import { sameIds, startsWithConcat } from "./token_seq.ts";
 import type { ValidCall } from "./validate.ts";
 

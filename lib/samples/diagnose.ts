@@ -5,13 +5,8 @@
  *
  * @module
  */
-import type {
-  BreakDiagnosis,
-  BreakReason,
-  ChatMessage,
-  DiagnosisBasis,
-  ModelRequest,
-} from "../schema.ts";
+import type { BreakReason, ChatMessage, ModelRequest } from "../schema.ts";
+import type { BreakDiagnosis, DiagnosisBasis } from "./schema.ts";
 import { commonPrefixConcat, sliceConcat } from "./token_seq.ts";
 
 /** Turns token ids into text (a `ChatTokenizer`'s `decode`, bound). */

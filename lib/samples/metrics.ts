@@ -5,19 +5,16 @@
  *
  * @module
  */
+import { type BreakReason, BreakReasonSchema, type MergeStrategy, type Sample } from "../schema.ts";
 import {
   type AssemblySummary,
   type BreakDiagnosis,
-  type BreakReason,
   type BreakReasonCounts,
-  BreakReasonSchema,
   type DroppedCall,
   type DropReasonCounts,
   DropReasonSchema,
-  type MergeStrategy,
   type RolloutAssemblyMetrics,
-  type Sample,
-} from "../schema.ts";
+} from "./schema.ts";
 import type { ValidCall } from "./validate.ts";
 
 /**

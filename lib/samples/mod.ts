@@ -67,3 +67,4 @@ export {
 export { buildTree, treeDepths, treePath, treePathNodes, type TreeResult } from "./tree.ts";
 export { collectCalls, validateModelRequest, type ValidCall } from "./validate.ts";
 export { commonPrefixConcat, sameIds, startsWith, startsWithConcat } from "./token_seq.ts";
+export * from "./schema.ts";

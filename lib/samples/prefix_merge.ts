@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { BreakDiagnosis } from "../schema.ts";
+import type { BreakDiagnosis } from "./schema.ts";
 import { extendPlan, planOf, type SamplePlan } from "./build.ts";
 import { type DecodeFn, diagnoseBreak } from "./diagnose.ts";
 import { commonPrefixConcat, startsWithConcat } from "./token_seq.ts";

@@ -14,7 +14,8 @@
  *
  * @module
  */
-import type { CallPlacement, CallSampling, Sample } from "../schema.ts";
+import type { CallSampling, Sample } from "../schema.ts";
+import type { CallPlacement } from "./schema.ts";
 import type { ValidCall } from "./validate.ts";
 
 /** Why a call's tokens are not trained, or null when they are. */

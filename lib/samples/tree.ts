@@ -5,7 +5,8 @@
  *
  * @module
  */
-import type { CallPlacement, Sample } from "../schema.ts";
+import type { Sample } from "../schema.ts";
+import type { CallPlacement } from "./schema.ts";
 import type { SampleMeta } from "./build.ts";
 import { commonPrefixConcat } from "./token_seq.ts";
 import type { ValidCall } from "./validate.ts";

@@ -17,7 +17,7 @@ import {
   TokenizerConfigSchema,
   type TokenizerJson,
   TokenizerJsonSchema,
-} from "../schema/tokens.ts";
+} from "./schema.ts";
 import type { ChatTokenizer, RenderOptions } from "./types.ts";
 
 /** Options of {@link loadHfTokenizer}. */

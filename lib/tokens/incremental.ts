@@ -25,7 +25,7 @@
  * @module
  */
 import type { ChatMessage } from "../schema.ts";
-import type { AddedToken } from "../schema/tokens.ts";
+import type { AddedToken } from "./schema.ts";
 import { HfChatTokenizer } from "./hf.ts";
 import type { ChatTokenizer, RenderOptions } from "./types.ts";
 

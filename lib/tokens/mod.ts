@@ -42,3 +42,4 @@ export {
   parseOutput,
   type TokenLogprob,
 } from "./parse_output.ts";
+export * from "./schema.ts";

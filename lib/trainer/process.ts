@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { sleep } from "../util/time.ts";
 import { LineSplitter } from "../http/lines.ts";
 
 /** Marker line the worker prints once it listens. */
@@ -187,7 +188,7 @@ export async function waitForHealth(
     } catch (error) {
       last = error instanceof Error ? error.message : String(error);
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await sleep(250);
   }
   throw new Error(`no healthy reins worker at ${url} after ${timeoutMs} ms (last: ${last})`);
 }

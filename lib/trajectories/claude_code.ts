@@ -20,11 +20,7 @@
  */
 import { z } from "zod";
 import { type ChatMessage, formatPath, ValidationError } from "../schema.ts";
-import type {
-  Trajectory,
-  TrajectoryCallRef,
-  TrajectoryConversation,
-} from "../schema/trajectories.ts";
+import type { Trajectory, TrajectoryCallRef, TrajectoryConversation } from "./schema.ts";
 import { contentText, inferTools, RawContentSchema, ReasoningReader, safeId } from "./common.ts";
 
 /**

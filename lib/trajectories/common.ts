@@ -5,12 +5,7 @@
  */
 import { z } from "zod";
 import type { ChatMessage, JsonObject } from "../schema.ts";
-import type {
-  ReasoningImport,
-  Trajectory,
-  TrajectoryCallRef,
-  TrajectorySource,
-} from "../schema/trajectories.ts";
+import type { ReasoningImport, Trajectory, TrajectoryCallRef, TrajectorySource } from "./schema.ts";
 
 /**
  * Makes an IdSchema-safe id (letters, digits, `. _ : @ -`, at most 200 characters) from free text.

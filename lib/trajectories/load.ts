@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Trajectory, TrajectorySource } from "../schema/trajectories.ts";
+import type { Trajectory, TrajectorySource } from "./schema.ts";
 import { parseJson } from "./common.ts";
 import { type JsonlFile, parseClaudeCode } from "./claude_code.ts";
 import { parseMiniSweAgent } from "./mini_swe_agent.ts";

@@ -15,7 +15,7 @@
  */
 import { z } from "zod";
 import { parseOrThrow } from "../schema.ts";
-import type { Trajectory } from "../schema/trajectories.ts";
+import type { Trajectory } from "./schema.ts";
 import { logMessage, logTrajectory, RAW_MESSAGE_FIELDS, safeId } from "./common.ts";
 
 /**

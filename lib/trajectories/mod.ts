@@ -64,4 +64,4 @@ export {
   type SplitsSetting,
   type TranscriptSet,
 } from "./splits.ts";
-export * from "../schema/trajectories.ts";
+export * from "./schema.ts";

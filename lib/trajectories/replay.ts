@@ -25,7 +25,7 @@ import {
   type ReplayOptions,
   ReplayOptionsSchema,
   type Trajectory,
-} from "../schema/trajectories.ts";
+} from "./schema.ts";
 import type { ChatTokenizer, RenderOptions } from "../tokens/types.ts";
 import { IncrementalChatEncoder } from "../tokens/incremental.ts";
 import { trajectoryCalls } from "./stats.ts";

@@ -12,15 +12,15 @@ import {
   BreakReasonSchema,
   type MergeStrategy,
   parseOrThrow,
-  type RolloutAssemblyMetrics,
 } from "../schema.ts";
+import type { RolloutAssemblyMetrics } from "../samples/schema.ts";
 import {
   type PolicyOutput,
   type SplitsOptions,
   SplitsOptionsSchema,
   type SplitsReport,
   type Trajectory,
-} from "../schema/trajectories.ts";
+} from "./schema.ts";
 import { assembleRollout, summarizeAssembly } from "../samples/mod.ts";
 import { loadHfTokenizerFromDir } from "../tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../tokens/qwen3.ts";

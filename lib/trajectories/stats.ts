@@ -10,7 +10,7 @@ import type {
   TrajectoryConversation,
   TrajectorySegment,
   TrajectoryStats,
-} from "../schema/trajectories.ts";
+} from "./schema.ts";
 
 /** A model call resolved to its messages. */
 export interface ResolvedCall {

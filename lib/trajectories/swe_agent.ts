@@ -11,7 +11,7 @@
  */
 import { z } from "zod";
 import { parseOrThrow } from "../schema.ts";
-import type { Trajectory } from "../schema/trajectories.ts";
+import type { Trajectory } from "./schema.ts";
 import { logMessage, logTrajectory, RAW_MESSAGE_FIELDS, safeId } from "./common.ts";
 
 /** Where SWE-agent history items keep reasoning (`HistoryItem.thinking_blocks`, from LiteLLM). */

@@ -10,7 +10,7 @@
  */
 import { z } from "zod";
 import { parseOrThrow } from "../schema.ts";
-import type { Trajectory } from "../schema/trajectories.ts";
+import type { Trajectory } from "./schema.ts";
 import { logMessage, logTrajectory, RAW_MESSAGE_FIELDS, safeId } from "./common.ts";
 
 /** Where tau-bench's LiteLLM message dumps keep reasoning, in the order they are tried. */

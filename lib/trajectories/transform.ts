@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Trajectory } from "../schema/trajectories.ts";
+import type { Trajectory } from "./schema.ts";
 
 /** The reasoning {@link withPlaceholderReasoning} writes by default. */
 export const PLACEHOLDER_REASONING = "(reasoning not logged)";

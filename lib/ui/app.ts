@@ -16,7 +16,7 @@ import type { Mount, MountContext } from "../gateway/server.ts";
 import type { Store } from "../gateway/store.ts";
 import { bodyLimits } from "../http/body.ts";
 import { HttpError, toHttpError } from "../util/error.ts";
-import { sleep } from "../http/retry.ts";
+import { sleep } from "../util/time.ts";
 import type { Auditor } from "../monitors/auditor.ts";
 import { defaultMonitors } from "../monitors/defaults.ts";
 import { type MonitorRunner, startMonitorRunner } from "../monitors/runner.ts";

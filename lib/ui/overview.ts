@@ -10,6 +10,7 @@ import type { Store } from "../gateway/store.ts";
 import type { PhaseSnapshot } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
 import { MISMATCH_THRESHOLDS } from "../algo/alignment.ts";
+import { ci95HalfWidth, meanCi } from "../util/stats.ts";
 import { disjointTimings, lineChart, type SeriesPoint, stackedChart } from "./charts.ts";
 import { html, type SafeHtml } from "./html.ts";
 import { badge, fmtNum } from "./layout.ts";
@@ -81,13 +82,13 @@ export function viewQuery(view: OverviewView): string {
   return text ? `?${text}` : "";
 }
 
-/** Mean and normal-approximation 95% interval of rewards. */
-export function meanCi(values: readonly number[]): { mean: number; lo: number; hi: number } {
-  const n = values.length;
-  const mean = values.reduce((a, b) => a + b, 0) / Math.max(1, n);
-  if (n < 2) return { mean, lo: mean, hi: mean };
-  const variance = values.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1);
-  const half = 1.96 * Math.sqrt(variance / n);
+/**
+ * Mean and 95% Student-t interval of rewards as a band (`lo` = `hi` = the mean when there is no
+ * interval, n < 2), from `meanCi` in `lib/util/stats.ts` like every other interval reins shows.
+ */
+function meanBand(values: readonly number[]): { mean: number; lo: number; hi: number } {
+  const { mean, ci95 } = meanCi(values);
+  const half = Number.isFinite(ci95) ? ci95 : 0;
   return { mean, lo: mean - half, hi: mean + half };
 }
 
@@ -122,13 +123,13 @@ export async function loadEvalPoints(
   return [...byStep].sort((a, b) => a[0] - b[0]).map(([step, rewards]) => ({
     step,
     n: rewards.length,
-    ...meanCi(rewards),
+    ...meanBand(rewards),
   }));
 }
 
 /**
  * Reward points of steps: the train reward with a 95% band from `reward_std` and `rollouts`
- * (normal approximation), the eval reward from `evals` or the metrics' `val_reward`.
+ * (Student-t, `ci95HalfWidth`), the eval reward from `evals` or the metrics' `val_reward`.
  */
 export function rewardPoints(
   steps: readonly TrainStepMetrics[],
@@ -141,7 +142,7 @@ export function rewardPoints(
     const std = s.reward_std;
     const n = s.rollouts;
     const band = typeof std === "number" && typeof n === "number" && n > 1
-      ? 1.96 * std / Math.sqrt(n)
+      ? ci95HalfWidth(std, n)
       : null;
     out.push({
       x: s.step,

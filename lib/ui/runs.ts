@@ -14,6 +14,7 @@
 import type { Store } from "../gateway/store.ts";
 import { parseOrThrow } from "../schema.ts";
 import { type TrainStepMetrics, TrainStepMetricsSchema } from "../schema/ui.ts";
+import { ci95HalfWidth, meanCi } from "../util/stats.ts";
 import { lineChart, type SeriesPoint } from "./charts.ts";
 import { html, type SafeHtml, tableHead } from "./html.ts";
 import { fmtNum } from "./layout.ts";
@@ -188,47 +189,10 @@ export function settingOf(name: string): string {
   return name.replace(/-s(eed)?\d+$/, "");
 }
 
-/** 97.5% Student-t quantiles for 1..30 degrees of freedom (then ≈ normal). */
-const T975 = [
-  12.706,
-  4.303,
-  3.182,
-  2.776,
-  2.571,
-  2.447,
-  2.365,
-  2.306,
-  2.262,
-  2.228,
-  2.201,
-  2.179,
-  2.16,
-  2.145,
-  2.131,
-  2.12,
-  2.11,
-  2.101,
-  2.093,
-  2.086,
-  2.08,
-  2.074,
-  2.069,
-  2.064,
-  2.06,
-  2.056,
-  2.052,
-  2.048,
-  2.045,
-  2.042,
-];
-
 function pooled(values: number[]): { y: number; lo?: number; hi?: number } {
-  const n = values.length;
-  const mean = values.reduce((a, b) => a + b, 0) / n;
-  if (n < 2) return { y: mean };
-  const sd = Math.sqrt(values.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1));
-  const half = (T975[n - 2] ?? 1.96) * sd / Math.sqrt(n);
-  return { y: mean, lo: mean - half, hi: mean + half };
+  const { mean, ci95 } = meanCi(values);
+  if (!Number.isFinite(ci95)) return { y: mean };
+  return { y: mean, lo: mean - ci95, hi: mean + ci95 };
 }
 
 type Metric = "reward" | "eval" | "entropy" | "alignment";
@@ -251,7 +215,7 @@ function metricPoints(run: RunInfo, metric: Metric): SeriesPoint[] {
     const std = s.reward_std;
     const n = s.rollouts;
     if (metric === "reward" && typeof std === "number" && typeof n === "number" && n > 1) {
-      const half = 1.96 * std / Math.sqrt(n);
+      const half = ci95HalfWidth(std, n);
       out.push({ x: s.step, series: run.name, y, lo: y - half, hi: y + half });
     } else out.push({ x: s.step, series: run.name, y });
   }

@@ -10,7 +10,8 @@
  * @module
  */
 import type OpenAI from "openai";
-import type { BuiltinHarnessOptions, JsonObject } from "../../schema.ts";
+import type { JsonObject } from "../../schema.ts";
+import type { BuiltinHarnessOptions } from "../schema.ts";
 import type { AgentTool } from "./tool.ts";
 
 /** One message of the harness's own history (OpenAI chat shape, plus `reasoning_content`). */

@@ -20,12 +20,8 @@
  */
 import OpenAI from "openai";
 import { GatewayClient } from "../../gateway/client.ts";
-import {
-  BuiltinHarnessOptionsSchema,
-  type JsonObject,
-  parseOrThrow,
-  ValidationError,
-} from "../../schema.ts";
+import { type JsonObject, parseOrThrow, ValidationError } from "../../schema.ts";
+import { BuiltinHarnessOptionsSchema } from "../schema.ts";
 import { DEFAULT_DATA_DIR, envSetup } from "../envs/mod.ts";
 import { runAgent } from "./agent.ts";
 

@@ -6,17 +6,15 @@
  */
 import { SpecError } from "../../controller/backend.ts";
 import type { HarnessResolver } from "../../controller/local_harness.ts";
+import { type JsonObject, parseOrThrow, type Rollout } from "../../schema.ts";
 import {
   type BuiltinEnvSpecOptions,
   BuiltinEnvSpecOptionsSchema,
   type BuiltinHarnessOptionsInput,
   type EnvName,
   type EnvTaskInput,
-  type JsonObject,
-  parseOrThrow,
-  type Rollout,
-  type SandboxOptions,
-} from "../../schema.ts";
+} from "../schema.ts";
+import type { SandboxOptions } from "../../controller/schema.ts";
 import { parseEnvInput } from "../envs/common.ts";
 
 /** Absolute path of the built-in harness's entry point. */
@@ -140,7 +138,8 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
  * ```ts
  * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../../gateway/sqlite_store.ts";
- * import { LocalHarnessSchema, parseOrThrow } from "../../schema.ts";
+ * import { parseOrThrow } from "../../schema.ts";
+import { LocalHarnessSchema } from "../../controller/schema.ts";
  * import { arithmeticEnv } from "../envs/arithmetic.ts";
  * import { builtinResolver } from "./resolver.ts";
  * const env = arithmeticEnv();

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { CliName } from "../../schema/harness_cli.ts";
+import type { CliName } from "./schema.ts";
 import { claudeCode } from "./claude_code.ts";
 import { codex } from "./codex.ts";
 import { opencode } from "./opencode.ts";

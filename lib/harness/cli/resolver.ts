@@ -5,17 +5,9 @@
  * @module
  */
 import type { HarnessResolver } from "../../controller/mod.ts";
-import {
-  type CliHarnessOptions,
-  CliHarnessOptionsSchema,
-  type CliName,
-} from "../../schema/harness_cli.ts";
-import {
-  type JsonObject,
-  type LocalHarnessInput,
-  parseOrThrow,
-  type Rollout,
-} from "../../schema.ts";
+import { type CliHarnessOptions, CliHarnessOptionsSchema, type CliName } from "./schema.ts";
+import { type JsonObject, parseOrThrow, type Rollout } from "../../schema.ts";
+import type { LocalHarnessInput } from "../../controller/schema.ts";
 import { defaultCacheDir } from "./install.ts";
 import { CLI_ADAPTERS } from "./registry.ts";
 

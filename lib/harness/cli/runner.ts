@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { CliName, CliRunResult } from "../../schema/harness_cli.ts";
+import type { CliName, CliRunResult } from "./schema.ts";
 import { ensureCli, type EnsureCliOptions } from "./install.ts";
 import { cliAdapter } from "./registry.ts";
 import type { CliAdapter } from "./types.ts";

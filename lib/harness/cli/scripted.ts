@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { CliName } from "../../schema/harness_cli.ts";
+import type { CliName } from "./schema.ts";
 import type { ScriptedPolicyInput, ScriptedTurn } from "../../proxy/scripted_upstream.ts";
 
 /** The planted bug and its fixes (see `tests/fixtures/harness_cli/bugfix`). */

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { CliName } from "../../schema/harness_cli.ts";
+import type { CliName } from "./schema.ts";
 
 /** Everything an adapter needs to prepare one run. */
 export interface CliContext {

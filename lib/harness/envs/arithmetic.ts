@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { type ArithmeticTask, ArithmeticTaskSchema } from "../../schema.ts";
+import { type ArithmeticTask, ArithmeticTaskSchema } from "../schema.ts";
 import { CalculatorError, evaluateExpression, formatNumber } from "../calculator.ts";
 import { type AgentTool, stringArg } from "../builtin/tool.ts";
 import {

@@ -8,7 +8,8 @@
  * @module
  */
 import { probeSandbox, READONLY_ROOT_ARGS } from "../../controller/sandbox.ts";
-import { type CodingTask, CodingTaskSchema, SweTaskSchema } from "../../schema.ts";
+import { SweTaskSchema } from "../../schema.ts";
+import { type CodingTask, CodingTaskSchema } from "../schema.ts";
 import { DEFAULT_DATA_DIR, type HarnessEnv, hiddenDataPaths, readJsonl } from "./common.ts";
 import {
   defaultCodingWorkspaceRoot,

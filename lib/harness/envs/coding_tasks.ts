@@ -9,7 +9,8 @@
  */
 import { createHash } from "node:crypto";
 import { applyPatch, formatPatch, parsePatch, reversePatch, structuredPatch } from "diff";
-import type { CodingTask, SweTask } from "../../schema.ts";
+import type { SweTask } from "../../schema.ts";
+import type { CodingTask } from "../schema.ts";
 import { workspacePath } from "./workspace_tools.ts";
 
 /** Raised when a patch does not parse or does not apply; names the file. */

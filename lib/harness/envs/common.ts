@@ -7,13 +7,8 @@
 import type { z } from "zod";
 import type { HarnessResolver } from "../../controller/local_harness.ts";
 import type { RewardFunction } from "../../controller/reward_hooks.ts";
-import {
-  type EnvName,
-  type EnvTaskInput,
-  EnvTaskInputSchema,
-  parseOrThrow,
-  ValidationError,
-} from "../../schema.ts";
+import { parseOrThrow, ValidationError } from "../../schema.ts";
+import { type EnvName, type EnvTaskInput, EnvTaskInputSchema } from "../schema.ts";
 import type { AgentTool, ToolContext } from "../builtin/tool.ts";
 
 /** The shipped datasets (`data/envs/`). */
@@ -104,7 +99,7 @@ const cache = new Map<string, unknown[]>();
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { ArithmeticTaskSchema } from "../../schema.ts";
+ * import { ArithmeticTaskSchema } from "../schema.ts";
  * import { DEFAULT_DATA_DIR, readJsonl } from "./common.ts";
  * const tasks = readJsonl(`${DEFAULT_DATA_DIR}/arithmetic/tasks.jsonl`, ArithmeticTaskSchema);
  * assert.equal(tasks[0].answer, "6");

@@ -8,13 +8,9 @@
  * @module
  */
 import type { RewardContext } from "../../controller/reward_hooks.ts";
-import type {
-  BuiltinEnvSpecOptions,
-  EnvName,
-  JsonObject,
-  Rollout,
-  SandboxOptions,
-} from "../../schema.ts";
+import type { JsonObject, Rollout } from "../../schema.ts";
+import type { BuiltinEnvSpecOptions, EnvName } from "../schema.ts";
+import type { SandboxOptions } from "../../controller/schema.ts";
 import { builtinResolver, type EnvRunSpec } from "../builtin/resolver.ts";
 import type { AgentTool, ToolContext } from "../builtin/tool.ts";
 import { findTask, type HarnessEnv, parseEnvInput } from "./common.ts";

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type FileCheck, type FileTask, FileTaskSchema } from "../../schema.ts";
+import { type FileCheck, type FileTask, FileTaskSchema } from "../schema.ts";
 import { DEFAULT_DATA_DIR, type HarnessEnv, hiddenDataPaths, readJsonl } from "./common.ts";
 import { defineEnv } from "./define.ts";
 import { fileTools, workspacePath } from "./workspace_tools.ts";

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import type { EnvName } from "../../schema.ts";
+import type { EnvName } from "../schema.ts";
 import type { AgentTool, ToolContext } from "../builtin/tool.ts";
 import { arithmeticEnv } from "./arithmetic.ts";
 import { codingEnv } from "./coding.ts";

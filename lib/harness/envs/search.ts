@@ -4,12 +4,7 @@
  *
  * @module
  */
-import {
-  type SearchDoc,
-  SearchDocSchema,
-  type SearchTask,
-  SearchTaskSchema,
-} from "../../schema.ts";
+import { type SearchDoc, SearchDocSchema, type SearchTask, SearchTaskSchema } from "../schema.ts";
 import { type AgentTool, stringArg } from "../builtin/tool.ts";
 import { Bm25Index } from "./bm25.ts";
 import {

@@ -7,7 +7,8 @@
  * @module
  */
 import { HttpError } from "../../util/error.ts";
-import { backoffDelay, sleep } from "../../http/retry.ts";
+import { backoffDelay } from "../../http/retry.ts";
+import { sleep } from "../../util/time.ts";
 
 /**
  * Why an upstream call failed: an {@link HttpError} whose `status` is what the proxy answers

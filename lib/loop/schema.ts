@@ -6,8 +6,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { parseOrThrow } from "./core.ts";
- * import { LoopConfigSchema } from "./loop.ts";
+ * import { parseOrThrow } from "../schema/core.ts";
+ * import { LoopConfigSchema } from "./schema.ts";
  * const config = parseOrThrow(LoopConfigSchema, {
  *   name: "toy",
  *   tasks: [{ id: "t1", input: { prompt: "2+2?" } }],
@@ -20,9 +20,18 @@
  * @module
  */
 import { z } from "zod";
-import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "./algo.ts";
-import { HarnessSpecSchema, IdSchema, JsonValueSchema, MergeStrategySchema } from "./core.ts";
-import { LossConfigSchema, OptimizerConfigSchema, WorkerModelSpecSchema } from "./trainer.ts";
+import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "../algo/schema.ts";
+import {
+  HarnessSpecSchema,
+  IdSchema,
+  JsonValueSchema,
+  MergeStrategySchema,
+} from "../schema/core.ts";
+import {
+  LossConfigSchema,
+  OptimizerConfigSchema,
+  WorkerModelSpecSchema,
+} from "../schema/trainer.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
 

@@ -5,8 +5,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { parseOrThrow } from "./core.ts";
- * import { AssembleConfigSchema } from "./samples.ts";
+ * import { parseOrThrow } from "../schema/core.ts";
+ * import { AssembleConfigSchema } from "./schema.ts";
  * const config = parseOrThrow(AssembleConfigSchema, { strategy: "tree" });
  * assert.equal(config.attempts, "all");
  * ```
@@ -14,7 +14,7 @@
  * @module
  */
 import { z } from "zod";
-import { BreakReasonSchema, IdSchema, MergeStrategySchema } from "./core.ts";
+import { BreakReasonSchema, IdSchema, MergeStrategySchema } from "../schema/core.ts";
 
 /** Which attempts' calls feed the samples: every attempt, or only the last one. */
 export const AttemptSelectionSchema = z.enum(["all", "final"]);

@@ -6,7 +6,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { LocalHarnessSchema, parseOrThrow } from "../schema.ts";
+ * import { parseOrThrow } from "../schema.ts";
+import { LocalHarnessSchema } from "./schema.ts";
  * const harness = parseOrThrow(LocalHarnessSchema, { command: ["python3", "agent.py"] });
  * assert.equal(harness.sandbox.enabled, false);
  * ```
@@ -14,7 +15,7 @@
  * @module
  */
 import { z } from "zod";
-import { JsonObjectSchema } from "./core.ts";
+import { JsonObjectSchema } from "../schema/core.ts";
 
 const argv = z.array(z.string().min(1, "must not be empty")).min(1, "must name a program");
 const envMap = z.record(

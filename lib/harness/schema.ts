@@ -6,7 +6,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { BuiltinHarnessOptionsSchema, parseOrThrow } from "../schema.ts";
+ * import { parseOrThrow } from "../schema.ts";
+import { BuiltinHarnessOptionsSchema } from "./schema.ts";
  * const options = parseOrThrow(BuiltinHarnessOptionsSchema, {
  *   env: "arithmetic",
  *   compaction: { max_chars: 2000 },
@@ -18,8 +19,8 @@
  * @module
  */
 import { z } from "zod";
-import { SandboxOptionsSchema } from "./controller.ts";
-import { JsonObjectSchema } from "./core.ts";
+import { SandboxOptionsSchema } from "../controller/schema.ts";
+import { JsonObjectSchema } from "../schema/core.ts";
 
 /** The environments shipped with reins (`none`: no tools, a plain question). */
 export const EnvNameSchema = z.enum(["arithmetic", "search", "files", "coding", "none"]);

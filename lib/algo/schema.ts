@@ -9,7 +9,7 @@
  * @module
  */
 import { z } from "zod";
-import { AdvantageLevelSchema, NormalizationModeSchema } from "./core.ts";
+import { AdvantageLevelSchema, NormalizationModeSchema } from "../schema/core.ts";
 
 /** Which standard deviation GRPO divides by. */
 export const StdKindSchema = z.enum(["population", "unbiased"]);

@@ -5,8 +5,8 @@
  * @module
  */
 import { z } from "zod";
-import type { TrainingRow } from "./core.ts";
-import { NormalizationOptionsSchema } from "./algo.ts";
+import type { TrainingRow } from "../schema/core.ts";
+import { NormalizationOptionsSchema } from "../algo/schema.ts";
 
 const positiveInt = z.number().int().min(1);
 

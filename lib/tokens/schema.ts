@@ -6,8 +6,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { parseOrThrow } from "./core.ts";
- * import { TokenizerConfigSchema } from "./tokens.ts";
+ * import { parseOrThrow } from "../schema/core.ts";
+ * import { TokenizerConfigSchema } from "./schema.ts";
  * const config = parseOrThrow(TokenizerConfigSchema, {
  *   chat_template: "{{ messages[0].content }}",
  *   eos_token: "<|im_end|>",

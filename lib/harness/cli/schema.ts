@@ -6,8 +6,8 @@
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { parseOrThrow } from "./core.ts";
- * import { CliHarnessOptionsSchema } from "./harness_cli.ts";
+ * import { parseOrThrow } from "../../schema/core.ts";
+ * import { CliHarnessOptionsSchema } from "./schema.ts";
  * const options = parseOrThrow(CliHarnessOptionsSchema, { model: "reins-policy" });
  * assert.equal(options.task_field, "task");
  * ```
@@ -15,7 +15,7 @@
  * @module
  */
 import { z } from "zod";
-import { RewardHookSchema, SandboxOptionsSchema } from "./controller.ts";
+import { RewardHookSchema, SandboxOptionsSchema } from "../../controller/schema.ts";
 
 /** The real harness CLIs reins can drive. */
 export const CliNameSchema = z.enum(["opencode", "claude_code", "codex", "qwen_code"]);

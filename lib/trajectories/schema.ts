@@ -12,7 +12,7 @@ import {
   IdSchema,
   JsonObjectSchema,
   MergeStrategySchema,
-} from "./core.ts";
+} from "../schema/core.ts";
 
 /** Log formats the importers read. */
 export const TrajectorySourceSchema = z.enum([
