@@ -8,6 +8,7 @@
  * | `mechanism`     | the testbed (`testbed.ts` through `lib/algo`), a few seeds and steps of one regime | every setting's final and curve means |
  * | `torch_testbed` | the torch testbed through the real worker's PPO loss, 2 seeds × 2 steps, 1 thread | per seed and setting: the success trace |
  * | `loop_cell`     | one grid cell on the full stack (SFT warm start, 2 RL steps, seeded rollouts, 1 torch thread, a 4-rollout CRN evaluation) | per step: rewards, losses, entropy, gradient norm, advantages, tokens; every trained rollout's reward and sample lengths; the evaluation's rewards |
+ * | `mismatch`      | the mismatch study (`mismatch.ts`) at one checkpoint: a few SFT steps, llama.cpp on f32 and q8_0 exports, a few seeded calls, 1 thread, 1 slot | per engine: every sampled id, the engine's and the trainer's logprobs, the pooled metrics |
  *
  * The loop cell's canary seeds its training rollouts (`rollout_seeds`): the grid's cells
  * sampled them unseeded, so only the canary is reproducible bit for bit; it runs the same code.
@@ -56,6 +57,13 @@ export const CanarySpecSchema = z.discriminatedUnion("kind", [
     seed: z.number().int().min(0),
     /** Overrides of the grid's cell settings (`loop_cell.ts` `CELL_SETTINGS`). */
     base: z.record(z.string(), z.number()),
+  }).strict(),
+  z.object({
+    kind: z.literal("mismatch"),
+    sft_steps: z.number().int().min(0).max(100),
+    prompts: z.number().int().min(1).max(8),
+    max_tokens: z.number().int().min(1).max(64),
+    engines: z.array(z.enum(["torch", "f32", "f16", "q8_0"])).min(1),
   }).strict(),
 ]);
 /** What a canary runs. */
@@ -111,6 +119,15 @@ export const TORCH_CANARY: CanarySpec = {
   regime: "headline",
   seeds: 2,
   steps: 2,
+};
+
+/** The canary of the mismatch study: one checkpoint, f32 and q8_0, 3 calls of 32 tokens. */
+export const MISMATCH_CANARY: CanarySpec = {
+  kind: "mismatch",
+  sft_steps: 20,
+  prompts: 3,
+  max_tokens: 32,
+  engines: ["f32", "q8_0"],
 };
 
 /**
@@ -169,6 +186,8 @@ export async function runCanary(spec: CanarySpec): Promise<unknown> {
       return await torchCanary(spec);
     case "loop_cell":
       return await loopCellCanary(spec);
+    case "mismatch":
+      return await mismatchCanary(spec);
   }
 }
 
@@ -208,6 +227,22 @@ async function torchCanary(
     }
   }
   return out;
+}
+
+async function mismatchCanary(spec: Extract<CanarySpec, { kind: "mismatch" }>): Promise<unknown> {
+  const { MISMATCH_CONFIG, runMismatch } = await import("./mismatch.ts");
+  const calls: Record<string, unknown> = {};
+  const study = await runMismatch({
+    ...MISMATCH_CONFIG,
+    sft_steps: [spec.sft_steps],
+    prompts: spec.prompts,
+    max_tokens: spec.max_tokens,
+    engines: spec.engines,
+    length_buckets: [0, spec.max_tokens],
+    slots: 1,
+    threads: 1,
+  }, { onCalls: (_step, engine, c) => (calls[engine] = c) });
+  return { calls, by_engine: study.by_engine };
 }
 
 /** The step metrics a loop-cell canary records (timings and counters of waiting left out). */
