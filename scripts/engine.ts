@@ -59,7 +59,7 @@ async function main(): Promise<number> {
     await engine.close();
     return 0;
   } catch (error) {
-    console.error(`engine: ${(error as Error).message}\n${USAGE}`);
+    console.error(`engine: ${(error as Error).message} (deno task engine --help)`);
     return 2;
   }
 }

@@ -11,6 +11,7 @@ export const CLIS = [
   "bin/ui.ts",
   "scripts/curate.ts",
   "scripts/demo.ts",
+  "scripts/engine.ts",
   "scripts/ensure_deps.ts",
   "scripts/export.ts",
   "scripts/chaos.ts",
