@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { cliMain, parseFlags } from "../lib/flags.ts";
 import { PositionEncoding, Workspace } from "@astral-sh/ruff-wasm-nodejs";
 import { parse } from "smol-toml";
 import { resolvePython } from "../lib/trainer/mod.ts";
@@ -86,7 +87,17 @@ async function pyright(): Promise<{ ok: boolean; report: string }> {
   return { ok: out.success, report };
 }
 
+const USAGE =
+  "usage: deno task check:python\n  ruff (wasm) over every tracked .py, pyright over the worker";
+
 if (import.meta.main) {
+  await cliMain("check:python", async () => {
+    if (!parseFlags(Deno.args, {}, USAGE)) Deno.exit(0);
+    await checkPython();
+  });
+}
+
+async function checkPython(): Promise<void> {
   const config = parse(await Deno.readTextFile(`${ROOT}pyproject.toml`)) as Toml;
   const files = await trackedPythonFiles();
   const sources = files.map((path) => ({ path, text: Deno.readTextFileSync(`${ROOT}${path}`) }));

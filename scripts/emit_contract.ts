@@ -7,20 +7,30 @@
  *
  * @module
  */
-import { parseArgs } from "node:util";
+import { cliMain, parseFlags } from "../lib/flags.ts";
 import { WORKER_CONTRACT_URL, workerContractText } from "../lib/trainer/contract.ts";
 
-const { values } = parseArgs({ options: { check: { type: "boolean", default: false } } });
-const text = workerContractText();
-const path = WORKER_CONTRACT_URL.pathname;
-if (values.check) {
-  const committed = await Deno.readTextFile(path).catch(() => "");
-  if (committed !== text) {
-    console.error(`${path} is stale: run \`deno task contract:emit\``);
-    Deno.exit(1);
+const USAGE = "usage: deno task contract:emit [--check]\n" +
+  "  --check  write nothing; exit 1 when the committed contract is stale";
+
+await cliMain("contract:emit", async () => {
+  const values = parseFlags(Deno.args, { check: { type: "boolean", default: false } }, USAGE);
+  if (!values) return;
+  await emit(values.check);
+});
+
+async function emit(check: boolean): Promise<void> {
+  const text = workerContractText();
+  const path = WORKER_CONTRACT_URL.pathname;
+  if (check) {
+    const committed = await Deno.readTextFile(path).catch(() => "");
+    if (committed !== text) {
+      console.error(`${path} is stale: run \`deno task contract:emit\``);
+      Deno.exit(1);
+    }
+    console.log(`${path} is current`);
+  } else {
+    await Deno.writeTextFile(path, text);
+    console.log(`wrote ${path}`);
   }
-  console.log(`${path} is current`);
-} else {
-  await Deno.writeTextFile(path, text);
-  console.log(`wrote ${path}`);
 }

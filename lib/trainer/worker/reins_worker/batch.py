@@ -72,8 +72,8 @@ def build_batch(rows: List[Row], device: torch.device) -> Batch:
         proximal = pad([r.proximal or [] for r in rows], 0.0, torch.float32).to(device)
     temperature: Optional[torch.Tensor] = None
     if any(r.temperatures is not None for r in rows):
-        temperature = pad([r.temperatures or [1.0] * len(r.tokens) for r in rows], 1.0, torch.float32)
-        temperature = temperature.to(device)
+        per_row = [r.temperatures or [1.0] * len(r.tokens) for r in rows]
+        temperature = pad(per_row, 1.0, torch.float32).to(device)
     mask: Optional[torch.Tensor] = None
     if not all(r.linear for r in rows):
         mask = torch.stack([_row_mask(r, width) for r in rows])[:, None].to(device)

@@ -357,7 +357,7 @@ class Engine:
                     )
                     out["hf"] = {"dir": spec.hf, "files": files, "dtype": spec.dtype}
             except (gguf_export.GGUFError, hf_layout.LayoutError, OSError) as e:
-                raise bad("gguf" if spec.gguf else "hf", str(e))
+                raise bad("gguf" if spec.gguf else "hf", str(e)) from e
             return out
 
     # -- log-probs and training ----------------------------------------------------------------

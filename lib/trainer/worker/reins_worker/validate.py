@@ -23,6 +23,7 @@ from .fields import (
     numbers,
     obj,
     one_of,
+    string,
     token_ids,
 )
 
@@ -335,7 +336,9 @@ def parse_row(value: Any, name: str, vocab_size: int, max_seq_len: int) -> Row:
         temperatures = numbers(temps_raw, f"{name}.temperatures", n)
         for i, v in enumerate(temperatures):
             if v <= 0:
-                raise bad(f"{name}.temperatures[{i}]", f"must be > 0 (a sampling temperature), got {v!r}")
+                raise bad(
+                    f"{name}.temperatures[{i}]", f"must be > 0 (a sampling temperature), got {v!r}"
+                )
     if n and max(positions) >= max_seq_len:
         raise bad(
             f"{name}.tokens",
