@@ -313,7 +313,7 @@ Deno.test("deno task curate: bad flags and configs fail with the flag or field n
   assert.match(k.err, /--probe-k: expected a whole number, got 'four'/);
   const policy = await run("--policy", "oracle");
   assert.equal(policy.code, 2);
-  assert.match(policy.err, /--policy: expected scripted or worker, got "oracle"/);
+  assert.match(policy.err, /--policy: expected scripted or worker, got 'oracle'/);
   const dir = await Deno.makeTempDir({ prefix: "reins-curate-cli-" });
   try {
     await Deno.writeTextFile(`${dir}/c.json`, JSON.stringify({ probe: { k: 0 } }));
@@ -326,7 +326,7 @@ Deno.test("deno task curate: bad flags and configs fail with the flag or field n
     assert.match(typo.err, /probe_sample/);
     const missing = await run("--input", `${dir}/none.jsonl`, "--out", `${dir}/out`);
     assert.notEqual(missing.code, 0);
-    assert.match(missing.err, /cannot read task set .*none\.jsonl/);
+    assert.match(missing.err, /--input: .*none\.jsonl does not exist/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
