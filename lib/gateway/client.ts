@@ -295,8 +295,11 @@ export class GatewayClient {
     options?: CallOptions,
     headers?: Record<string, string>,
   ): Promise<z.infer<S>> {
-    // A capability token's keys live in the agent's namespace (the store refuses others).
-    const prefix = this.#agent ? AGENT_EVENT_KEY_PREFIX : "";
+    // A capability token's keys live in the agent's namespace (the store refuses others): the
+    // client's own key, or a token passed for this one call.
+    const prefix = this.#agent || options?.token?.startsWith(CAPABILITY_PREFIX)
+      ? AGENT_EVENT_KEY_PREFIX
+      : "";
     const keyed = events.map((e) => e.event_key ? e : { ...e, event_key: newId(`${prefix}e-`) });
     return this.#json(schema, "POST", path, { events: keyed }, options, headers);
   }
