@@ -139,6 +139,8 @@ export class SqliteStore implements Store {
       try {
         this.#db.close();
       } catch { /* already closed */ }
+      // A store's own refusal (a newer schema, say) already names the file: keep its type.
+      if (err instanceof StoreError) throw err;
       // SQLite's own words ("file is not a database") do not say which file.
       const message = err instanceof Error ? err.message : String(err);
       throw new Error(
