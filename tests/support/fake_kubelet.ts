@@ -223,8 +223,10 @@ export class PodRun {
     }
     // Deno and its caches (the runner image has them); the reins checkout, read-only.
     const repo = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
-    args.push("--bind", home, home, "--ro-bind", repo, repo);
+    args.push("--bind", home, home);
     args.push("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp");
+    // After the private /tmp: a checkout under /tmp (CI's fresh clone) stays visible.
+    args.push("--ro-bind", repo, repo);
     for (const path of this.host.imagePaths) args.push("--ro-bind", path, path);
     args.push("--bind", termination, c.terminationMessagePath ?? "/dev/termination-log");
     for (const m of c.volumeMounts ?? []) {
