@@ -106,7 +106,7 @@ function env(values: Record<string, string>) {
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseOrThrow } from "../schema.ts";
-import { K8sHarnessSchema } from "./schema.ts";
+ * import { K8sHarnessSchema } from "./schema.ts";
  * import { verifiedPod } from "./k8s_pod.ts";
  * const job = { metadata: { name: "reins-1" }, spec: { template: { spec: {
  *   containers: [{ name: "agent", image: "me/agent:1" }],

@@ -70,7 +70,7 @@ export function resolveLocalHarness(
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseOrThrow } from "../schema.ts";
-import { LocalHarnessSchema } from "./schema.ts";
+ * import { LocalHarnessSchema } from "./schema.ts";
  * import { checkRunner } from "./local_harness.ts";
  * const harness = parseOrThrow(LocalHarnessSchema, {
  *   command: ["true"], runner: "in_process", in_process: { name: "builtin" },

@@ -196,7 +196,7 @@ export async function removeEscapingLinks(tree: string): Promise<string[]> {
  * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../gateway/sqlite_store.ts";
  * import { parseOrThrow } from "../schema.ts";
-import { RewardHookSchema } from "./schema.ts";
+ * import { RewardHookSchema } from "./schema.ts";
  * import { runRewardHook } from "./reward_hooks.ts";
  * const store = openSqliteStore(":memory:");
  * const { rollouts: [rollout] } = await store.createRollouts([{ input: "task" }]);

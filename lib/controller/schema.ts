@@ -7,7 +7,7 @@
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseOrThrow } from "../schema.ts";
-import { LocalHarnessSchema } from "./schema.ts";
+ * import { LocalHarnessSchema } from "./schema.ts";
  * const harness = parseOrThrow(LocalHarnessSchema, { command: ["python3", "agent.py"] });
  * assert.equal(harness.sandbox.enabled, false);
  * ```

@@ -8,7 +8,7 @@
  * ```ts
  * import assert from "node:assert/strict";
  * import { parseOrThrow } from "../schema.ts";
-import { BuiltinHarnessOptionsSchema } from "./schema.ts";
+ * import { BuiltinHarnessOptionsSchema } from "./schema.ts";
  * const options = parseOrThrow(BuiltinHarnessOptionsSchema, {
  *   env: "arithmetic",
  *   compaction: { max_chars: 2000 },

@@ -175,7 +175,7 @@ export const LoopConfigSchema = z.object({
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { trainingRolloutSeed } from "./loop.ts";
+ * import { trainingRolloutSeed } from "./schema.ts";
  * assert.equal(trainingRolloutSeed(3, 2, 1), 1_530_002_020);
  * assert.ok(trainingRolloutSeed(49, 9_999, 49) < 2 ** 31);
  * ```

@@ -139,7 +139,7 @@ export function builtinCommand(options: BuiltinHarnessOptionsInput): string[] {
  * import assert from "node:assert/strict";
  * import { openSqliteStore } from "../../gateway/sqlite_store.ts";
  * import { parseOrThrow } from "../../schema.ts";
-import { LocalHarnessSchema } from "../../controller/schema.ts";
+ * import { LocalHarnessSchema } from "../../controller/schema.ts";
  * import { arithmeticEnv } from "../envs/arithmetic.ts";
  * import { builtinResolver } from "./resolver.ts";
  * const env = arithmeticEnv();
