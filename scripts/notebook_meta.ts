@@ -12,12 +12,11 @@
  * fix or what shows the numbers moved: no stamp, cell sources edited since the outputs were
  * written, a figure cell without its image, or a result set the notebook reads
  * (`metadata.reins_results`) whose canary differs. That the imported code changed is a **note**,
- * not a failure: `deno task notebooks` (CI runs it after the check) re-executes every notebook and
- * compares its text outputs with the committed ones ({@link outputDrift}): a line the rerun
- * prints that the committed outputs lack fails the run, naming the cell — the notebook is its
- * own canary. Cells tagged `measured` (timings, wall-clock runs) are not compared, and a line the
- * rerun does not print is not a difference (the Deno kernel can drop a printed line in headless
- * runs).
+ * not a failure: `deno task notebooks` (CI runs it after the check) re-executes every notebook
+ * (its cells assert their claims) and compares its text outputs with the committed ones
+ * ({@link outputDrift}), printing the lines the rerun prints that the committed outputs lack as
+ * a note. Not a failure: the Deno kernel can drop a printed line in headless runs, in the
+ * committed run as well as the rerun. Cells tagged `measured` (timings) are not compared.
  *
  * @module
  */
