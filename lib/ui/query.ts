@@ -157,7 +157,8 @@ function sortValue(r: Rollout, key: string): number {
  *   step: "1", q: "PLUS", order: "newest", sort: "created", limit: 50,
  * });
  * assert.equal(page.items.length, 1);
- * assert.deepEqual(page.snippets?.r1, { before: '{"q":"two ', match: "plus", after: ' two"}' });
+ * // The searchable text is the rollout's strings themselves (keys and values), not its JSON.
+ * assert.deepEqual(page.snippets?.r1, { before: "q two ", match: "plus", after: " two" });
  * await store.close();
  * ```
  */
