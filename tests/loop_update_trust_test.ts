@@ -189,11 +189,14 @@ Deno.test("alignment: per-call events flag the misaligned call, not the aligned 
   assert.deepEqual(findings[0].evidence.map((e) => e.seq), [seqs[1]]);
   const [flagged] = custom("x1", "monitor_flags");
   assert.ok(flagged && flagged.type === "custom");
-  assert.deepEqual(flagged.payload.data, {
-    ...(flagged.payload.data as object),
-    flags: [{ monitor: "logprob", ...findings[0] }],
-    monitors: ["logprob"],
-  });
+  // The logprob monitor flags call B; the engine–trainer mismatch monitor flags the same call.
+  const flagData = flagged.payload.data as {
+    flags: { monitor: string; evidence: { seq: number }[] }[];
+    monitors: string[];
+  };
+  assert.deepEqual(flagData.flags[0], { monitor: "logprob", ...findings[0] });
+  assert.deepEqual(flagData.monitors, ["logprob", "mismatch"]);
+  assert.deepEqual(flagData.flags[1].evidence.map((e) => e.seq), [seqs[1]]);
   // An aligned rollout raises nothing.
   assert.equal(custom("x2", "alignment").length, 2);
   assert.equal(custom("x2", "monitor_flags").length, 0);
