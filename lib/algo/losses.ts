@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { behaviourCorrection, hasCorrection } from "./correction.ts";
 import {
   type LossConfig,
   type LossConfigInput,
@@ -349,12 +350,27 @@ export interface PolicyLossOutput {
   /** Mean `kl_estimator` estimate of KL(π_θ ‖ π_ref) over trained tokens (0 when `kl_coef` is
    * 0). */
   kl_ref_mean: number;
+  /** Behaviour correction (`tis_cap`, `seq_is_band`, `token_ratio_band`): trained tokens and
+   * sequences masked, and the ESS of the weights (1 without a correction). */
+  is_masked_tokens: number;
+  is_masked_sequences: number;
+  is_ess: number;
+}
+
+/** Each token's sequence: its `sequence_ids` value, else its `segment_starts` segment. */
+function sequenceIndex(input: PolicyLossInput, n: number): Float64Array {
+  if (input.sequence_ids !== undefined) return Float64Array.from(input.sequence_ids);
+  const out = new Float64Array(n);
+  const starts = input.segment_starts ?? [0];
+  for (let k = 1; k < starts.length; k++) out.fill(k, starts[k]);
+  return out;
 }
 
 /**
  * The per-token loss the worker computes for a row under a `LossConfig` (`kind` `ppo`, `gspo`
- * or `ce`; clip, dual clip, GSPO clip, truncated IS, KL(π_θ ‖ π_ref) to a reference policy):
- * ℓ = tis · surrogate + kl_coef · k on trained tokens, k = `KL_ESTIMATORS[kl_estimator]`.
+ * or `ce`; clip, dual clip, GSPO clip, the behaviour correction — truncated IS, IcePop token
+ * masking, masked sequence-level IS, `./correction.ts` — and KL(π_θ ‖ π_ref) to a reference
+ * policy): ℓ = c · surrogate + kl_coef · k on trained tokens, k = `KL_ESTIMATORS[kl_estimator]`.
  *
  * @example
  * ```ts
@@ -404,9 +420,26 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
     surrogate = out.loss;
     clipped = out.clipped;
   }
-  const tis = cfg.tis_cap !== undefined
-    ? tisWeights(old, input.behaviour_logprobs, cfg.tis_cap)
+  const correction = hasCorrection(cfg)
+    ? behaviourCorrection({
+      old_logprobs: old,
+      behaviour_logprobs: input.behaviour_logprobs,
+      loss_mask: input.loss_mask,
+      ...(cfg.seq_is_band !== undefined
+        ? {
+          sequence_ratio: gspoRatios({
+            logprobs: old,
+            old_logprobs: input.behaviour_logprobs,
+            loss_mask: input.loss_mask,
+            ...(input.segment_starts ? { segment_starts: input.segment_starts } : {}),
+            ...(input.sequence_ids ? { sequence_ids: input.sequence_ids } : {}),
+          }).per_token,
+          sequence_index: sequenceIndex(input, n),
+        }
+        : {}),
+    }, cfg)
     : null;
+  const tis = correction?.weight ?? null;
   const kl = k3Kl(input.logprobs, old);
   let klRef: Float64Array | null = null;
   if (cfg.kl_coef > 0) {
@@ -450,6 +483,9 @@ export function policyLoss(input: PolicyLossInput, config: LossConfigInput): Pol
     ratio_max: tokens ? rMax : 1,
     kl: tokens ? klSum / tokens : 0,
     kl_ref_mean: tokens ? klRefSum / tokens : 0,
+    is_masked_tokens: correction?.masked_tokens ?? 0,
+    is_masked_sequences: correction?.masked_sequences ?? 0,
+    is_ess: correction?.ess ?? 1,
   };
 }
 

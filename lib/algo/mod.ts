@@ -26,6 +26,7 @@ export type { Sample };
 export * from "./advantages.ts";
 export * from "./normalization.ts";
 export * from "./losses.ts";
+export * from "./correction.ts";
 export * from "./alignment.ts";
 export * from "./calls.ts";
 export { assertSamples, type SampleRequirements, trainedTokens } from "./validate.ts";

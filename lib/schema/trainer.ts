@@ -128,6 +128,17 @@ export const WorkerInitRequestSchema = z.object({
 /** Body of `POST /init` as a caller writes it. */
 export type WorkerInitRequest = z.input<typeof WorkerInitRequestSchema>;
 
+/**
+ * A band [lo, hi] of importance ratios π_old / μ, 0 ≤ lo ≤ hi, hi > 0: ratios inside it (ends
+ * included) are kept, ratios outside are masked. A band with lo > hi is refused, naming the field.
+ */
+export const RatioBandSchema = z.tuple([z.number().min(0), z.number().positive()]).refine(
+  ([lo, hi]) => lo <= hi,
+  { message: "the band's low end must not exceed its high end ([lo, hi] with lo <= hi)" },
+);
+/** A [lo, hi] band of importance ratios. */
+export type RatioBand = z.infer<typeof RatioBandSchema>;
+
 /** Policy loss computed by the worker from per-token inputs (docs/architecture.md#algorithms). */
 export const LossConfigSchema = z.object({
   /** `ppo` (PPO/GRPO clipped token ratio), `gspo` (sequence ratio), `ce` (SFT). */
@@ -141,6 +152,19 @@ export const LossConfigSchema = z.object({
   /** Truncated importance sampling: ℓ ·= min(exp(old − behaviour), tis_cap); with
    * `old_logprobs: "recompute"` this is decoupled PPO's behaviour weight π_prox / μ. */
   tis_cap: z.number().positive().optional(),
+  /**
+   * Masked sequence-level importance sampling (training–inference mismatch): a sequence (the
+   * rows' `sequence_ids`) whose geometric-mean ratio g = exp(mean_t (old_t − behaviour_t)) over
+   * its trained tokens lies outside [lo, hi] (e.g. [0.99, 1.01]) trains none of its tokens.
+   * Acts only where π_old ≠ μ, i.e. with `old_logprobs: "recompute"`.
+   */
+  seq_is_band: RatioBandSchema.optional(),
+  /**
+   * IcePop-style token masking: a token whose ratio exp(old − behaviour) lies outside [lo, hi]
+   * (e.g. [0.5, 2]) gets weight 0 (its gradient dropped, not bounded). Composes with the
+   * sequence mask and with `tis_cap` (applied to the tokens the masks keep).
+   */
+  token_ratio_band: RatioBandSchema.optional(),
   /**
    * Weight of the KL(π_θ ‖ π_ref) penalty to the frozen reference policy (see `/init`'s
    * `reference_path`), added per trained token as `kl_coef · k` and weighted by the token's loss
@@ -241,6 +265,12 @@ export const LossMetricsSchema = z.object({
   /** Mean `kl_estimator` estimate of KL(π_θ ‖ π_ref) over trained tokens (0 when `kl_coef` is
    * 0; absent from older workers). */
   kl_ref_mean: z.number().optional(),
+  /** Behaviour correction (`tis_cap`, `seq_is_band`, `token_ratio_band`): trained tokens and
+   * sequences the masks gave weight 0, and the normalised effective sample size (Σc)² / (n Σc²)
+   * of the correction weights c (1 without a correction; absent from older workers). */
+  is_masked_tokens: z.number().min(0).optional(),
+  is_masked_sequences: z.number().min(0).optional(),
+  is_ess: z.number().min(0).optional(),
 });
 /** Per-call loss metrics. */
 export type LossMetrics = z.infer<typeof LossMetricsSchema>;

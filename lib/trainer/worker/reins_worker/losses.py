@@ -140,17 +140,69 @@ def gspo(spec: LossSpec, x: LossInputs, log_ratio: torch.Tensor):
     return loss, ratio, clipped
 
 
+def behaviour_correction(
+    spec: LossSpec, old: torch.Tensor, behaviour: torch.Tensor, sequence_ids: torch.Tensor
+) -> Tuple[Optional[torch.Tensor], Dict[str, float]]:
+    """The detached per-token weight that corrects for the sampler μ (the engine) not being the
+    trainer's π_old, with ρ_t = exp(old_t − behaviour_t):
+
+    - `token_ratio_band` [lo, hi] (IcePop): a token with ρ_t outside the band gets weight 0;
+    - `seq_is_band` [lo, hi] (masked sequence-level IS): a sequence whose geometric-mean ratio
+      g = exp(mean_t log ρ_t) over its trained tokens lies outside the band has every token
+      weighted 0;
+    - `tis_cap` c (TIS): the tokens the masks keep weigh min(ρ_t, c); without it, 1.
+
+    Returns (None, metrics) when no correction is configured (weight 1 everywhere). Metrics:
+    `is_masked_tokens` and `is_masked_sequences` (counts), `is_ess` = (Σw)² / (n Σw²) over the
+    n trained tokens (1: every token weighs the same; 0: every token masked).
+    """
+    n = old.numel()
+    metrics = {"is_masked_tokens": 0.0, "is_masked_sequences": 0.0, "is_ess": 1.0}
+    if spec.tis_cap is None and spec.seq_is_band is None and spec.token_ratio_band is None:
+        return None, metrics
+    log_rho = (old - behaviour).detach()
+    masked = torch.zeros(n, dtype=torch.bool, device=old.device)
+    if spec.token_ratio_band is not None:
+        lo, hi = spec.token_ratio_band
+        rho = torch.exp(log_rho)
+        masked = masked | (rho < lo) | (rho > hi)
+    if spec.seq_is_band is not None and n:
+        lo, hi = spec.seq_is_band
+        n_seq = int(sequence_ids.max().item()) + 1
+        counts = torch.zeros(n_seq, device=old.device, dtype=old.dtype)
+        counts.index_add_(0, sequence_ids, torch.ones_like(old))
+        sums = torch.zeros(n_seq, device=old.device, dtype=old.dtype)
+        sums.index_add_(0, sequence_ids, log_rho)
+        g = torch.exp(sums / counts.clamp(min=1))
+        outside = ((g < lo) | (g > hi)) & (counts > 0)
+        metrics["is_masked_sequences"] = float(outside.sum().item())
+        masked = masked | outside[sequence_ids]
+    if spec.tis_cap is not None:
+        weight = torch.clamp(torch.exp(log_rho), max=spec.tis_cap)
+    else:
+        weight = torch.ones_like(old)
+    weight = torch.where(masked, torch.zeros_like(weight), weight)
+    metrics["is_masked_tokens"] = float(masked.sum().item())
+    if n:
+        square = float((weight * weight).sum().item())
+        metrics["is_ess"] = float(weight.sum().item()) ** 2 / (n * square) if square > 0 else 0.0
+    return weight, metrics
+
+
 def policy_loss(spec: LossSpec, x: LossInputs) -> Tuple[torch.Tensor, Dict[str, float]]:
     """Returns (Σ w·ℓ as a 0-d tensor, metrics dict of floats), with
-    ℓ = tis · LOSSES[kind] + kl_coef · KL_ESTIMATORS[kl_estimator](π_θ, π_ref)."""
+    ℓ = c · LOSSES[kind] + kl_coef · KL_ESTIMATORS[kl_estimator](π_θ, π_ref), c the behaviour
+    correction (`behaviour_correction`: TIS, IcePop and masked sequence-level IS; 1 without)."""
     n = x.new_logprobs.numel()
     new = x.new_logprobs
     old = x.old_logprobs.detach()
     per_token, ratio, clipped = LOSSES[spec.kind](spec, x, new - old)
 
-    if spec.tis_cap is not None:
-        tis = torch.clamp(torch.exp(old - x.behaviour_logprobs), max=spec.tis_cap).detach()
-        per_token = per_token * tis
+    correction, correction_metrics = behaviour_correction(
+        spec, old, x.behaviour_logprobs, x.sequence_ids
+    )
+    if correction is not None:
+        per_token = per_token * correction
     kl_ref: Optional[torch.Tensor] = None
     if spec.kl_coef > 0:
         if x.reference_logprobs is None:
@@ -169,5 +221,6 @@ def policy_loss(spec: LossSpec, x: LossInputs) -> Tuple[torch.Tensor, Dict[str, 
             "kl": float(k3_kl(new, old).mean().item()) if n else 0.0,
             "kl_ref_mean": float(kl_ref.mean().item()) if (n and kl_ref is not None) else 0.0,
             "entropy": float(x.entropy.mean().item()) if (n and x.entropy is not None) else 0.0,
+            **correction_metrics,
         }
     return loss, metrics

@@ -54,6 +54,9 @@ def merge_metrics(parts: Sequence[Dict[str, float]]) -> Dict[str, float]:
             "kl": 0.0,
             "kl_ref_mean": 0.0,
             "entropy": 0.0,
+            "is_masked_tokens": 0.0,
+            "is_masked_sequences": 0.0,
+            "is_ess": 1.0,
         }
 
     def mean(key: str) -> float:
@@ -68,6 +71,11 @@ def merge_metrics(parts: Sequence[Dict[str, float]]) -> Dict[str, float]:
         "kl": mean("kl"),
         "kl_ref_mean": mean("kl_ref_mean"),
         "entropy": mean("entropy"),
+        # Counts add up; the ESS of the parts is their token-weighted mean (not the ESS of the
+        # union, which needs Σw and Σw²: close when the parts weigh alike).
+        "is_masked_tokens": sum(p.get("is_masked_tokens", 0.0) for p in live),
+        "is_masked_sequences": sum(p.get("is_masked_sequences", 0.0) for p in live),
+        "is_ess": sum(p.get("is_ess", 1.0) * p["tokens"] for p in live) / tokens,
     }
 
 

@@ -232,13 +232,38 @@ class LossSpec:
     # What the rows' sequence ids stand for (GSPO): "sample" or "call". The rows carry the ids;
     # this names them, so that a result can say which sequence its ratio was taken over.
     gspo_sequence: str = contract.default(_LOSS["gspo_sequence"])
+    # Training–inference mismatch masks (losses.behaviour_correction): [lo, hi] bands on the
+    # sequence's geometric-mean ratio and on each token's ratio exp(old − behaviour).
+    seq_is_band: Optional[Tuple[float, float]] = None
+    token_ratio_band: Optional[Tuple[float, float]] = None
+
+
+# Loss fields that are [lo, hi] bands (the contract's tuples), not scalars.
+_BANDS = ("seq_is_band", "token_ratio_band")
+
+
+def ratio_band(value: Any, name: str, schema: Dict[str, Any]) -> Tuple[float, float]:
+    """A [lo, hi] ratio band: two numbers within the contract's bounds (0 <= lo, hi > 0) and
+    lo <= hi (the zod refinement, which JSON Schema cannot state, restated here)."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise bad(name, "expected [lo, hi]: two numbers")
+    ends = schema["prefixItems"]
+    lo = checked(value[0], f"{name}[0]", ends[0])
+    hi = checked(value[1], f"{name}[1]", ends[1])
+    if lo > hi:
+        raise bad(name, f"the band's low end {lo} exceeds its high end {hi}")
+    return (lo, hi)
 
 
 def parse_loss(value: Any) -> LossSpec:
     o = obj(value, "loss")
     spec = LossSpec(checked(o.get("kind"), "loss.kind", _LOSS["kind"]))
     for key, schema in _LOSS.items():
-        if key != "kind" and o.get(key) is not None:
+        if key == "kind" or o.get(key) is None:
+            continue
+        if key in _BANDS:
+            setattr(spec, key, ratio_band(o[key], f"loss.{key}", schema))
+        else:
             setattr(spec, key, checked(o[key], f"loss.{key}", schema))
     return spec
 
