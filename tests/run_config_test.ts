@@ -4,7 +4,12 @@
  * demo's config, and the train / held-out split is disjoint and seeded.
  */
 import assert from "node:assert/strict";
-import { parseRunConfig, RunConfigError, splitTasks } from "../lib/loop/run_config.ts";
+import {
+  loopConfigOf,
+  parseRunConfig,
+  RunConfigError,
+  splitTasks,
+} from "../lib/loop/run_config.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
 import { toyModel } from "../lib/loop/mod.ts";
 import { resolveRun } from "../scripts/train_run.ts";
@@ -192,4 +197,50 @@ Deno.test("the README's config is a valid config with the plan it describes", as
   const r = await resolveRun(run, `${root}/README.md`);
   assert.deepEqual([r.train.length, r.heldout.length, r.loop.steps], [4, 8, 20]);
   assert.equal(r.loop.loss.kl_coef, 0.01);
+});
+
+Deno.test("algorithm.correction: the mismatch corrections reach the loss; a bad band is refused by name", async () => {
+  const demo = await Deno.readTextFile(`${root}/configs/demo.yaml`);
+  const withCorrection = (correction: string) =>
+    demo.replace("  tis_cap: 2\n", `  tis_cap: 2\n  correction: ${correction}\n`);
+  const run = parseRunConfig(
+    withCorrection("{ tis_cap: 2, seq_is_band: [0.99, 1.01], token_ratio_band: [0.5, 2] }"),
+    "c.yaml",
+  );
+  const loop = loopConfigOf(run, {
+    tasks: [{ id: "t", input: {} }],
+    harness: { name: "h", options: {} },
+  });
+  assert.deepEqual(
+    [
+      loop.loss?.old_logprobs,
+      loop.loss?.tis_cap,
+      loop.loss?.seq_is_band,
+      loop.loss?.token_ratio_band,
+    ],
+    ["recompute", 2, [0.99, 1.01], [0.5, 2]],
+  );
+  // Without a correction the loss carries none (the schedule's tis_cap is for stale samples).
+  const plain = loopConfigOf(parseRunConfig(demo, "d.yaml"), {
+    tasks: [{ id: "t", input: {} }],
+    harness: { name: "h", options: {} },
+  });
+  assert.equal(plain.loss?.seq_is_band, undefined);
+  assert.equal(plain.loss?.tis_cap, undefined);
+  assert.throws(
+    () => parseRunConfig(withCorrection("{ seq_is_band: [1.01, 0.99] }"), "c.yaml"),
+    (e: unknown) =>
+      e instanceof RunConfigError &&
+      /algorithm\.correction\.seq_is_band: the band's low end/.test(e.message),
+  );
+  assert.throws(
+    () => parseRunConfig(withCorrection("{ token_ratio_band: [-1, 2] }"), "c.yaml"),
+    (e: unknown) =>
+      e instanceof RunConfigError && /algorithm\.correction\.token_ratio_band\[0\]/.test(e.message),
+  );
+  assert.throws(
+    () => parseRunConfig(withCorrection("{ tis_cap: 2 }\n  old_logprobs: rollout"), "c.yaml"),
+    (e: unknown) =>
+      e instanceof RunConfigError && /algorithm\.correction: .*recompute/.test(e.message),
+  );
 });

@@ -212,6 +212,12 @@ export async function finishStep(
     loss: update.loss,
     entropy: update.entropy,
     kl_ref_mean: update.kl_ref_mean,
+    is_masked_tokens: update.is_masked_tokens,
+    is_masked_share: update.trained_tokens > 0
+      ? update.is_masked_tokens / update.trained_tokens
+      : 0,
+    is_masked_sequences: update.is_masked_sequences,
+    is_ess: update.is_ess,
     clip_fraction: update.clip_fraction,
     clip_fraction_last_epoch: update.clip_fraction_epochs.at(-1) ?? 0,
     grad_norm: update.grad_norm,

@@ -24,7 +24,7 @@ import { z } from "zod";
 import { AdvantageOptionsSchema, NormalizationOptionsSchema } from "../algo/schema.ts";
 import { IdSchema, JsonObjectSchema } from "../schema/core.ts";
 import { type LoopConfigInput, type LoopTask, LoopTaskSchema } from "./schema.ts";
-import type { HarnessSpec, WorkerModelSpec } from "../schema.ts";
+import { type HarnessSpec, RatioBandSchema, type WorkerModelSpec } from "../schema.ts";
 
 const positiveInt = z.number().int().min(1);
 
@@ -117,6 +117,19 @@ export const RunAlgorithmSchema = z.strictObject({
     estimator: z.enum(["k1", "k2", "k3"]).default("k3"),
   }).optional(),
   old_logprobs: z.enum(["rollout", "recompute"]).optional(),
+  /**
+   * Training–inference mismatch correction of fresh samples (docs/experiments.md, issue #34):
+   * `tis_cap` (truncated IS, weight min(π_prox/μ, cap)), `seq_is_band` (masked sequence-level
+   * IS: a sequence whose geometric-mean ratio leaves [lo, hi] is masked) and `token_ratio_band`
+   * (IcePop: a token whose ratio leaves [lo, hi] is masked), μ the engine's logprobs and π_prox
+   * the trainer's. They need π_prox ≠ μ, so `old_logprobs` becomes `recompute` (an explicit
+   * `rollout` is refused).
+   */
+  correction: z.strictObject({
+    tis_cap: z.number().positive().optional(),
+    seq_is_band: RatioBandSchema.optional(),
+    token_ratio_band: RatioBandSchema.optional(),
+  }).optional(),
   /** Which rollouts never train: failed ones, groups with equal rewards (no signal). */
   filters: z.strictObject({
     drop_errors: z.boolean().default(true),
@@ -129,6 +142,15 @@ export const RunAlgorithmSchema = z.strictObject({
     warmup_steps: z.number().int().min(0).optional(),
     weight_decay: z.number().min(0).optional(),
   }).optional(),
+}).superRefine((a, ctx) => {
+  if (a.correction && a.old_logprobs === "rollout") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["correction"],
+      message: 'corrects π_prox against the engine\'s μ: needs old_logprobs "recompute" ' +
+        '(with "rollout" π_old is μ and no correction can act)',
+    });
+  }
 });
 
 /** The schedule (`collocated_async` or `sync`) and its staleness bound. */
@@ -446,6 +468,12 @@ export function loopConfigOf(
     loss.kl_estimator = a.kl.estimator;
   }
   if (a.old_logprobs) loss.old_logprobs = a.old_logprobs;
+  if (a.correction) {
+    loss.old_logprobs = "recompute";
+    if (a.correction.tis_cap !== undefined) loss.tis_cap = a.correction.tis_cap;
+    if (a.correction.seq_is_band) loss.seq_is_band = a.correction.seq_is_band;
+    if (a.correction.token_ratio_band) loss.token_ratio_band = a.correction.token_ratio_band;
+  }
   return {
     name: run.name,
     ...(run.out_dir ? { out_dir: run.out_dir } : {}),

@@ -276,6 +276,16 @@ export const LoopStepMetricsSchema = z.object({
   /** Mean KL(π_θ ‖ π_ref) estimate (`loss.kl_estimator`) over the update's first-epoch trained
    * tokens; 0 when `loss.kl_coef` is 0. */
   kl_ref_mean: finite.default(0),
+  /**
+   * The training–inference mismatch correction's cost (`loss.tis_cap`, `seq_is_band`,
+   * `token_ratio_band` on fresh samples; `schedule.tis_cap` on stale ones): trained tokens the
+   * masks dropped, their share of `trained_tokens`, sequences masked whole, and the normalised
+   * ESS (Σc)² / (n Σc²) of the correction weights c (1: no correction, or none acted).
+   */
+  is_masked_tokens: count.default(0),
+  is_masked_share: z.number().min(0).max(1).default(0),
+  is_masked_sequences: count.default(0),
+  is_ess: finite.default(1),
   clip_fraction: finite,
   /** Clip fraction of the update's last PPO epoch (with `ppo_epochs` > 1, the trust region at
    * work; the first epoch's ratio is 1 wherever π_old is the proximal policy). */

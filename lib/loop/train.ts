@@ -61,6 +61,9 @@ export interface EpochsResult {
   /** Token-weighted means over the first epoch's calls. */
   entropy: number;
   kl_ref_mean: number;
+  is_masked_tokens: number;
+  is_masked_sequences: number;
+  is_ess: number;
   clip_fraction: number;
   clip_fraction_epochs: number[];
   grad_norm: number;
@@ -143,6 +146,9 @@ export async function runEpochs(
   let lossSum = 0;
   let entropySum = 0;
   let klRefSum = 0;
+  let maskedTokens = 0;
+  let maskedSequences = 0;
+  let essSum = 0;
   let firstTokens = 0;
   let clipSum = 0;
   let tokenSum = 0;
@@ -171,6 +177,10 @@ export async function runEpochs(
         lossSum += out.loss;
         entropySum += out.metrics.entropy * n;
         klRefSum += (out.metrics.kl_ref_mean ?? 0) * n;
+        // The masks depend on π_prox and μ only, the same in every epoch: counted once.
+        maskedTokens += out.metrics.is_masked_tokens ?? 0;
+        maskedSequences += out.metrics.is_masked_sequences ?? 0;
+        essSum += (out.metrics.is_ess ?? 1) * n;
         firstTokens += n;
         for (const [k, m] of batch.entries()) {
           const mb = part.mbs[m];
@@ -224,6 +234,9 @@ export async function runEpochs(
     loss: lossSum,
     entropy: firstTokens > 0 ? entropySum / firstTokens : 0,
     kl_ref_mean: firstTokens > 0 ? klRefSum / firstTokens : 0,
+    is_masked_tokens: maskedTokens,
+    is_masked_sequences: maskedSequences,
+    is_ess: firstTokens > 0 ? essSum / firstTokens : 1,
     clip_fraction: tokenSum > 0 ? clipSum / tokenSum : 0,
     clip_fraction_epochs: clipEpochs,
     grad_norm: gradNormSum / options.epochs,

@@ -82,6 +82,12 @@ export interface UpdateResult {
   entropy: number;
   /** Token-weighted mean over the first epoch of the KL(π_θ ‖ π_ref) estimate (0: no KL). */
   kl_ref_mean: number;
+  /** Behaviour correction on the first epoch's trained tokens (`loss.tis_cap`, `seq_is_band`,
+   * `token_ratio_band`): tokens and sequences masked, ESS of the weights (token-weighted mean
+   * over the calls; 1 without a correction). */
+  is_masked_tokens: number;
+  is_masked_sequences: number;
+  is_ess: number;
   /** Token-weighted mean over the update's epochs. */
   clip_fraction: number;
   /** Clip fraction of each epoch. */
@@ -251,6 +257,9 @@ export function planSelection(groups: RolloutData[][], options: PlanOptions): Se
     loss: 0,
     entropy: 0,
     kl_ref_mean: 0,
+    is_masked_tokens: 0,
+    is_masked_sequences: 0,
+    is_ess: 1,
     clip_fraction: 0,
     clip_fraction_epochs: [],
     grad_norm: 0,
