@@ -31,7 +31,9 @@ import {
   type LoopStepMetrics,
 } from "../lib/loop/schema.ts";
 import { loadCharTokenizer } from "../lib/tokens/mod.ts";
+import type { LossConfig } from "../lib/schema.ts";
 import {
+  type EmbeddedOptions,
   type EmbeddedStack,
   type LoopResult,
   runLoop,
@@ -248,6 +250,13 @@ export interface LoopCellOptions {
    * without it.
    */
   rolloutSeeds?: boolean;
+  /**
+   * Sample with llama.cpp instead of the worker (the mismatch grid, `mismatch_grid.ts`): the
+   * embedded stack's engine, synced to every policy version at its GGUF `type`.
+   */
+  engine?: EmbeddedOptions["engine"];
+  /** Loss fields of a cell on top of `{kind: "ppo"}` (e.g. a mismatch correction). */
+  cellLoss?: (cell: Cell) => Partial<LossConfig>;
   log?: (line: string) => void;
 }
 
@@ -297,6 +306,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
     tokenizer,
     concurrency: options.concurrency ?? 16,
     threads: options.threads ?? 2,
+    ...(options.engine ? { engine: options.engine } : {}),
     registry: {
       dataDir,
       extra: {
@@ -374,6 +384,7 @@ export async function startLoopCells(options: LoopCellOptions = {}): Promise<Loo
       normalization: { mode: cell.normalization },
       optimizer: { lr: s.lr, warmup_steps: s.warmup_steps },
       ppo_epochs: s.ppo_epochs,
+      ...(options.cellLoss ? { loss: { kind: "ppo", ...options.cellLoss(cell) } } : {}),
       // Short rows: CPU attention cost grows with the row length squared.
       micro_token_budget: 1024,
       schedule: { mode: "sync", poll_ms: 50 },

@@ -1,0 +1,539 @@
+/**
+ * The training–inference mismatch grid (issue #34, item 2): the loop cells of the ablation grid
+ * (`loop_cell.ts`, split arithmetic, SFT warm start, held-out CRN evaluation) sampling through
+ * the llama.cpp engine at a GGUF precision, trained under a behaviour correction, against the
+ * f32 engine without correction as the reference.
+ *
+ * Settings: `f32/none` (reference), `q8_0/none`, `q8_0/tis` (TIS cap 2), `q8_0/seq_is` (masked
+ * sequence-level IS, [0.99, 1.01]), `q8_0/icepop` (token masking outside [0.5, 2]); every cell
+ * uses `old_logprobs: "recompute"` (π_old is the trainer's own π_prox, μ the engine's logprobs,
+ * so the corrections see the mismatch). Common random numbers: cell seed s seeds the training
+ * rollouts (`rollout_seeds`) and the evaluation rollouts the same in every setting, llama.cpp
+ * runs 1 slot and 1 thread (bit-reproducible batches), so two settings of one seed differ only
+ * by the engine's numerics and the correction, and are compared paired by seed.
+ *
+ * ```sh
+ * deno task mismatch:grid --pilot     # 2 seeds per setting → experiments/results/mismatch_grid/
+ * deno task mismatch:grid --plan      # the power calculation on the pilot
+ * deno task mismatch:grid --seeds 4   # extend to 4 seeds (done cells are kept)
+ * ```
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { meanCi } from "../lib/util/stats.ts";
+import type { LossConfig } from "../lib/schema.ts";
+import type { LoopStepMetrics } from "../lib/loop/schema.ts";
+import { CELL_SETTINGS, type LoopCellSettings, startLoopCells } from "./loop_cell.ts";
+import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
+import { DEFAULT_RESULTS_DIR } from "./results.ts";
+import { detectableEffect, seedsFor } from "./power.ts";
+import type { Cell } from "./grid.ts";
+
+/** The engine precisions the grid samples at. */
+export type Precision = "f32" | "f16" | "q8_0";
+
+/** The behaviour corrections, as loss fields (all with `old_logprobs: "recompute"`). */
+export const CORRECTIONS: Record<string, Partial<LossConfig>> = {
+  none: {},
+  tis: { tis_cap: 2 },
+  seq_is: { seq_is_band: [0.99, 1.01] },
+  icepop: { token_ratio_band: [0.5, 2] },
+};
+
+/** One setting of the grid: the engine's precision and the correction. */
+export interface MismatchSetting {
+  engine: Precision;
+  correction: keyof typeof CORRECTIONS;
+}
+
+/** The reference: the f32 engine (the trainer's numerics up to kernel order), no correction. */
+export const REFERENCE: MismatchSetting = { engine: "f32", correction: "none" };
+
+/** The settings compared with the reference. */
+export const SETTINGS: readonly MismatchSetting[] = [
+  REFERENCE,
+  { engine: "q8_0", correction: "none" },
+  { engine: "q8_0", correction: "tis" },
+  { engine: "q8_0", correction: "seq_is" },
+  { engine: "q8_0", correction: "icepop" },
+];
+
+/** `<engine>/<correction>`. */
+export function settingName(s: MismatchSetting): string {
+  return `${s.engine}/${s.correction}`;
+}
+
+/**
+ * The cells, cut to the CPU this grid may use (about 40 CPU-minutes next to another grid on 2
+ * cores): the ablation cells' recipe (SFT 300 steps, 2 training questions, 2 groups × 8
+ * rollouts, 4 PPO epochs, lr 3e-4 after a 12-step warmup) for 6 RL steps, and 64 CRN
+ * evaluation rollouts on held-out questions (the primary score) and 64 on the training ones,
+ * before RL and after the last step.
+ */
+export const GRID_BASE: Partial<LoopCellSettings> = {
+  steps: 6,
+  heldout_tasks: 64,
+  val_tasks: 64,
+};
+
+/** The code behind the results (`provenance.ts`). */
+export const MISMATCH_GRID_CODE: CodeSpecInput = {
+  entries: ["experiments/mismatch_grid.ts"],
+  extra: ["lib/trainer/worker/reins_worker/*.py"],
+  data: ["data/tokenizers/char/*.json"],
+};
+
+/**
+ * The SFT warm start's cache tag: the warm start is the loop cells' (`loop_cell.ts`) and the
+ * worker's, not this file's, so editing the grid's summary code does not retrain it.
+ */
+const SFT_CACHE_TAG = "mismatch-grid";
+
+const TOKENIZER_DIR = decodeURIComponent(
+  new URL("../data/tokenizers/char/", import.meta.url).pathname,
+);
+
+/** A finished cell as stored in `<engine>/<correction>-s<seed>/result.json`. */
+export interface MismatchCellResult {
+  setting: string;
+  engine: Precision;
+  correction: string;
+  seed: number;
+  seconds: number;
+  start_heldout_reward: number | null;
+  final_heldout_reward: number | null;
+  start_val_reward: number | null;
+  final_val_reward: number | null;
+  metrics: LoopStepMetrics[];
+}
+
+function cellOf(s: MismatchSetting, seed: number): Cell {
+  return {
+    id: `${s.correction}-s${seed}`,
+    setting: settingName(s),
+    advantage: "rollout",
+    normalization: "rollout_token_mean",
+    merge: "prefix_merge",
+    seed,
+    env: "split-arithmetic",
+  } as Cell;
+}
+
+/** Where a cell's files go. */
+export function cellPath(root: string, s: MismatchSetting, seed: number): string {
+  return `${root}/${s.engine}/${s.correction}-s${seed}`;
+}
+
+async function readCell(path: string): Promise<MismatchCellResult | null> {
+  try {
+    return JSON.parse(await Deno.readTextFile(`${path}/result.json`)) as MismatchCellResult;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  }
+}
+
+/** Every stored cell of the grid under `root`. */
+export async function readMismatchGrid(root: string): Promise<MismatchCellResult[]> {
+  const out: MismatchCellResult[] = [];
+  for (const s of [...SETTINGS, ...F16_SETTINGS]) {
+    for (let seed = 0; seed < 64; seed++) {
+      const r = await readCell(cellPath(root, s, seed));
+      if (r) out.push(r);
+    }
+  }
+  return out;
+}
+
+/** The f16 settings, run only with `--f16` (when the budget allows). */
+export const F16_SETTINGS: readonly MismatchSetting[] = [{ engine: "f16", correction: "none" }];
+
+/** Options of {@link runCells}. */
+export interface RunCellsOptions {
+  root: string;
+  settings: readonly MismatchSetting[];
+  seeds: readonly number[];
+  base?: Partial<LoopCellSettings>;
+  cacheTag?: string;
+  /** Stop starting cells after this many seconds. */
+  budgetS?: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * Runs the pending cells seed by seed (seed 0 of every setting, then seed 1, …, so that a grid
+ * stopped early stays balanced), one engine stack per precision at a time, one cell at a time.
+ */
+export async function runCells(options: RunCellsOptions): Promise<MismatchCellResult[]> {
+  const log = options.log ?? (() => {});
+  const base = { ...GRID_BASE, ...options.base };
+  const t0 = performance.now();
+  const done: MismatchCellResult[] = [];
+  for (const seed of options.seeds) {
+    for (const engine of new Set(options.settings.map((s) => s.engine))) {
+      const pending = [];
+      for (const s of options.settings.filter((x) => x.engine === engine)) {
+        if (!(await readCell(cellPath(options.root, s, seed)))) pending.push(s);
+      }
+      if (pending.length === 0) continue;
+      if (options.budgetS !== undefined && (performance.now() - t0) / 1000 > options.budgetS) {
+        log(`[mismatch-grid] budget of ${options.budgetS}s spent: stopping before seed ${seed}`);
+        return done;
+      }
+      await using cells = await startLoopCells({
+        concurrency: 8,
+        threads: 1,
+        rolloutSeeds: true,
+        engine: {
+          kind: "llama_cpp",
+          tokenizerDir: TOKENIZER_DIR,
+          type: engine,
+          slots: 1,
+          threads: 1,
+        },
+        cellLoss: (cell) => {
+          const correction = cell.id.replace(/-s\d+$/, "");
+          return { old_logprobs: "recompute", ...CORRECTIONS[correction] };
+        },
+        ...(options.cacheTag ? { cacheTag: options.cacheTag } : {}),
+        log,
+      });
+      for (const s of pending) {
+        const dir = cellPath(options.root, s, seed);
+        await Deno.mkdir(dir, { recursive: true });
+        const started = performance.now();
+        const out = await cells.runner(cellOf(s, seed), {
+          grid: { name: `mm-${engine}`, base } as unknown as Parameters<
+            typeof cells.runner
+          >[1]["grid"],
+          dir,
+        });
+        const result: MismatchCellResult = {
+          setting: settingName(s),
+          engine: s.engine,
+          correction: s.correction,
+          seed,
+          seconds: (performance.now() - started) / 1000,
+          start_heldout_reward: out.start_heldout_reward ?? null,
+          final_heldout_reward: out.final_heldout_reward ?? null,
+          start_val_reward: out.start_val_reward ?? null,
+          final_val_reward: out.final_val_reward ?? null,
+          metrics: out.metrics as unknown as LoopStepMetrics[],
+        };
+        await Deno.writeTextFile(`${dir}/config.json`, JSON.stringify(out.config) + "\n");
+        await Deno.writeTextFile(`${dir}/result.json`, JSON.stringify(result) + "\n");
+        log(
+          `[mismatch-grid] ${
+            settingName(s)
+          } seed ${seed}: held-out ${result.final_heldout_reward} ` +
+            `(start ${result.start_heldout_reward}) in ${result.seconds.toFixed(0)}s`,
+        );
+        done.push(result);
+      }
+    }
+  }
+  return done;
+}
+
+/** A paired difference to the reference over seeds. */
+export interface PairedDiff {
+  mean: number;
+  ci95: number;
+  sd: number;
+  n: number;
+}
+
+/** A setting's summary: final scores, the paired difference to the reference, the costs. */
+export interface SettingSummary {
+  setting: string;
+  seeds: number;
+  heldout: { mean: number; ci95: number };
+  train_questions: { mean: number; ci95: number };
+  /** Final held-out reward minus the reference's, paired by seed (null: the reference). */
+  diff: PairedDiff | null;
+  verdict: string;
+  /** The same on the training questions' evaluation (the second score). */
+  diff_train_questions: PairedDiff | null;
+  verdict_train_questions: string;
+  /** Corrections' costs over every step of every seed. */
+  masked_tokens: number;
+  trained_tokens: number;
+  masked_share: number;
+  masked_sequences: number;
+  ess_mean: number;
+  ess_min: number;
+  /** The engine–trainer mismatch the cells trained under (mean over steps and seeds). */
+  pearson_prob: number;
+  mean_abs_dp: number;
+  k3_kl: number;
+  max_abs_dlogprob: number;
+  /** Mean per-step reward (training rollouts) by step, with its CI over seeds. */
+  curve: { mean: number; ci95: number }[];
+}
+
+/** The summary of the grid. */
+export interface GridSummary {
+  reference: string;
+  settings: SettingSummary[];
+  /** Pooled SD of the paired differences (settings vs reference) and its power. */
+  paired_sd: number | null;
+  seeds: number;
+  detectable_effect: number | null;
+  /** The same for the training questions' score. */
+  paired_sd_train_questions: number | null;
+  detectable_effect_train_questions: number | null;
+  cell_seconds_mean: number;
+  power_line: string;
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
+
+/** Summarises the cells (pairs by seed against the reference). */
+export function summariseGrid(cells: readonly MismatchCellResult[]): GridSummary {
+  const names = [...new Set(cells.map((c) => c.setting))];
+  const ref = settingName(REFERENCE);
+  type Score = "final_heldout_reward" | "final_val_reward";
+  const diffs: Record<Score, number[][]> = { final_heldout_reward: [], final_val_reward: [] };
+  const paired = (mine: MismatchCellResult[], score: Score): [PairedDiff | null, string] => {
+    const refBySeed = new Map(
+      cells.filter((c) => c.setting === ref).map((c) => [c.seed, c[score]]),
+    );
+    const d = mine.flatMap((c) => {
+      const r = refBySeed.get(c.seed);
+      const x = c[score];
+      return r !== undefined && r !== null && x !== null ? [x - r] : [];
+    });
+    if (d.length < 2) return [null, "too few paired seeds"];
+    const m = meanCi(d);
+    diffs[score].push(d);
+    const verdict = Math.abs(m.mean) > m.ci95
+      ? (m.mean > 0 ? "higher than the reference" : "lower than the reference")
+      : "no detectable difference";
+    return [{ mean: m.mean, ci95: m.ci95, sd: m.std, n: d.length }, verdict];
+  };
+  const settings = names.map((name): SettingSummary => {
+    const mine = cells.filter((c) => c.setting === name).sort((a, b) => a.seed - b.seed);
+    const finals = mine.map((c) => c.final_heldout_reward).filter((x): x is number => x !== null);
+    const trainQ = mine.map((c) => c.final_val_reward).filter((x): x is number => x !== null);
+    const h = meanCi(finals);
+    const t = meanCi(trainQ);
+    const [diff, verdict] = name === ref
+      ? [null, "reference"]
+      : paired(mine, "final_heldout_reward");
+    const [diffTrain, verdictTrain] = name === ref
+      ? [null, "reference"]
+      : paired(mine, "final_val_reward");
+    const steps = mine.flatMap((c) => c.metrics);
+    const masked = steps.reduce((a, m) => a + (m.is_masked_tokens ?? 0), 0);
+    const trained = steps.reduce((a, m) => a + m.trained_tokens, 0);
+    const nSteps = Math.max(0, ...mine.map((c) => c.metrics.length));
+    const curve = Array.from({ length: nSteps }, (_, k) => {
+      const c = meanCi(mine.flatMap((x) => (x.metrics[k] ? [x.metrics[k].reward_mean] : [])));
+      return { mean: c.mean, ci95: c.ci95 };
+    });
+    const aligned = steps.filter((m) => m.alignment_tokens > 0);
+    return {
+      setting: name,
+      seeds: mine.length,
+      heldout: { mean: h.mean, ci95: h.ci95 },
+      train_questions: { mean: t.mean, ci95: t.ci95 },
+      diff,
+      verdict,
+      diff_train_questions: diffTrain,
+      verdict_train_questions: verdictTrain,
+      masked_tokens: masked,
+      trained_tokens: trained,
+      masked_share: trained > 0 ? masked / trained : 0,
+      masked_sequences: steps.reduce((a, m) => a + (m.is_masked_sequences ?? 0), 0),
+      ess_mean: mean(steps.map((m) => m.is_ess ?? 1)),
+      ess_min: Math.min(1, ...steps.map((m) => m.is_ess ?? 1)),
+      pearson_prob: mean(aligned.map((m) => m.alignment_corr ?? 1)),
+      mean_abs_dp: mean(aligned.map((m) => m.alignment_mean_abs_dp)),
+      k3_kl: mean(aligned.map((m) => m.alignment_k3_kl)),
+      max_abs_dlogprob: Math.max(0, ...aligned.map((m) => m.alignment_max_abs_dlogprob)),
+      curve,
+    };
+  });
+  // Pooled SD of the paired differences (each setting's deviations from its own mean).
+  const pooled = (groups: number[][]) => {
+    let ss = 0;
+    let df = 0;
+    for (const d of groups) {
+      const m = mean(d);
+      ss += d.reduce((a, x) => a + (x - m) ** 2, 0);
+      df += d.length - 1;
+    }
+    return df > 0 ? Math.sqrt(ss / df) : null;
+  };
+  const seeds = Math.min(...settings.map((s) => s.seeds));
+  const comparisons = Math.max(1, settings.length - 1);
+  const detect = (sd: number | null) =>
+    sd !== null && seeds >= 2
+      ? detectableEffect(seeds, { sd, design: "paired", comparisons })
+      : null;
+  const pairedSd = pooled(diffs.final_heldout_reward);
+  const pairedSdTrain = pooled(diffs.final_val_reward);
+  const detectable = detect(pairedSd);
+  const detectableTrain = detect(pairedSdTrain);
+  const powerLine = pairedSd === null || detectable === null || pairedSdTrain === null ||
+      detectableTrain === null
+    ? "power: not enough paired seeds"
+    : `power: with ${seeds} seeds per setting, paired by seed, at 80% power and α = 0.05 / ` +
+      `${comparisons} comparisons the grid detects a difference to the reference of ` +
+      `${detectable.toFixed(3)} in final held-out reward (paired SD ${pairedSd.toFixed(3)}) and ` +
+      `${detectableTrain.toFixed(3)} on the training questions (paired SD ${
+        pairedSdTrain.toFixed(3)
+      })`;
+  return {
+    reference: ref,
+    settings,
+    paired_sd: pairedSd,
+    seeds,
+    detectable_effect: detectable,
+    paired_sd_train_questions: pairedSdTrain,
+    detectable_effect_train_questions: detectableTrain,
+    cell_seconds_mean: mean(cells.map((c) => c.seconds)),
+    power_line: powerLine,
+  };
+}
+
+/**
+ * The power calculation on the pilot: seeds for 80% power at the smallest effect worth
+ * detecting (`effect`, default 0.05 held-out reward), and what fits `budgetS` of cell time.
+ */
+export function planSeeds(
+  summary: GridSummary,
+  effect = 0.05,
+  budgetS = 40 * 60,
+): { seeds_for_effect: Record<string, number | null>; seeds_in_budget: number; lines: string[] } {
+  const comparisons = Math.max(1, summary.settings.length - 1);
+  const perSeed = summary.cell_seconds_mean * summary.settings.length;
+  const inBudget = Math.max(2, Math.floor(budgetS / Math.max(1, perSeed)));
+  const lines = [
+    `cell ${summary.cell_seconds_mean.toFixed(0)} s; seeds that fit ${(budgetS / 60).toFixed(0)} ` +
+    `min of cells: ${inBudget} (${perSeed.toFixed(0)} s per seed over ${summary.settings.length} ` +
+    "settings)",
+  ];
+  const forEffect: Record<string, number | null> = {};
+  for (
+    const [score, sd] of [
+      ["held-out", summary.paired_sd],
+      ["training questions", summary.paired_sd_train_questions],
+    ] as const
+  ) {
+    let n: number | null = null;
+    if (sd !== null && sd > 0) {
+      try {
+        n = seedsFor(effect, { sd, design: "paired", comparisons }, 0.8, 100_000);
+      } catch {
+        n = null;
+      }
+    }
+    forEffect[score] = n;
+    lines.push(
+      `${score}: pilot paired SD ${sd?.toFixed(4) ?? "n/a"}; seeds for 80% power at ${effect} ` +
+        `(α 0.05 / ${comparisons}): ${n ?? (sd === 0 ? "2 (no spread)" : "n/a")}; with ` +
+        `${inBudget} seeds the detectable effect is ${
+          sd !== null
+            ? detectableEffect(inBudget, { sd, design: "paired", comparisons }).toFixed(3)
+            : "n/a"
+        }`,
+    );
+  }
+  return { seeds_for_effect: forEffect, seeds_in_budget: inBudget, lines };
+}
+
+/** The grid's results folder. */
+export function mismatchGridDir(results: string = DEFAULT_RESULTS_DIR): string {
+  return `${results}/mismatch_grid`;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      pilot: { type: "boolean", default: false },
+      plan: { type: "boolean", default: false },
+      quick: { type: "boolean", default: false },
+      seeds: { type: "string" },
+      f16: { type: "boolean", default: false },
+      "budget-min": { type: "string", default: "40" },
+      results: { type: "string", default: DEFAULT_RESULTS_DIR },
+    },
+  });
+  const root = mismatchGridDir(values.results);
+  const code = await codeFingerprint(MISMATCH_GRID_CODE);
+  const log = (l: string) => console.log(l);
+  if (values.quick) {
+    const quickRoot = await Deno.makeTempDir({ prefix: "reins_mismatch_grid_" });
+    const out = await runCells({
+      root: quickRoot,
+      settings: [{ engine: "q8_0", correction: "seq_is" }],
+      seeds: [0],
+      base: { steps: 2, heldout_tasks: 8, val_tasks: 8 },
+      cacheTag: SFT_CACHE_TAG,
+      log,
+    });
+    console.log(JSON.stringify(summariseGrid(out).settings[0], null, 1));
+    return;
+  }
+  const settings = [...SETTINGS, ...(values.f16 ? F16_SETTINGS : [])];
+  if (!values.plan) {
+    const n = values.pilot ? 2 : Number(values.seeds ?? "2");
+    if (!Number.isInteger(n) || n < 2) throw new Error("--seeds: expected an integer ≥ 2");
+    await runCells({
+      root,
+      settings,
+      seeds: Array.from({ length: n }, (_, i) => i),
+      cacheTag: SFT_CACHE_TAG,
+      budgetS: Number(values["budget-min"]) * 60,
+      log,
+    });
+  }
+  const cells = await readMismatchGrid(root);
+  const summary = summariseGrid(cells);
+  const plan = planSeeds(summary, 0.05, Number(values["budget-min"]) * 60);
+  for (const line of plan.lines.filter(Boolean)) console.log(`[plan] ${line}`);
+  if (!values.plan) {
+    await Deno.writeTextFile(
+      `${root}/results.json`,
+      JSON.stringify({ summary, plan, base: { ...CELL_SETTINGS, ...GRID_BASE } }, null, 1) + "\n",
+    );
+    await writeProvenance(root, {
+      command: `deno task mismatch:grid ${values.pilot ? "--pilot" : `--seeds ${values.seeds}`}`,
+      config: { settings, corrections: CORRECTIONS, base: { ...CELL_SETTINGS, ...GRID_BASE } },
+      code,
+    });
+  }
+  for (const s of summary.settings) {
+    const d = s.diff
+      ? ` diff ${s.diff.mean >= 0 ? "+" : ""}${s.diff.mean.toFixed(3)} ± ${s.diff.ci95.toFixed(3)}`
+      : "";
+    const dt = s.diff_train_questions
+      ? ` diff ${s.diff_train_questions.mean >= 0 ? "+" : ""}${
+        s.diff_train_questions.mean.toFixed(3)
+      } ± ${s.diff_train_questions.ci95.toFixed(3)}`
+      : "";
+    console.log(
+      `${s.setting}: held-out ${s.heldout.mean.toFixed(3)} ± ${s.heldout.ci95.toFixed(3)} ` +
+        `(n=${s.seeds})${d} — ${s.verdict}; training questions ` +
+        `${s.train_questions.mean.toFixed(3)} ± ${s.train_questions.ci95.toFixed(3)}${dt} — ` +
+        `${s.verdict_train_questions}; masked ${s.masked_tokens}/${s.trained_tokens} tokens ` +
+        `(${s.masked_sequences} sequences), ESS ${s.ess_mean.toFixed(5)} (min ${
+          s.ess_min.toFixed(5)
+        })`,
+    );
+  }
+  console.log(summary.power_line);
+}
+
+if (import.meta.main) {
+  try {
+    await main();
+    Deno.exit(0); // llama.cpp's addon keeps the event loop alive
+  } catch (error) {
+    console.error(`error: ${error instanceof Error ? error.stack : error}`);
+    Deno.exit(2);
+  }
+}
