@@ -9,6 +9,7 @@
  * | `torch_testbed` | the torch testbed through the real worker's PPO loss, 2 seeds × 2 steps, 1 thread | per seed and setting: the success trace |
  * | `loop_cell`     | one grid cell on the full stack (SFT warm start, 2 RL steps, seeded rollouts, 1 torch thread, a 4-rollout CRN evaluation) | per step: rewards, losses, entropy, gradient norm, advantages, tokens; every trained rollout's reward and sample lengths; the evaluation's rewards |
  * | `mismatch`      | the mismatch study (`mismatch.ts`) at one checkpoint: a few SFT steps, llama.cpp on f32 and q8_0 exports, a few seeded calls, 1 thread, 1 slot | per engine: every sampled id, the engine's and the trainer's logprobs, the pooled metrics |
+ * | `mismatch_grid` | one cell of the mismatch grid (`mismatch_grid.ts`): the loop-cell canary sampling through llama.cpp at a GGUF precision (1 slot, 1 thread) under a correction | per step: the loop-cell fields, the engine–trainer mismatch and the correction's masked tokens and ESS; the evaluation's rewards |
  *
  * The loop cell's canary seeds its training rollouts (`rollout_seeds`): the grid's cells
  * sampled them unseeded, so only the canary is reproducible bit for bit; it runs the same code.
@@ -64,6 +65,15 @@ export const CanarySpecSchema = z.discriminatedUnion("kind", [
     prompts: z.number().int().min(1).max(8),
     max_tokens: z.number().int().min(1).max(64),
     engines: z.array(z.enum(["torch", "f32", "f16", "q8_0"])).min(1),
+  }).strict(),
+  z.object({
+    kind: z.literal("mismatch_grid"),
+    engine: z.enum(["f32", "f16", "q8_0"]),
+    /** A correction of `mismatch_grid.ts` `CORRECTIONS` (`none`, `tis`, `seq_is`, `icepop`). */
+    correction: z.string().min(1),
+    seed: z.number().int().min(0),
+    /** Overrides of the cell settings (`loop_cell.ts` `CELL_SETTINGS`). */
+    base: z.record(z.string(), z.number()),
   }).strict(),
 ]);
 /** What a canary runs. */
@@ -131,6 +141,28 @@ export const MISMATCH_CANARY: CanarySpec = {
 };
 
 /**
+ * The canary of the mismatch grid: a short q8_0 cell under TIS (the one correction that changes
+ * the weights when nothing is masked), seeded rollouts, a 4-rollout CRN evaluation.
+ */
+export const MISMATCH_GRID_CANARY: CanarySpec = {
+  kind: "mismatch_grid",
+  engine: "q8_0",
+  correction: "tis",
+  seed: 0,
+  base: {
+    steps: 2,
+    // A short warm start: the canary checks the computation, not the policy's quality.
+    sft_steps: 20,
+    group_size: 4,
+    groups_per_step: 1,
+    val_tasks: 4,
+    heldout_tasks: 0,
+    ppo_epochs: 2,
+    warmup_steps: 2,
+  },
+};
+
+/**
  * The first place where two JSON values differ, as a path with both values (null: equal).
  * Numbers are compared with `Object.is`: exact, `-0` ≠ `0`.
  *
@@ -188,6 +220,8 @@ export async function runCanary(spec: CanarySpec): Promise<unknown> {
       return await loopCellCanary(spec);
     case "mismatch":
       return await mismatchCanary(spec);
+    case "mismatch_grid":
+      return await loopCellCanary(spec);
   }
 }
 
@@ -267,10 +301,28 @@ const LOOP_FIELDS = [
   "break_reasons",
 ] as const;
 
+/** What a mismatch-grid canary records on top: the mismatch and the correction's cost. */
+const MISMATCH_FIELDS = [
+  "alignment_mean_abs_dp",
+  "alignment_max_abs_dlogprob",
+  "alignment_k3_kl",
+  "is_masked_tokens",
+  "is_masked_sequences",
+  "is_ess",
+] as const;
+
 async function loopCellCanary(
-  spec: Extract<CanarySpec, { kind: "loop_cell" }>,
+  spec: Extract<CanarySpec, { kind: "loop_cell" | "mismatch_grid" }>,
 ): Promise<unknown> {
   const { startLoopCells } = await import("./loop_cell.ts");
+  const mm = spec.kind === "mismatch_grid" ? await import("./mismatch_grid.ts") : null;
+  if (spec.kind === "mismatch_grid" && !(spec.correction in mm!.CORRECTIONS)) {
+    throw new Error(
+      `canary.correction: "${spec.correction}" is none of ${
+        Object.keys(mm!.CORRECTIONS).join(", ")
+      }`,
+    );
+  }
   const work = await Deno.makeTempDir({ prefix: "reins_canary_" });
   try {
     await using cells = await startLoopCells({
@@ -279,8 +331,30 @@ async function loopCellCanary(
       threads: 1,
       concurrency: 1,
       rolloutSeeds: true,
+      ...(spec.kind === "mismatch_grid" && mm
+        ? {
+          engine: {
+            kind: "llama_cpp" as const,
+            tokenizerDir: decodeURIComponent(
+              new URL("../data/tokenizers/char/", import.meta.url).pathname,
+            ),
+            type: spec.engine,
+            slots: 1,
+            threads: 1,
+          },
+          cellLoss: () => ({
+            old_logprobs: "recompute" as const,
+            ...mm.CORRECTIONS[spec.correction],
+          }),
+        }
+        : {}),
     });
-    const setting: Setting = spec.setting;
+    const setting: Setting = spec.kind === "loop_cell"
+      ? spec.setting
+      : { advantage: "rollout", normalization: "rollout_token_mean" };
+    const fields = spec.kind === "mismatch_grid"
+      ? [...LOOP_FIELDS, ...MISMATCH_FIELDS]
+      : LOOP_FIELDS;
     const cell = {
       id: `canary-${settingLabel(setting).replace("/", "-")}-s${spec.seed}`,
       setting: settingLabel(setting),
@@ -301,7 +375,7 @@ async function loopCellCanary(
       .map((l) => JSON.parse(l) as { step: number; rollouts: { rollout_id: string }[] });
     return {
       steps: output.metrics.map((m) =>
-        Object.fromEntries(LOOP_FIELDS.map((k) => [k, (m as Record<string, unknown>)[k] ?? null]))
+        Object.fromEntries(fields.map((k) => [k, (m as Record<string, unknown>)[k] ?? null]))
       ),
       batches: batches.map((b) => ({
         step: b.step,

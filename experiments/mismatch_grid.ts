@@ -16,6 +16,7 @@
  * deno task mismatch:grid --pilot     # 2 seeds per setting → experiments/results/mismatch_grid/
  * deno task mismatch:grid --plan      # the power calculation on the pilot
  * deno task mismatch:grid --seeds 4   # extend to 4 seeds (done cells are kept)
+ * deno task mismatch:grid --summarise # rewrite results.json, provenance and canary from the cells
  * ```
  *
  * @module
@@ -455,6 +456,7 @@ async function main(): Promise<void> {
     options: {
       pilot: { type: "boolean", default: false },
       plan: { type: "boolean", default: false },
+      summarise: { type: "boolean", default: false },
       quick: { type: "boolean", default: false },
       seeds: { type: "string" },
       f16: { type: "boolean", default: false },
@@ -479,7 +481,7 @@ async function main(): Promise<void> {
     return;
   }
   const settings = [...SETTINGS, ...(values.f16 ? F16_SETTINGS : [])];
-  if (!values.plan) {
+  if (!values.plan && !values.summarise) {
     const n = values.pilot ? 2 : Number(values.seeds ?? "2");
     if (!Number.isInteger(n) || n < 2) throw new Error("--seeds: expected an integer ≥ 2");
     await runCells({
@@ -500,11 +502,21 @@ async function main(): Promise<void> {
       `${root}/results.json`,
       JSON.stringify({ summary, plan, base: { ...CELL_SETTINGS, ...GRID_BASE } }, null, 1) + "\n",
     );
+    const seeds = Math.max(...cells.map((c) => c.seed)) + 1;
     await writeProvenance(root, {
-      command: `deno task mismatch:grid ${values.pilot ? "--pilot" : `--seeds ${values.seeds}`}`,
+      command: `deno task mismatch:grid ${values.pilot ? "--pilot" : `--seeds ${seeds}`}`,
       config: { settings, corrections: CORRECTIONS, base: { ...CELL_SETTINGS, ...GRID_BASE } },
       code,
+      ...(values.summarise
+        ? {
+          note:
+            "summarised from the stored cells (`--summarise`); the canary checks the cells' code",
+        }
+        : {}),
     });
+    const { MISMATCH_GRID_CANARY, recordCanary } = await import("./canary.ts");
+    await recordCanary(root, MISMATCH_GRID_CANARY);
+    console.log(`[mismatch-grid] results, provenance and canary in ${root}`);
   }
   for (const s of summary.settings) {
     const d = s.diff
