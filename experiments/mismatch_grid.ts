@@ -182,25 +182,27 @@ export async function runCells(options: RunCellsOptions): Promise<MismatchCellRe
         log(`[mismatch-grid] budget of ${options.budgetS}s spent: stopping before seed ${seed}`);
         return done;
       }
-      await using cells = await startLoopCells({
-        concurrency: 8,
-        threads: 1,
-        rolloutSeeds: true,
-        engine: {
-          kind: "llama_cpp",
-          tokenizerDir: TOKENIZER_DIR,
-          type: engine,
-          slots: 1,
-          threads: 1,
-        },
-        cellLoss: (cell) => {
-          const correction = cell.id.replace(/-s\d+$/, "");
-          return { old_logprobs: "recompute", ...CORRECTIONS[correction] };
-        },
-        ...(options.cacheTag ? { cacheTag: options.cacheTag } : {}),
-        log,
-      });
       for (const s of pending) {
+        // A stack per cell: every cell restarts the policy from the warm start's version, and the
+        // engine refuses to go back to an older version than the one it serves.
+        await using cells = await startLoopCells({
+          concurrency: 8,
+          threads: 1,
+          rolloutSeeds: true,
+          engine: {
+            kind: "llama_cpp",
+            tokenizerDir: TOKENIZER_DIR,
+            type: engine,
+            slots: 1,
+            threads: 1,
+          },
+          cellLoss: (cell) => {
+            const correction = cell.id.replace(/-s\d+$/, "");
+            return { old_logprobs: "recompute", ...CORRECTIONS[correction] };
+          },
+          ...(options.cacheTag ? { cacheTag: options.cacheTag } : {}),
+          log,
+        });
         const dir = cellPath(options.root, s, seed);
         await Deno.mkdir(dir, { recursive: true });
         const started = performance.now();
