@@ -286,6 +286,13 @@ export interface GridSummary {
   /** The same for the training questions' score. */
   paired_sd_train_questions: number | null;
   detectable_effect_train_questions: number | null;
+  /**
+   * The between-seed SD of the final held-out and training-question scores (pooled within
+   * settings) and the effect an unpaired design would detect with it: the bound that still holds
+   * when the paired differences are all 0 (the settings sampled the same tokens).
+   */
+  seed_sd: { heldout: number | null; train_questions: number | null };
+  detectable_effect_unpaired: { heldout: number | null; train_questions: number | null };
   cell_seconds_mean: number;
   power_line: string;
 }
@@ -375,6 +382,22 @@ export function summariseGrid(cells: readonly MismatchCellResult[]): GridSummary
     sd !== null && seeds >= 2
       ? detectableEffect(seeds, { sd, design: "paired", comparisons })
       : null;
+  const bySetting = (score: Score) =>
+    names.map((n) =>
+      cells.filter((c) => c.setting === n).map((c) => c[score]).filter((x): x is number =>
+        x !== null
+      )
+    ).filter((xs) => xs.length >= 2);
+  const seedSd = {
+    heldout: pooled(bySetting("final_heldout_reward")),
+    train_questions: pooled(bySetting("final_val_reward")),
+  };
+  const unpaired = (sd: number | null) =>
+    sd !== null && seeds >= 2 ? detectableEffect(seeds, { sd, comparisons }) : null;
+  const detectableUnpaired = {
+    heldout: unpaired(seedSd.heldout),
+    train_questions: unpaired(seedSd.train_questions),
+  };
   const pairedSd = pooled(diffs.final_heldout_reward);
   const pairedSdTrain = pooled(diffs.final_val_reward);
   const detectable = detect(pairedSd);
@@ -387,6 +410,12 @@ export function summariseGrid(cells: readonly MismatchCellResult[]): GridSummary
       `${detectable.toFixed(3)} in final held-out reward (paired SD ${pairedSd.toFixed(3)}) and ` +
       `${detectableTrain.toFixed(3)} on the training questions (paired SD ${
         pairedSdTrain.toFixed(3)
+      }); an unpaired design would detect ${
+        detectableUnpaired.heldout?.toFixed(3) ?? "n/a"
+      } held-out and ${
+        detectableUnpaired.train_questions?.toFixed(3) ?? "n/a"
+      } on the training questions (between-seed SD ${seedSd.heldout?.toFixed(3) ?? "n/a"} and ${
+        seedSd.train_questions?.toFixed(3) ?? "n/a"
       })`;
   return {
     reference: ref,
@@ -396,6 +425,8 @@ export function summariseGrid(cells: readonly MismatchCellResult[]): GridSummary
     detectable_effect: detectable,
     paired_sd_train_questions: pairedSdTrain,
     detectable_effect_train_questions: detectableTrain,
+    seed_sd: seedSd,
+    detectable_effect_unpaired: detectableUnpaired,
     cell_seconds_mean: mean(cells.map((c) => c.seconds)),
     power_line: powerLine,
   };
@@ -441,6 +472,27 @@ export function planSeeds(
           sd !== null
             ? detectableEffect(inBudget, { sd, design: "paired", comparisons }).toFixed(3)
             : "n/a"
+        }`,
+    );
+  }
+  for (
+    const [score, sd] of [
+      ["held-out", summary.seed_sd.heldout],
+      ["training questions", summary.seed_sd.train_questions],
+    ] as const
+  ) {
+    if (sd === null || !(sd > 0)) continue;
+    let n: number | null = null;
+    try {
+      n = seedsFor(effect, { sd, comparisons }, 0.8, 100_000);
+    } catch {
+      n = null;
+    }
+    forEffect[`${score} (unpaired)`] = n;
+    lines.push(
+      `${score}, unpaired: between-seed SD ${sd.toFixed(4)}; seeds for 80% power at ${effect}: ` +
+        `${n ?? "n/a"}; with ${inBudget} seeds the detectable effect is ${
+          detectableEffect(inBudget, { sd, comparisons }).toFixed(3)
         }`,
     );
   }

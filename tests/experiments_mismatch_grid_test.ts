@@ -70,6 +70,7 @@ Deno.test("mismatch grid: paired differences, verdicts and the corrections' cost
   assert.deepEqual(ref.curve.map((c) => Number(c.mean.toFixed(12))), [0.5, 0.7]);
   assert.equal(g.seeds, 3);
   assert.ok(g.detectable_effect! > 0 && g.paired_sd! > 0);
+  assert.ok(g.seed_sd.heldout! > 0 && g.detectable_effect_unpaired.heldout! > g.detectable_effect!);
   assert.match(g.power_line, /with 3 seeds per setting/);
   const plan = planSeeds(g, 0.05, 1500);
   // 100 s per cell × 3 settings = 300 s per seed: 5 seeds fit 1500 s.
