@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { type MismatchCellResult, planSeeds, summariseGrid } from "../experiments/mismatch_grid.ts";
 import type { LoopStepMetrics } from "../lib/loop/schema.ts";
+import { detectableEffect } from "../experiments/power.ts";
 
 function step(reward: number, masked = 0, ess = 1): LoopStepMetrics {
   return {
@@ -70,7 +71,12 @@ Deno.test("mismatch grid: paired differences, verdicts and the corrections' cost
   assert.deepEqual(ref.curve.map((c) => Number(c.mean.toFixed(12))), [0.5, 0.7]);
   assert.equal(g.seeds, 3);
   assert.ok(g.detectable_effect! > 0 && g.paired_sd! > 0);
-  assert.ok(g.seed_sd.heldout! > 0 && g.detectable_effect_unpaired.heldout! > g.detectable_effect!);
+  // Between-seed SD pooled within settings: SS 0.02 + 0.0182 + 0.06 over 6 degrees of freedom.
+  assert.ok(Math.abs(g.seed_sd.heldout! - Math.sqrt((0.02 + 0.0182 + 0.06) / 6)) < 1e-12);
+  assert.equal(
+    g.detectable_effect_unpaired.heldout,
+    detectableEffect(3, { sd: g.seed_sd.heldout!, comparisons: 2 }),
+  );
   assert.match(g.power_line, /with 3 seeds per setting/);
   const plan = planSeeds(g, 0.05, 1500);
   // 100 s per cell × 3 settings = 300 s per seed: 5 seeds fit 1500 s.
