@@ -271,6 +271,13 @@ export interface SettingSummary {
   mean_abs_dp: number;
   k3_kl: number;
   max_abs_dlogprob: number;
+  /**
+   * Whether every seed of this correction trained exactly as the same engine without correction
+   * (every step's reward, loss and gradient norm, and both final scores equal): what a mask
+   * that never acts gives under common random numbers. Null for uncorrected settings or without
+   * a shared seed.
+   */
+  identical_to_uncorrected: boolean | null;
   /** Mean per-step reward (training rollouts) by step, with its CI over seeds. */
   curve: { mean: number; ci95: number }[];
 }
@@ -343,6 +350,22 @@ export function summariseGrid(cells: readonly MismatchCellResult[]): GridSummary
       return { mean: c.mean, ci95: c.ci95 };
     });
     const aligned = steps.filter((m) => m.alignment_tokens > 0);
+    const [engine, correction] = name.split("/");
+    const plain = cells.filter((c) => c.setting === `${engine}/none`);
+    const shared = mine.flatMap((c) => {
+      const p = plain.find((x) => x.seed === c.seed);
+      return p ? [[c, p] as const] : [];
+    });
+    const sameRun = (a: MismatchCellResult, b: MismatchCellResult) =>
+      a.final_heldout_reward === b.final_heldout_reward &&
+      a.final_val_reward === b.final_val_reward && a.metrics.length === b.metrics.length &&
+      a.metrics.every((m, k) =>
+        m.reward_mean === b.metrics[k].reward_mean && m.loss === b.metrics[k].loss &&
+        m.grad_norm === b.metrics[k].grad_norm
+      );
+    const identical = correction === "none" || shared.length === 0
+      ? null
+      : shared.every(([a, b]) => sameRun(a, b));
     return {
       setting: name,
       seeds: mine.length,
@@ -362,6 +385,7 @@ export function summariseGrid(cells: readonly MismatchCellResult[]): GridSummary
       mean_abs_dp: mean(aligned.map((m) => m.alignment_mean_abs_dp)),
       k3_kl: mean(aligned.map((m) => m.alignment_k3_kl)),
       max_abs_dlogprob: Math.max(0, ...aligned.map((m) => m.alignment_max_abs_dlogprob)),
+      identical_to_uncorrected: identical,
       curve,
     };
   });

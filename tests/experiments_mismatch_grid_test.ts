@@ -68,6 +68,16 @@ Deno.test("mismatch grid: paired differences, verdicts and the corrections' cost
   assert.ok(Math.abs(ice.ess_mean - 0.85) < 1e-12);
   assert.equal(ice.ess_min, 0.8);
   assert.equal(q8.masked_tokens, 0);
+  assert.equal(q8.identical_to_uncorrected, null); // uncorrected itself
+  assert.equal(ice.identical_to_uncorrected, false);
+  const twin = summariseGrid([
+    ...cells,
+    ...cells.filter((c) => c.setting === "q8_0/none").map((c) => ({
+      ...c,
+      setting: "q8_0/seq_is",
+    })),
+  ]).settings.find((s) => s.setting === "q8_0/seq_is")!;
+  assert.equal(twin.identical_to_uncorrected, true);
   assert.deepEqual(ref.curve.map((c) => Number(c.mean.toFixed(12))), [0.5, 0.7]);
   assert.equal(g.seeds, 3);
   assert.ok(g.detectable_effect! > 0 && g.paired_sd! > 0);
