@@ -60,7 +60,16 @@ export const SETTINGS: readonly MismatchSetting[] = [
   { engine: "q8_0", correction: "icepop" },
 ];
 
-/** `<engine>/<correction>`. */
+/**
+ * `<engine>/<correction>`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { REFERENCE, settingName } from "./mismatch_grid.ts";
+ * assert.equal(settingName(REFERENCE), "f32/none");
+ * ```
+ */
 export function settingName(s: MismatchSetting): string {
   return `${s.engine}/${s.correction}`;
 }
@@ -121,7 +130,16 @@ function cellOf(s: MismatchSetting, seed: number): Cell {
   } as Cell;
 }
 
-/** Where a cell's files go. */
+/**
+ * Where a cell's files go: `<root>/<engine>/<correction>-s<seed>`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cellPath } from "./mismatch_grid.ts";
+ * assert.equal(cellPath("r", { engine: "q8_0", correction: "tis" }, 1), "r/q8_0/tis-s1");
+ * ```
+ */
 export function cellPath(root: string, s: MismatchSetting, seed: number): string {
   return `${root}/${s.engine}/${s.correction}-s${seed}`;
 }
