@@ -1,12 +1,22 @@
 /**
  * The embedded store: one SQLite file per run through `node:sqlite`.
  *
- * Durability: WAL journal with `synchronous=FULL` by default, so a write is on disk (fsynced
- * WAL) before the gateway acknowledges it: it survives a SIGKILL of the gateway and also an OS
- * crash or power loss. `synchronous: "NORMAL"` is offered for throughput: with WAL it still
- * survives a killed process (the WAL pages are in the OS cache), but an OS crash may lose the
- * last transactions (never corrupt the file). Every write method is one `BEGIN IMMEDIATE`
- * transaction, so a second process on the same file waits instead of interleaving.
+ * Durability: WAL journal; with `synchronous: "FULL"` (the default) a write is on disk (the WAL
+ * fsynced) before the gateway acknowledges it: it survives a SIGKILL of the gateway and also an
+ * OS crash or power loss. The fsync does not run on the gateway's thread (issue #29: SQLite's
+ * own `synchronous=FULL` fsync held the event loop ~50 ms per commit on a loaded disk): the
+ * connection commits with SQLite's `NORMAL` (the WAL is written to the OS, not synced), then the
+ * group of operations the commit holds waits for an `fdatasync` of the WAL file that started
+ * after the commit, run by Deno on its blocking-I/O threads; commits that come while one runs
+ * share the next. Reads wait for it too, so no reader sees a write before it is durable. A
+ * failed fsync fails the group's operations (the caller retries; keyed events stay idempotent).
+ * Checkpoints (copying the WAL into the database, two more fsyncs) run on a worker thread with
+ * its own connection (`./sqlite_checkpointer.ts`). `synchronous: "NORMAL"` skips the fsync: it
+ * still survives a killed process (the WAL pages are in the OS cache), but an OS crash may lose
+ * the last transactions (never corrupt the file). A store that is not a plain file (`:memory:`,
+ * a `file:` URI) keeps SQLite's own synchronous setting on its thread. Every write method is
+ * one `BEGIN IMMEDIATE` transaction, so a second process on the same file waits instead of
+ * interleaving.
  *
  * The SQL and the logic of every operation but appending events are shared with the
  * PostgreSQL store (`./sql/flows.ts`); this file holds the group commit and the event path.
@@ -62,10 +72,19 @@ import {
   rewardCounts,
 } from "./store_rules.ts";
 import { type CallTokens, planPrompt, TokenCache } from "./token_blob.ts";
+import { WalSync } from "./sqlite_wal_sync.ts";
+import {
+  type Checkpointer,
+  SAFETY_NET_WAL_PAGES,
+  startCheckpointer,
+} from "./sqlite_checkpointer.ts";
 
 /** Options of {@link openSqliteStore}. */
 export interface SqliteStoreOptions {
-  /** `FULL` (default): fsync per commit; `NORMAL`: survives process kills, not power loss. */
+  /**
+   * `FULL` (default): acknowledged after the WAL is fsynced (off the event loop); `NORMAL`: no
+   * fsync, survives process kills, not power loss.
+   */
   synchronous?: "NORMAL" | "FULL";
   /** How long to wait for another process's write lock (default 5 000 ms). */
   busyTimeoutMs?: number;
@@ -123,6 +142,9 @@ export class SqliteStore implements Store {
   readonly #pendingCache = new Map<number, CallTokens>();
   #opCacheKeys: number[] = [];
   #closed = false;
+  /** Fsyncs the WAL off the event loop before a commit is acknowledged (`FULL`, plain files). */
+  readonly #walSync: WalSync | null;
+  #checkpointer: Checkpointer | null = null;
   readonly #tokens: TokenStore = {
     get: (seq) => this.#pendingCache.get(seq) ?? this.#cache.get(seq),
     set: (seq, tokens) => this.#cacheSet(seq, tokens),
@@ -130,11 +152,16 @@ export class SqliteStore implements Store {
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
-    if (path !== ":memory:" && !path.startsWith("file:")) checkParentDirectory(path);
+    const plainFile = path !== ":memory:" && path !== "" && !path.startsWith("file:");
+    if (plainFile) checkParentDirectory(path);
+    this.#walSync = plainFile && (options.synchronous ?? "FULL") === "FULL"
+      ? new WalSync(`${path}-wal`, path)
+      : null;
     this.#db = new DatabaseSync(path);
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     try {
       this.#open(path, options);
+      if (plainFile) this.#startCheckpointer(path);
     } catch (err) {
       try {
         this.#db.close();
@@ -156,7 +183,8 @@ export class SqliteStore implements Store {
     // Big pages keep multi-KB token rows several to a page (only applies to a new file).
     this.#db.exec("PRAGMA page_size = 16384");
     this.#db.exec("PRAGMA journal_mode = WAL");
-    this.#db.exec(`PRAGMA synchronous = ${sync}`);
+    // With a WAL fsync of our own (off the thread), the connection itself need not sync.
+    this.#db.exec(`PRAGMA synchronous = ${this.#walSync ? "NORMAL" : sync}`);
     this.#db.exec("PRAGMA foreign_keys = ON");
     // Every write runs in a savepoint; this keeps its statement journal a plain in-memory one
     // (the default, a buffer ready to spill to a temporary file, cost ~50 µs more per write).
@@ -309,13 +337,16 @@ export class SqliteStore implements Store {
     return this.#run(() => this.#tx(() => this.#flow(flows.ensureMeta(key, value))));
   }
 
-  close(): Promise<void> {
-    if (!this.#closed) {
-      this.#flush();
-      this.#closed = true;
-      this.#db.close();
-    }
-    return Promise.resolve();
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#flush();
+    this.#closed = true;
+    // The last group's fsync runs on; the file and the connection close after it.
+    await this.#walSync?.pending()?.catch(() => {});
+    this.#walSync?.close();
+    await this.#checkpointer?.close();
+    this.#checkpointer = null;
+    this.#db.close();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -363,9 +394,13 @@ export class SqliteStore implements Store {
     return this.#group;
   }
 
-  /** Runs a read once no uncommitted group is open, so reads only see durable data. */
+  /** Runs a read once no uncommitted (or committed, not yet fsynced) group is left, so reads only see durable data. */
   async #read<T>(fn: () => T): Promise<T> {
-    while (this.#group) await this.#group.done.catch(() => {});
+    for (;;) {
+      const pending = this.#group?.done ?? this.#walSync?.pending();
+      if (!pending) break;
+      await pending.catch(() => {});
+    }
     if (this.#closed) throw new StoreError("internal", "store is closed");
     return fn();
   }
@@ -413,7 +448,30 @@ export class SqliteStore implements Store {
     }
     for (const [seq, tokens] of this.#pendingCache) this.#cache.set(seq, tokens);
     this.#pendingCache.clear();
-    group.resolve();
+    this.#checkpointer?.committed();
+    // Acknowledged once durable: after an fsync of the WAL that started after this COMMIT.
+    if (!this.#walSync) return group.resolve();
+    this.#walSync.sync().then(() => group.resolve(), (err) => group.reject(err));
+  }
+
+  /** Checkpoints on a worker thread; this connection only at the safety net's WAL size. */
+  #startCheckpointer(path: string): void {
+    const fallBack = () => {
+      this.#checkpointer = null;
+      if (!this.#closed) this.#db.exec("PRAGMA wal_autocheckpoint = 1000"); // SQLite's default
+    };
+    try {
+      this.#db.exec(`PRAGMA wal_autocheckpoint = ${SAFETY_NET_WAL_PAGES}`);
+      this.#checkpointer = startCheckpointer(path, this.#busyTimeoutMs, (err) => {
+        console.error(
+          `SQLite file '${path}': the checkpoint thread failed, checkpointing on the main one:`,
+          err instanceof Error ? err.message : err,
+        );
+        fallBack();
+      });
+    } catch {
+      fallBack();
+    }
   }
 
   /** Caches decoded tokens; inside a write they wait for the commit (seqs of a rolled-back write are reused). */

@@ -11,6 +11,7 @@ import { HttpError, isAbortError } from "../util/error.ts";
 import { PhaseHoldTimeout } from "../gateway/phase.ts";
 import type { PromptMode, ProxyOptions, Segment } from "../schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
+import type { ChunkOffload } from "../tokens/incremental.ts";
 import type { CallRecorder, CallResult } from "./capture.ts";
 import type { Codec, DecodeOptions, FinishedCall, NormalizedRequest } from "./codecs/types.ts";
 import { generate, type GenerationOutcome, type UpstreamBinding } from "./generation.ts";
@@ -28,6 +29,8 @@ export interface ProxyContext {
   options: ProxyOptions;
   binding: UpstreamBinding;
   tokenizer: ChatTokenizer;
+  /** Where long prompt chunks are tokenized (the tokenizer worker), if anywhere. */
+  offload: ChunkOffload | null;
   sessions: SessionTracker;
   recorder: CallRecorder;
   phase: ProxyPhaseGate | undefined;
