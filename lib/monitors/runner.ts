@@ -113,6 +113,7 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
   const offThread = options.offThread ?? true
     ? offThreadMonitors(options.monitors, options.budget ?? DEFAULT_MONITOR_BUDGET)
     : null;
+  offThread?.warm();
   const monitors = offThread?.monitors ?? options.monitors;
   const pollMs = options.pollMs ?? 250;
   const recordClean = options.recordClean ?? true;

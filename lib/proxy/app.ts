@@ -160,11 +160,12 @@ export function createProxyApp(deps: ProxyDeps): Hono {
   const upstreamConfig = parseOrThrow(UpstreamConfigSchema, deps.upstream, "upstream");
   const deadlines = parseOrThrow(ServerDeadlinesSchema, deps.deadlines ?? {}, "deadlines");
   const { tokenizer, store } = deps;
+  const binding = bindingOf(upstreamConfig, tokenizer);
   const ctx: ProxyContext = {
     options,
-    binding: bindingOf(upstreamConfig, tokenizer),
+    binding,
     tokenizer,
-    offload: tokenizerOffload(tokenizer),
+    offload: binding.kind === "token" ? tokenizerOffload(tokenizer) : null,
     sessions: new SessionTracker({ maxAttempts: options.max_sessions }),
     recorder: new CallRecorder(store, options.registry_cache_ms),
     phase: deps.phase,

@@ -4,8 +4,9 @@
  * request for as long (issue #29). The worker loads its own copy of the tokenizer from where
  * the caller's was loaded ({@link HfChatTokenizer.origin}), so its ids are the same.
  *
- * Started lazily, on the first text long enough to need it (a second copy of the vocabulary
- * costs memory and a second or two to load). Runs through `node:worker_threads` so that it can
+ * The thread starts at {@link EncodeWorker.warm} or the first text (starting a thread holds the
+ * caller ~0.1–0.4 s on a loaded machine, so a server warms it before serving); it loads its
+ * copy of the tokenizer (memory, a second or two) at the first text. Runs through `node:worker_threads` so that it can
  * be unref'd while idle: a proxy nobody closes does not keep its process alive.
  *
  * @module
@@ -104,13 +105,15 @@ export function encodeWorkerFor(tokenizer: ChatTokenizer): EncodeWorker | null {
 }
 
 /** The worker's side: load the tokenizer once, then answer each text with its ids. */
-async function runWorker(
+function runWorker(
   port: NonNullable<typeof parentPort>,
   origin: HfTokenizerOrigin,
-): Promise<void> {
-  const loading = loadHfTokenizerFromDir(new URL(origin.dir), origin.options);
+): void {
+  // Loaded at the first text: a thread started ahead of need costs no tokenizer memory.
+  let loading: Promise<HfChatTokenizer> | undefined;
   port.on("message", async ({ id, text }: EncodeRequest) => {
     try {
+      loading ??= loadHfTokenizerFromDir(new URL(origin.dir), origin.options);
       const ids = (await loading).encode(text);
       port.postMessage({ id, ids } satisfies EncodeReply, [ids.buffer as ArrayBuffer]);
     } catch (err) {
@@ -118,9 +121,8 @@ async function runWorker(
       port.postMessage({ id, error } satisfies EncodeReply);
     }
   });
-  await loading.catch(() => {}); // a failed load answers each request with its error
 }
 
 if (!isMainThread && parentPort && (workerData as HfTokenizerOrigin | undefined)?.dir) {
-  await runWorker(parentPort, workerData as HfTokenizerOrigin);
+  runWorker(parentPort, workerData as HfTokenizerOrigin);
 }
