@@ -225,7 +225,12 @@ Deno.test("budgets: a 0.9 MB prompt under the byte cap is tokenized off the even
     assert.ok(counted > 131_072, `counted ${counted}`);
     // Parsing, rendering and scanning 0.9 MB stay here; the tokenizing (seconds) does not.
     assert.ok(lag < 500, `event loop held ${lag.toFixed(0)} ms`);
-    // The refused call is recorded as failed; the conversation keeps no state from it.
+    // The refused call is recorded as failed, without its ~300k prompt ids or its messages.
+    const [refused] = await fx.admin.listEvents(rolloutId, { type: "model_request" });
+    assert.equal(refused.type === "model_request" && refused.payload.http_status, 400);
+    assert.equal(refused.type === "model_request" && refused.payload.prompt_token_ids.length, 0);
+    assert.equal(refused.type === "model_request" && refused.payload.messages, undefined);
+    // The conversation keeps no state from it.
     const ok = await fx.send("POST", `${base}/chat/completions`, token, {
       model: "policy",
       messages: [{ role: "user", content: "2+2?" }],

@@ -116,6 +116,11 @@ function failureOf(error: unknown): HttpError & { retries: number; endpoint: str
   );
 }
 
+/** The request with no messages (a refused prompt's record keeps none). */
+function withoutMessages(request: NormalizedRequest): NormalizedRequest {
+  return { ...request, messages: null };
+}
+
 /**
  * Clears a prepared call to run: refuses (and records) a prompt over `max_prompt_tokens`,
  * holds the call at the phase gate (503 when held too long, 499 when the harness leaves while
@@ -139,7 +144,14 @@ export async function startCall(
       call.conversation.last = null;
       call.conversation.encoderState = undefined;
     }
-    await ctx.recorder.record(call, {
+    // Recorded as a failed call without its prompt: the ids (up to ~1M for a 1 MiB prompt)
+    // and messages are no training data and cost the store seconds of work and megabytes;
+    // the error says how long it was, the request digest keeps its hash and size.
+    await ctx.recorder.record({
+      ...call,
+      promptIds: new Uint32Array(0),
+      request: withoutMessages(call.request),
+    }, {
       outcome: null,
       partial,
       httpStatus: 400,
