@@ -228,6 +228,8 @@ async function underAttack(
   console.log(`${name}_event_loop_max_lag_ms: ${stats.event_loop_max_lag_ms}`);
   // How much of that stall the gateway's thread spent computing (the rest: waiting for a core).
   console.log(`${name}_event_loop_max_lag_cpu_ms: ${stats.event_loop_max_lag_cpu_ms ?? "n/a"}`);
+  // The most CPU the thread spent between two 10 ms ticks: our own longest hold of the loop.
+  console.log(`${name}_event_loop_max_busy_ms: ${stats.event_loop_max_busy_ms ?? "n/a"}`);
   console.log(`${name}_health_probes: ${probes}`);
   console.log(`${name}_health_failures: ${failures}`);
   console.log(`${name}_health_max_ms: ${worstMs.toFixed(1)}`);

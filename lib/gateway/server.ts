@@ -158,6 +158,8 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
           ...(taken?.cpuMsInMaxLag != null
             ? { event_loop_max_lag_cpu_ms: taken.cpuMsInMaxLag }
             : {}),
+          // The most CPU it spent between two ticks: our own longest hold of the loop.
+          ...(taken?.maxBusyMs != null ? { event_loop_max_busy_ms: taken.maxBusyMs } : {}),
           rss_bytes: Deno.memoryUsage().rss,
           connections: serverRef.current?.connections ?? 0,
         };

@@ -34,6 +34,7 @@ export class EventLoopLag {
   #lastCpu = threadCpuMs();
   #max = 0;
   #maxCpu: number | null = null;
+  #maxBusy: number | null = null;
   readonly #timer: ReturnType<typeof setInterval>;
 
   constructor(intervalMs = 10) {
@@ -42,6 +43,9 @@ export class EventLoopLag {
       const now = performance.now();
       const cpu = threadCpuMs();
       const lag = now - this.#last - this.#intervalMs;
+      if (cpu !== null && this.#lastCpu !== null) {
+        this.#maxBusy = Math.max(this.#maxBusy ?? 0, cpu - this.#lastCpu);
+      }
       if (lag > this.#max) {
         this.#max = lag;
         this.#maxCpu = cpu !== null && this.#lastCpu !== null ? cpu - this.#lastCpu : null;
@@ -62,8 +66,10 @@ export class EventLoopLag {
    * The longest stall (ms) since the last call, and how much CPU this thread spent in it
    * (Linux, 10 ms resolution; `null` elsewhere): a stall the thread spent computing is our
    * work holding the loop, one it did not is the thread waiting for a core (a loaded machine).
+   * `maxBusyMs` is the most CPU the thread spent between two ticks: the longest our own work
+   * held the loop, whatever the machine's load (same resolution).
    */
-  take(): { maxLagMs: number; cpuMsInMaxLag: number | null } {
+  take(): { maxLagMs: number; cpuMsInMaxLag: number | null; maxBusyMs: number | null } {
     const now = performance.now();
     const tail = now - this.#last - this.#intervalMs;
     let maxLagMs = this.#max;
@@ -73,9 +79,11 @@ export class EventLoopLag {
       const cpu = threadCpuMs();
       cpuMsInMaxLag = cpu !== null && this.#lastCpu !== null ? cpu - this.#lastCpu : null;
     }
+    const maxBusyMs = this.#maxBusy;
     this.#max = 0;
     this.#maxCpu = null;
-    return { maxLagMs: Math.max(maxLagMs, 0), cpuMsInMaxLag };
+    this.#maxBusy = null;
+    return { maxLagMs: Math.max(maxLagMs, 0), cpuMsInMaxLag, maxBusyMs };
   }
 
   stop(): void {
