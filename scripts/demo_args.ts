@@ -33,6 +33,16 @@ export interface DemoArgs {
   help: boolean;
 }
 
+/**
+ * Evaluation rollouts before and after RL when `--eval-rollouts` is not given, per sampler. The
+ * worker's demo separates its gain at the preset's 48. On llama.cpp the gain was smaller and
+ * noisier across runs (training rollouts are unseeded and the async schedule follows timing):
+ * at 48, +0.167 ± 0.173; at 96, +0.219 ± 0.122 in one run and +0.115 ± 0.124 in the next (not
+ * separated); that run's two policies on 192, +0.135 ± 0.088. With the paired differences' SD
+ * ≈ 0.6 the 95% half-width is ≈ 0.12 at 96 rollouts and ≈ 0.09 at 192 (README, engine figures).
+ */
+export const DEMO_EVAL_ROLLOUTS = { worker: 48, llama_cpp: 192 } as const;
+
 /** What `--help` prints. */
 export const DEMO_USAGE = `usage: deno task demo [flags]
   --name NAME          run name; files go to runs/NAME (default demo; a new name is picked
@@ -44,7 +54,8 @@ export const DEMO_USAGE = `usage: deno task demo [flags]
   --tasks K            arithmetic questions to learn (default 4, at most 243)
   --mode M             collocated_async (default) or sync
   --concurrency N      harness processes at once (default 8)
-  --eval-rollouts N    evaluation rollouts before and after RL (default 48, at least 2)
+  --eval-rollouts N    evaluation rollouts before and after RL (default 48, with
+                       --engine llama_cpp 192; at least 2)
   --engine E           who samples: worker (default; the torch worker that trains) or
                        llama_cpp (a llama.cpp engine synced with a GGUF export each step)
   --no-png             SVG figures only`;
@@ -84,7 +95,7 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
         tasks: { type: "string", default: "4" },
         mode: { type: "string", default: "collocated_async" },
         concurrency: { type: "string", default: "8" },
-        "eval-rollouts": { type: "string", default: "48" },
+        "eval-rollouts": { type: "string" },
         "no-png": { type: "boolean", default: false },
         engine: { type: "string", default: "worker" },
         help: { type: "boolean", short: "h", default: false },
@@ -119,7 +130,9 @@ export function parseDemoArgs(argv: string[]): DemoArgs {
     tasks: integer("tasks", values.tasks, 1, 243),
     mode: values.mode,
     concurrency: integer("concurrency", values.concurrency, 1, 256),
-    evalRollouts: integer("eval-rollouts", values["eval-rollouts"], 2, 10_000),
+    evalRollouts: values["eval-rollouts"] === undefined
+      ? DEMO_EVAL_ROLLOUTS[values.engine]
+      : integer("eval-rollouts", values["eval-rollouts"], 2, 10_000),
     png: !values["no-png"],
     engine: values.engine,
     help: values.help,

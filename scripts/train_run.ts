@@ -13,7 +13,7 @@ import { Plot, plot, saveFigure, table } from "../lib/plot/mod.ts";
 import type { HarnessSpec, TrainingRow } from "../lib/schema.ts";
 import type { LoopConfig, LoopConfigInput, LoopStepMetrics, LoopTask } from "../lib/loop/schema.ts";
 import { CHAR_TOKENIZER_DIR, loadCharTokenizer } from "../lib/tokens/mod.ts";
-import { mismatchBreaches } from "../lib/algo/alignment.ts";
+import { mismatchLine, mismatchSummary } from "../lib/loop/mismatch_report.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
@@ -501,6 +501,9 @@ async function report(
   console.log(`heldout_before: ${s.heldoutBefore.reward_mean.toFixed(4)}`);
   console.log(`heldout_after: ${s.heldoutAfter.reward_mean.toFixed(4)}`);
   console.log(`samples_per_rollout: ${mean(perRollout).toFixed(4)}`);
+  // The sampler–trainer mismatch over the run (per step above): the engine's numerical
+  // mismatch, or for the worker a self-check that must stay at rounding.
+  for (const line of mismatchSummary(m, r.run.engine.kind)) console.log(line);
   if (s.trainBefore && s.trainAfter) {
     const trainGain = compareEvals(s.trainBefore, s.trainAfter);
     console.log(`reward_before: ${s.trainBefore.reward_mean.toFixed(4)}`);
@@ -566,24 +569,4 @@ async function writeFigures(
       await saveFigure(fig, name, { dir: outDir });
     });
   }
-}
-
-/** One step's engine–trainer mismatch, with the thresholds it is judged by. */
-export function mismatchLine(m: LoopStepMetrics): string {
-  if (m.alignment_tokens === 0) return `step ${m.step + 1} mismatch: no same-version tokens`;
-  const e = (x: number) => x.toExponential(2);
-  const breaches = mismatchBreaches({
-    tokens: m.alignment_tokens,
-    pearson_prob: m.alignment_corr,
-    mean_abs_dp: m.alignment_mean_abs_dp,
-    max_abs_dlogprob: m.alignment_max_abs_dlogprob,
-    k3_kl: m.alignment_k3_kl,
-    ess: m.alignment_ess,
-  });
-  return `step ${m.step + 1} mismatch (${m.alignment_tokens} tokens): Pearson(p) ` +
-    `${(m.alignment_corr ?? NaN).toFixed(6)} mean|Δp| ${e(m.alignment_mean_abs_dp)} ` +
-    `max|Δlogprob| ${e(m.alignment_max_abs_dlogprob)} k1 ${e(m.alignment_k1_kl)} ` +
-    `k3 ${e(m.alignment_k3_kl)} ESS ${m.alignment_ess.toFixed(6)}` +
-    (breaches.length ? ` — BEYOND: ${breaches.join("; ")}` : " — healthy") +
-    (m.timings_ms.sync !== undefined ? `; sync ${m.timings_ms.sync.toFixed(0)} ms` : "");
 }

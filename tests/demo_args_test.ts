@@ -4,7 +4,14 @@
  * and its progress lines reach a log that is not a terminal, with an ETA.
  */
 import assert from "node:assert/strict";
-import { chooseRunDir, DemoArgsError, nonEmptyDir, parseDemoArgs } from "../scripts/demo_args.ts";
+import {
+  chooseRunDir,
+  DEMO_EVAL_ROLLOUTS,
+  DemoArgsError,
+  nonEmptyDir,
+  parseDemoArgs,
+} from "../scripts/demo_args.ts";
+import { parseConfigText } from "../lib/loop/run_config.ts";
 import { terminalProgress } from "../lib/loop/progress.ts";
 import { emptyFiltered } from "../lib/loop/select.ts";
 import type { LoopStepMetrics } from "../lib/loop/schema.ts";
@@ -46,6 +53,20 @@ Deno.test("demo flags: bad values are refused naming the flag", () => {
   assert.equal(parseDemoArgs([]).name, "demo");
   assert.equal(parseDemoArgs([]).engine, "worker");
   assert.equal(parseDemoArgs(["--engine", "llama_cpp"]).engine, "llama_cpp");
+});
+
+Deno.test("eval rollouts: the preset's 48 for the worker, 192 on llama.cpp, a flag wins", async () => {
+  const preset = parseConfigText(
+    await Deno.readTextFile(new URL("../configs/demo.yaml", import.meta.url)),
+    "configs/demo.yaml",
+  ) as { eval: { rollouts: number } };
+  // `deno task demo` with no flags evaluates exactly as configs/demo.yaml says.
+  assert.equal(parseDemoArgs([]).evalRollouts, preset.eval.rollouts);
+  assert.equal(DEMO_EVAL_ROLLOUTS.worker, preset.eval.rollouts);
+  // The llama.cpp demo's gain did not separate from 0 at 48, nor in one run of two at 96.
+  assert.equal(parseDemoArgs(["--engine", "llama_cpp"]).evalRollouts, 192);
+  assert.equal(parseDemoArgs(["--engine", "llama_cpp", "--eval-rollouts", "48"]).evalRollouts, 48);
+  assert.equal(parseDemoArgs(["--eval-rollouts", "64"]).evalRollouts, 64);
 });
 
 Deno.test("demo run dir: an existing run is kept (new name), --overwrite replaces, --resume continues", async () => {

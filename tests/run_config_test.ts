@@ -193,3 +193,41 @@ Deno.test("the README's config is a valid config with the plan it describes", as
   assert.deepEqual([r.train.length, r.heldout.length, r.loop.steps], [4, 8, 20]);
   assert.equal(r.loop.loss.kl_coef, 0.01);
 });
+
+Deno.test({
+  name: "engine.device reaches the worker: cuda on a machine without one is refused naming device",
+  // The stack's gateway, worker and harness processes are closed by the run itself.
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "reins-device-run-" });
+    try {
+      const config = (device: string) =>
+        `name: tiny-device
+out_dir: ${dir}/run-${device}
+model: { kind: builtin, d_model: 16, n_layers: 1, n_heads: 2, n_kv_heads: 1, max_seq_len: 512 }
+engine: { threads: 1, device: ${device} }
+harness: { builtin: arithmetic, options: { max_tokens: 8 } }
+environment: { tasks: toy-arithmetic, train: 2 }
+split: { heldout: 2 }
+sft: { steps: 0, guesses: 0 }
+async: { mode: sync }
+batch: { group_size: 2, groups_per_step: 1, concurrency: 2 }
+steps: 1
+eval: { rollouts: 2 }
+checkpoints: { every: 0 }
+`;
+      await Deno.writeTextFile(`${dir}/cuda.yaml`, config("cuda"));
+      const cuda = await train(["--config", `${dir}/cuda.yaml`, "--no-png"]);
+      assert.notEqual(cuda.code, 0, cuda.out);
+      assert.match(cuda.out + cuda.err, /device.*CUDA is not available on this worker/);
+      // The loop config carries it to every init (fresh start, SFT checkpoint, resume).
+      const { loopConfigOf } = await import("../lib/loop/run_config.ts");
+      const run = parseRunConfig(config("cpu"), "cpu.yaml");
+      const loop = loopConfigOf(run, { tasks: [], harness: { name: "builtin" } as never });
+      assert.equal(loop.device, "cpu");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -114,15 +114,20 @@ export async function loadState(outDir: string): Promise<LoopState | null> {
  *
  * @example
  * ```ts ignore
- * await restoreWorker(client, state, config.optimizer);
+ * await restoreWorker(client, state, config.optimizer, config.device);
  * ```
  */
 export async function restoreWorker(
   client: TrainerClient,
   state: LoopState,
   optimizer: OptimizerConfig,
+  device?: string,
 ): Promise<number> {
-  await client.init({ model: { kind: "checkpoint", path: state.worker_checkpoint }, optimizer });
+  await client.init({
+    model: { kind: "checkpoint", path: state.worker_checkpoint },
+    optimizer,
+    ...(device ? { device } : {}),
+  });
   const loaded = await client.load(state.worker_checkpoint);
   if (loaded.policy_version !== state.policy_version) {
     throw new Error(

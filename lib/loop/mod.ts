@@ -83,6 +83,7 @@ export {
   terminalProgress,
   type TerminalProgressOptions,
 } from "./progress.ts";
+export { mismatchLine, type MismatchStep, mismatchSummary } from "./mismatch_report.ts";
 export { loadState, restoreWorker, saveCheckpoint, statePath } from "./checkpoint.ts";
 export {
   runSft,

@@ -111,7 +111,7 @@ export async function runLoop(
   const client = services.worker;
   let state: LoopProgressState;
   if (saved) {
-    const version = await restoreWorker(client, saved, config.optimizer);
+    const version = await restoreWorker(client, saved, config.optimizer, config.device);
     await metrics.truncate(saved.next_step);
     state = {
       nextStep: saved.next_step,
@@ -193,12 +193,20 @@ async function initPolicy(
     if (sftSteps === 0) return state.policy_version;
   }
   if (sftSteps === 0) {
-    const state = await client.init({ model: config.model!, optimizer: config.optimizer });
+    const state = await client.init({
+      model: config.model!,
+      optimizer: config.optimizer,
+      ...onDevice(config),
+    });
     return state.policy_version;
   }
   const sftLr = config.sft.lr ?? config.optimizer.lr;
   if (config.model) {
-    await client.init({ model: config.model, optimizer: { ...config.optimizer, lr: sftLr } });
+    await client.init({
+      model: config.model,
+      optimizer: { ...config.optimizer, lr: sftLr },
+      ...onDevice(config),
+    });
   }
   const t0 = performance.now();
   progress.log(`SFT warm start: ${sftSteps} steps × ${config.sft.batch_size} trajectories`);
@@ -224,6 +232,12 @@ async function initPolicy(
   const state = await client.init({
     model: { kind: "checkpoint", path },
     optimizer: config.optimizer,
+    ...onDevice(config),
   });
   return state.policy_version;
+}
+
+/** The `init` field that puts the policy on the run's device (none: the worker's choice). */
+function onDevice(config: Pick<LoopConfig, "device">): { device?: string } {
+  return config.device ? { device: config.device } : {};
 }

@@ -474,6 +474,7 @@ export function loopConfigOf(
     checkpoint_every: run.checkpoints.every,
     checkpoint_keep_last: run.checkpoints.keep_last,
     ...(resolved.model ? { model: resolved.model } : {}),
+    ...(run.engine.device ? { device: run.engine.device } : {}),
     sft: {
       steps: run.sft.steps,
       ...(resolved.sftBatchSize ? { batch_size: resolved.sftBatchSize } : {}),

@@ -153,6 +153,11 @@ export const LoopConfigSchema = z.object({
   checkpoint_keep_last: z.number().int().min(1).default(1),
   /** Policy initialisation when the run starts fresh (the worker is initialised with it). */
   model: WorkerModelSpecSchema.optional(),
+  /**
+   * Torch device the worker puts the policy on (`cpu`, `cuda`, `cuda:1`), sent with every
+   * `init`; unset: the worker's choice (CUDA when torch sees a GPU).
+   */
+  device: z.string().min(1).optional(),
   sft: SftConfigSchema.prefault({ steps: 0 }),
   /** Name of the policy in the gateway's model registry. */
   policy_name: IdSchema.default("policy"),
