@@ -97,6 +97,36 @@ export function startCheckpointer(
   };
 }
 
+/**
+ * Hands `db`'s checkpoints to a checkpointer thread: the connection itself checkpoints only at
+ * {@link SAFETY_NET_WAL_PAGES}, or again at SQLite's default 1 000 pages when the thread cannot
+ * run (`isClosed` tells whether `db` may still be used then).
+ */
+export function checkpointOffThread(
+  db: DatabaseSync,
+  path: string,
+  busyTimeoutMs: number,
+  isClosed: () => boolean,
+): Checkpointer | null {
+  let checkpointer: Checkpointer | null = null;
+  const fallBack = () => {
+    if (!isClosed()) db.exec("PRAGMA wal_autocheckpoint = 1000"); // SQLite's default
+  };
+  try {
+    db.exec(`PRAGMA wal_autocheckpoint = ${SAFETY_NET_WAL_PAGES}`);
+    checkpointer = startCheckpointer(path, busyTimeoutMs, (err) => {
+      console.error(
+        `SQLite file '${path}': the checkpoint thread failed, checkpointing on the main one:`,
+        err instanceof Error ? err.message : err,
+      );
+      fallBack();
+    });
+  } catch {
+    fallBack();
+  }
+  return checkpointer;
+}
+
 /** The worker's side: one connection, one checkpoint at a time, coalesced. */
 function runWorker(port: NonNullable<typeof parentPort>, data: CheckpointerData): void {
   const db = new DatabaseSync(data.path);

@@ -2,21 +2,16 @@
  * The embedded store: one SQLite file per run through `node:sqlite`.
  *
  * Durability: WAL journal; with `synchronous: "FULL"` (the default) a write is on disk (the WAL
- * fsynced) before the gateway acknowledges it: it survives a SIGKILL of the gateway and also an
- * OS crash or power loss. The fsync does not run on the gateway's thread (issue #29: SQLite's
- * own `synchronous=FULL` fsync held the event loop ~50 ms per commit on a loaded disk): the
- * connection commits with SQLite's `NORMAL` (the WAL is written to the OS, not synced), then the
- * group of operations the commit holds waits for an `fdatasync` of the WAL file that started
- * after the commit, run by Deno on its blocking-I/O threads; commits that come while one runs
- * share the next. Reads wait for it too, so no reader sees a write before it is durable. A
- * failed fsync fails the group's operations (the caller retries; keyed events stay idempotent).
- * Checkpoints (copying the WAL into the database, two more fsyncs) run on a worker thread with
- * its own connection (`./sqlite_checkpointer.ts`). `synchronous: "NORMAL"` skips the fsync: it
- * still survives a killed process (the WAL pages are in the OS cache), but an OS crash may lose
- * the last transactions (never corrupt the file). A store that is not a plain file (`:memory:`,
- * a `file:` URI) keeps SQLite's own synchronous setting on its thread. Every write method is
- * one `BEGIN IMMEDIATE` transaction, so a second process on the same file waits instead of
- * interleaving.
+ * fsynced) before the gateway acknowledges it or a read sees it: it survives a SIGKILL and also
+ * power loss. The fsync runs off the gateway's thread (issue #29: SQLite's own held the loop
+ * ~50 ms per commit on a loaded disk): the connection commits with SQLite's `NORMAL`, then the
+ * commit's group waits for an fsync of the WAL that started after it (`./sqlite_wal_sync.ts`);
+ * a failed fsync fails the group (the caller retries; keyed events stay idempotent).
+ * Checkpoints run on a worker thread (`./sqlite_checkpointer.ts`). `synchronous: "NORMAL"`
+ * skips the fsync: a killed process loses nothing, an OS crash may lose the last transactions
+ * (never corrupt the file). `:memory:` and `file:` URIs keep SQLite's own syncing. Every write
+ * method is one `BEGIN IMMEDIATE` transaction, so a second process on the same file waits
+ * instead of interleaving.
  *
  * The SQL and the logic of every operation but appending events are shared with the
  * PostgreSQL store (`./sql/flows.ts`); this file holds the group commit and the event path.
@@ -73,11 +68,7 @@ import {
 } from "./store_rules.ts";
 import { type CallTokens, planPrompt, TokenCache } from "./token_blob.ts";
 import { WalSync } from "./sqlite_wal_sync.ts";
-import {
-  type Checkpointer,
-  SAFETY_NET_WAL_PAGES,
-  startCheckpointer,
-} from "./sqlite_checkpointer.ts";
+import { type Checkpointer, checkpointOffThread } from "./sqlite_checkpointer.ts";
 
 /** Options of {@link openSqliteStore}. */
 export interface SqliteStoreOptions {
@@ -161,7 +152,14 @@ export class SqliteStore implements Store {
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     try {
       this.#open(path, options);
-      if (plainFile) this.#startCheckpointer(path);
+      if (plainFile) {
+        this.#checkpointer = checkpointOffThread(
+          this.#db,
+          path,
+          this.#busyTimeoutMs,
+          () => this.#closed,
+        );
+      }
     } catch (err) {
       try {
         this.#db.close();
@@ -452,26 +450,6 @@ export class SqliteStore implements Store {
     // Acknowledged once durable: after an fsync of the WAL that started after this COMMIT.
     if (!this.#walSync) return group.resolve();
     this.#walSync.sync().then(() => group.resolve(), (err) => group.reject(err));
-  }
-
-  /** Checkpoints on a worker thread; this connection only at the safety net's WAL size. */
-  #startCheckpointer(path: string): void {
-    const fallBack = () => {
-      this.#checkpointer = null;
-      if (!this.#closed) this.#db.exec("PRAGMA wal_autocheckpoint = 1000"); // SQLite's default
-    };
-    try {
-      this.#db.exec(`PRAGMA wal_autocheckpoint = ${SAFETY_NET_WAL_PAGES}`);
-      this.#checkpointer = startCheckpointer(path, this.#busyTimeoutMs, (err) => {
-        console.error(
-          `SQLite file '${path}': the checkpoint thread failed, checkpointing on the main one:`,
-          err instanceof Error ? err.message : err,
-        );
-        fallBack();
-      });
-    } catch {
-      fallBack();
-    }
   }
 
   /** Caches decoded tokens; inside a write they wait for the commit (seqs of a rolled-back write are reused). */
