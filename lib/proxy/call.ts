@@ -30,7 +30,7 @@ export interface ProxyContext {
   binding: UpstreamBinding;
   tokenizer: ChatTokenizer;
   /** Where long prompt chunks are tokenized (the tokenizer worker), if anywhere. */
-  offload: ChunkOffload | null;
+  offload: (ChunkOffload & { warm(): void }) | null;
   sessions: SessionTracker;
   recorder: CallRecorder;
   phase: ProxyPhaseGate | undefined;

@@ -44,19 +44,28 @@ export async function decodeRequest(
 export const OFF_THREAD_MIN_CHARS = 16_384;
 
 /**
- * The tokenizer worker as the encoder's offload, or `null` when the tokenizer has none. The
- * thread starts now (starting one holds this thread ~0.1–0.4 s: better before serving than in
- * the middle of it); it loads its copy of the tokenizer at the first long chunk.
+ * A prompt this long starts the tokenizer worker (without waiting for it): starting a thread
+ * holds this one ~0.1–0.4 s and loading the tokenizer costs a second or two of CPU, which a
+ * proxy that never sees a long prompt should not pay (nor every test that builds one).
  */
-export function tokenizerOffload(tokenizer: ChatTokenizer): ChunkOffload | null {
+export const WARM_WORKER_CHARS = 4_096;
+
+/** The tokenizer worker as the encoder's offload, or `null` when the tokenizer has none. */
+export function tokenizerOffload(
+  tokenizer: ChatTokenizer,
+): (ChunkOffload & { warm(): void }) | null {
   const worker = encodeWorkerFor(tokenizer);
-  worker?.warm();
-  return worker && { minChars: OFF_THREAD_MIN_CHARS, encode: (chunk) => worker.encode(chunk) };
+  return worker && {
+    minChars: OFF_THREAD_MIN_CHARS,
+    encode: (chunk) => worker.encode(chunk),
+    warm: () => worker.warm(),
+  };
 }
 
 /** `tokenizer.encode(text)`, on the worker when the text is long. */
 export function encodeOffThread(ctx: ProxyContext, text: string): Promise<Uint32Array> {
   const offload = ctx.offload;
+  if (offload && text.length >= WARM_WORKER_CHARS) offload.warm();
   return offload && text.length >= offload.minChars
     ? offload.encode(text)
     : Promise.resolve(ctx.tokenizer.encode(text));
@@ -90,6 +99,7 @@ async function tokenize(
         const rendered = ctx.offload
           ? await encoder.renderAndEncodeOffThread(request.messages, render, ctx.offload)
           : encoder.renderAndEncode(request.messages, render);
+        if (ctx.offload && rendered.text.length >= WARM_WORKER_CHARS) ctx.offload.warm();
         promptIds = rendered.ids;
         text = rendered.text;
       } catch (err) {
