@@ -5,8 +5,9 @@
  * the caller's was loaded ({@link HfChatTokenizer.origin}), so its ids are the same.
  *
  * The thread starts at {@link EncodeWorker.warm} or the first text (starting a thread holds the
- * caller ~0.1–0.4 s on a loaded machine, so a server warms it before serving); it loads its
- * copy of the tokenizer (memory, a second or two) at the first text. Runs through `node:worker_threads` so that it can
+ * caller ~0.1–0.4 s on a loaded machine, so the proxy warms it at the first prompt of a few KB,
+ * before one is long enough to need it); it loads its copy of the tokenizer (memory, a second
+ * or two of CPU) at the first text. Runs through `node:worker_threads` so that it can
  * be unref'd while idle: a proxy nobody closes does not keep its process alive.
  *
  * @module
