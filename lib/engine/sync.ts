@@ -189,14 +189,70 @@ interface Source {
   exporter?: Exporter;
 }
 
+/** What every engine that loads exported files is told: where it serves, where weights come from. */
+interface ExportTarget extends Source {
+  /** The engine's base URL (trailing slashes are dropped). */
+  endpoint: string;
+}
+
 function runExport(source: Source, version: number, request: Parameters<Exporter>[0]) {
   if (source.worker) return exportFromWorker(source.worker, version, request);
   return (source.exporter ?? pythonExporter)(request);
 }
 
+/**
+ * What the engines that read exported files share: the endpoint without its trailing slashes,
+ * whether a checkpoint file is needed, and a sync in two timed phases (export the version's
+ * weights where the engine reads them, then have the engine load them).
+ */
+abstract class ExportThenLoad<Options extends ExportTarget> implements WeightSync {
+  abstract readonly kind: EngineKind;
+  readonly endpoint: string;
+  readonly needsCheckpoint: boolean;
+  protected readonly options: Options;
+
+  constructor(options: Options) {
+    this.endpoint = options.endpoint.replace(/\/+$/, "");
+    this.needsCheckpoint = !options.worker;
+    this.options = options;
+  }
+
+  abstract probe(): Promise<void>;
+
+  /** Writes `version`'s weights where the engine reads them; returns that path. */
+  protected abstract export(version: number, checkpoint: string): Promise<string>;
+
+  /** Has the engine serve the weights that {@link export} wrote at `path`. */
+  protected abstract load(version: number, path: string): Promise<void>;
+
+  async syncWeights(version: number, checkpoint: string): Promise<SyncReport> {
+    const t0 = performance.now();
+    const path = await this.export(version, checkpoint);
+    const t1 = performance.now();
+    await this.load(version, path);
+    const t2 = performance.now();
+    return { kind: this.kind, version, export_ms: t1 - t0, load_ms: t2 - t1, total_ms: t2 - t0 };
+  }
+}
+
+/** Options of the engines that load an HF directory ({@link SglangSync}, {@link VllmSync}). */
+interface HfExportOptions extends ExportTarget {
+  tokenizer?: string;
+  dtype?: "float32" | "bfloat16" | "float16";
+}
+
+/** Exports `version` as an HF directory at `dir` (bfloat16 unless the options say otherwise). */
+function exportHf(options: HfExportOptions, version: number, checkpoint: string, dir: string) {
+  return runExport(options, version, {
+    checkpoint,
+    hf: dir,
+    dtype: options.dtype ?? "bfloat16",
+    ...(options.tokenizer ? { tokenizer: options.tokenizer } : {}),
+  });
+}
+
 /** Options of {@link LlamaCppSync}. */
-export interface LlamaCppSyncOptions extends Source {
-  endpoint: string;
+export interface LlamaCppSyncOptions extends ExportTarget {
   /** Where the GGUF exports go (one file per version; older ones are removed). */
   dir: string;
   /** Directory with the policy's tokenizer.json (the GGUF's vocabulary). */
@@ -213,18 +269,9 @@ export interface LlamaCppSyncOptions extends Source {
  * await sync.syncWeights(1, "runs/x/checkpoints/sync.pt");
  * ```
  */
-export class LlamaCppSync implements WeightSync {
+export class LlamaCppSync extends ExportThenLoad<LlamaCppSyncOptions> {
   readonly kind = "llama_cpp" as const;
-  readonly endpoint: string;
-  readonly needsCheckpoint: boolean;
-  readonly #options: LlamaCppSyncOptions;
   #previous: string | null = null;
-
-  constructor(options: LlamaCppSyncOptions) {
-    this.endpoint = options.endpoint.replace(/\/+$/, "");
-    this.needsCheckpoint = !options.worker;
-    this.#options = options;
-  }
 
   async probe(): Promise<void> {
     const response = await call(`${this.endpoint}/health`, {}, "llama_cpp probe");
@@ -237,37 +284,34 @@ export class LlamaCppSync implements WeightSync {
     }
   }
 
-  async syncWeights(version: number, checkpoint: string): Promise<SyncReport> {
-    const t0 = performance.now();
-    await Deno.mkdir(this.#options.dir, { recursive: true });
-    const gguf = join(this.#options.dir, `policy-v${version}.gguf`);
-    await runExport(this.#options, version, {
+  protected async export(version: number, checkpoint: string): Promise<string> {
+    await Deno.mkdir(this.options.dir, { recursive: true });
+    const gguf = join(this.options.dir, `policy-v${version}.gguf`);
+    await runExport(this.options, version, {
       checkpoint,
       gguf,
-      type: this.#options.type ?? "f32",
-      tokenizer: this.#options.tokenizer,
+      type: this.options.type ?? "f32",
+      tokenizer: this.options.tokenizer,
     });
-    const t1 = performance.now();
+    return gguf;
+  }
+
+  protected async load(version: number, gguf: string): Promise<void> {
     const response = await postJson(`${this.endpoint}/sync`, { version, gguf }, "llama_cpp sync");
     if (!response.ok) throw await failure(response, "llama_cpp sync");
     await response.body?.cancel();
-    const t2 = performance.now();
     // The engine has let go of the previous file (it maps the new one).
     if (this.#previous && this.#previous !== gguf) {
       await Deno.remove(this.#previous).catch(() => undefined);
     }
     this.#previous = gguf;
-    return { kind: this.kind, version, export_ms: t1 - t0, load_ms: t2 - t1, total_ms: t2 - t0 };
   }
 }
 
 /** Options of {@link SglangSync}. */
-export interface SglangSyncOptions extends Source {
-  endpoint: string;
+export interface SglangSyncOptions extends HfExportOptions {
   /** Where HF exports go; SGLang must read the same path (shared disk). */
   dir: string;
-  tokenizer?: string;
-  dtype?: "float32" | "bfloat16" | "float16";
 }
 
 /**
@@ -280,17 +324,8 @@ export interface SglangSyncOptions extends Source {
  * const sync = new SglangSync({ endpoint: "http://sglang:30000", dir: "/shared/policy" });
  * ```
  */
-export class SglangSync implements WeightSync {
+export class SglangSync extends ExportThenLoad<SglangSyncOptions> {
   readonly kind = "sglang" as const;
-  readonly endpoint: string;
-  readonly needsCheckpoint: boolean;
-  readonly #options: SglangSyncOptions;
-
-  constructor(options: SglangSyncOptions) {
-    this.endpoint = options.endpoint.replace(/\/+$/, "");
-    this.needsCheckpoint = !options.worker;
-    this.#options = options;
-  }
 
   async probe(): Promise<void> {
     const response = await call(`${this.endpoint}/get_model_info`, {}, "sglang probe");
@@ -298,16 +333,13 @@ export class SglangSync implements WeightSync {
     await response.body?.cancel();
   }
 
-  async syncWeights(version: number, checkpoint: string): Promise<SyncReport> {
-    const t0 = performance.now();
-    const dir = join(this.#options.dir, `policy-v${version}`);
-    await runExport(this.#options, version, {
-      checkpoint,
-      hf: dir,
-      dtype: this.#options.dtype ?? "bfloat16",
-      ...(this.#options.tokenizer ? { tokenizer: this.#options.tokenizer } : {}),
-    });
-    const t1 = performance.now();
+  protected async export(version: number, checkpoint: string): Promise<string> {
+    const dir = join(this.options.dir, `policy-v${version}`);
+    await exportHf(this.options, version, checkpoint, dir);
+    return dir;
+  }
+
+  protected async load(version: number, dir: string): Promise<void> {
     const response = await postJson(`${this.endpoint}/update_weights_from_disk`, {
       model_path: dir,
       weight_version: String(version),
@@ -322,18 +354,13 @@ export class SglangSync implements WeightSync {
           (body?.message ?? "no message"),
       );
     }
-    const t2 = performance.now();
-    return { kind: this.kind, version, export_ms: t1 - t0, load_ms: t2 - t1, total_ms: t2 - t0 };
   }
 }
 
 /** Options of {@link VllmSync}. */
-export interface VllmSyncOptions extends Source {
-  endpoint: string;
+export interface VllmSyncOptions extends HfExportOptions {
   /** The directory vLLM serves (`vllm serve <modelDir>`): the export overwrites it. */
   modelDir: string;
-  tokenizer?: string;
-  dtype?: "float32" | "bfloat16" | "float16";
 }
 
 /**
@@ -349,17 +376,8 @@ export interface VllmSyncOptions extends Source {
  * const sync = new VllmSync({ endpoint: "http://vllm:8000", modelDir: "/shared/policy" });
  * ```
  */
-export class VllmSync implements WeightSync {
+export class VllmSync extends ExportThenLoad<VllmSyncOptions> {
   readonly kind = "vllm" as const;
-  readonly endpoint: string;
-  readonly needsCheckpoint: boolean;
-  readonly #options: VllmSyncOptions;
-
-  constructor(options: VllmSyncOptions) {
-    this.endpoint = options.endpoint.replace(/\/+$/, "");
-    this.needsCheckpoint = !options.worker;
-    this.#options = options;
-  }
 
   async probe(): Promise<void> {
     const response = await call(`${this.endpoint}/is_sleeping`, {}, "vllm probe");
@@ -373,22 +391,19 @@ export class VllmSync implements WeightSync {
     if (!response.ok) throw new EngineSyncError(`vllm probe: answered ${response.status}`);
   }
 
-  async syncWeights(version: number, checkpoint: string): Promise<SyncReport> {
-    const t0 = performance.now();
+  protected async export(version: number, checkpoint: string): Promise<string> {
     // Export beside the served directory, then move the files in: vLLM never reads a torn file.
-    const staging = `${this.#options.modelDir.replace(/\/+$/, "")}.staging-v${version}`;
-    await runExport(this.#options, version, {
-      checkpoint,
-      hf: staging,
-      dtype: this.#options.dtype ?? "bfloat16",
-      ...(this.#options.tokenizer ? { tokenizer: this.#options.tokenizer } : {}),
-    });
-    await Deno.mkdir(this.#options.modelDir, { recursive: true });
+    const staging = `${this.options.modelDir.replace(/\/+$/, "")}.staging-v${version}`;
+    await exportHf(this.options, version, checkpoint, staging);
+    await Deno.mkdir(this.options.modelDir, { recursive: true });
     for await (const entry of Deno.readDir(staging)) {
-      await Deno.rename(join(staging, entry.name), join(this.#options.modelDir, entry.name));
+      await Deno.rename(join(staging, entry.name), join(this.options.modelDir, entry.name));
     }
     await Deno.remove(staging, { recursive: true });
-    const t1 = performance.now();
+    return this.options.modelDir;
+  }
+
+  protected async load(_version: number, _modelDir: string): Promise<void> {
     const reload = await postJson(
       `${this.endpoint}/collective_rpc`,
       { method: "reload_weights" },
@@ -399,8 +414,6 @@ export class VllmSync implements WeightSync {
     const reset = await call(`${this.endpoint}/reset_prefix_cache`, { method: "POST" }, "vllm");
     if (!reset.ok) throw await failure(reset, "vllm reset_prefix_cache");
     await reset.body?.cancel();
-    const t2 = performance.now();
-    return { kind: this.kind, version, export_ms: t1 - t0, load_ms: t2 - t1, total_ms: t2 - t0 };
   }
 }
 

@@ -194,27 +194,14 @@ export type LoopConfig = z.infer<typeof LoopConfigSchema>;
 /** The config of an RL run as a caller writes it. */
 export type LoopConfigInput = z.input<typeof LoopConfigSchema>;
 
+const count = z.number().int().min(0);
 /**
- * Why rollouts or samples did not reach training (counted per step): `unfinished` (not in a
- * final status when the update read it), `no_reward` (final, but no reward event), `error`
+ * How many rollouts or samples did not reach training in a step, per reason: `unfinished` (not
+ * in a final status when the update read it), `no_reward` (final, but no reward event), `error`
  * (did not succeed, under `filters.drop_errors`), `no_samples`, `singleton` (a one-member group
  * left at advantage 0 and dropped under `filters.drop_zero_variance`), `zero_variance`, `stale`
- * (samples).
+ * (samples). Reasons added later default to 0 so older metrics files still read.
  */
-export const LoopFilterReasonSchema = z.enum([
-  "unfinished",
-  "no_reward",
-  "error",
-  "no_samples",
-  "singleton",
-  "zero_variance",
-  "stale",
-]);
-/** A filter reason. */
-export type LoopFilterReason = z.infer<typeof LoopFilterReasonSchema>;
-
-const count = z.number().int().min(0);
-/** Per-reason counts; reasons added later default to 0 so older metrics files still read. */
 export const LoopFilteredSchema = z.object({
   unfinished: count.default(0),
   no_reward: count.default(0),
@@ -224,6 +211,11 @@ export const LoopFilteredSchema = z.object({
   zero_variance: count,
   stale: count,
 });
+
+/** Why rollouts or samples did not reach training: the keys of {@link LoopFilteredSchema}. */
+export const LoopFilterReasonSchema = LoopFilteredSchema.keyof();
+/** A filter reason. */
+export type LoopFilterReason = z.infer<typeof LoopFilterReasonSchema>;
 
 /**
  * Metrics of one RL step: one JSONL line and one `train_step` custom event (the UI's

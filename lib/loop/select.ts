@@ -15,7 +15,7 @@ import {
   type Sample,
   TERMINAL_ROLLOUT_STATUSES,
 } from "../schema.ts";
-import type { LoopConfig, LoopFilterReason } from "./schema.ts";
+import { type LoopConfig, type LoopFilterReason, LoopFilterReasonSchema } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 
 /** A rollout with its events. */
@@ -24,16 +24,11 @@ export interface RolloutData {
   events: RolloutEvent[];
 }
 
-/** Per-reason exclusion counts, all zero. */
-export const emptyFiltered = (): Record<LoopFilterReason, number> => ({
-  unfinished: 0,
-  no_reward: 0,
-  error: 0,
-  no_samples: 0,
-  singleton: 0,
-  zero_variance: 0,
-  stale: 0,
-});
+/** Per-reason exclusion counts, all zero (in the order of {@link LoopFilterReasonSchema}). */
+export function emptyFiltered(): Record<LoopFilterReason, number> {
+  const zeros = LoopFilterReasonSchema.options.map((reason) => [reason, 0]);
+  return Object.fromEntries(zeros) as Record<LoopFilterReason, number>;
+}
 
 /** A rollout excluded from training, and why. */
 export interface Exclusion {

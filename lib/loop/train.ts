@@ -25,7 +25,6 @@
  */
 import { alignmentMetrics, callAlignments } from "../algo/mod.ts";
 import { segmentTokenIndex } from "../batching/mod.ts";
-import type { AlignmentMetrics } from "../algo/schema.ts";
 import type { LoopConfig } from "./schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import type { TrainerClient } from "../trainer/client.ts";
@@ -33,6 +32,7 @@ import { type RolloutData, updatesBehind } from "./select.ts";
 import {
   type BatchPlan,
   type CallAlignmentRecord,
+  type EpochsResult,
   type ModelCallMeta,
   planBatches,
   planSelection,
@@ -41,7 +41,12 @@ import {
 } from "./update_plan.ts";
 
 export type { RolloutData };
-export type { CallAlignmentRecord, RolloutNote, UpdateResult } from "./update_plan.ts";
+export type {
+  CallAlignmentRecord,
+  EpochsResult,
+  RolloutNote,
+  UpdateResult,
+} from "./update_plan.ts";
 
 /** Options of {@link updatePolicy}. */
 export interface UpdateOptions {
@@ -51,21 +56,6 @@ export interface UpdateOptions {
   version: number;
   /** Decodes ids for break diagnosis (optional). */
   tokenizer?: Pick<ChatTokenizer, "decode" | "vocabSize">;
-}
-
-/** What the epochs of an update measured on the worker. */
-export interface EpochsResult {
-  policy_version: number;
-  /** Σ loss over the first epoch's calls. */
-  loss: number;
-  /** Token-weighted means over the first epoch's calls. */
-  entropy: number;
-  kl_ref_mean: number;
-  clip_fraction: number;
-  clip_fraction_epochs: number[];
-  grad_norm: number;
-  alignment: AlignmentMetrics | null;
-  call_alignment: CallAlignmentRecord[];
 }
 
 /**

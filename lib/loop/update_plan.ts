@@ -54,10 +54,28 @@ export interface CallAlignmentRecord {
   metrics: AlignmentMetrics;
 }
 
-/** What one update did (the step metrics are built from it). */
-export interface UpdateResult {
+/** What the epochs of an update measured on the worker (`runEpochs` in `train.ts`). */
+export interface EpochsResult {
   /** Policy version after the update (unchanged when nothing was trained). */
   policy_version: number;
+  alignment: AlignmentMetrics | null;
+  call_alignment: CallAlignmentRecord[];
+  /** Σ loss over the first epoch's calls. */
+  loss: number;
+  /** Token-weighted mean over the first epoch. */
+  entropy: number;
+  /** Token-weighted mean over the first epoch of the KL(π_θ ‖ π_ref) estimate (0: no KL). */
+  kl_ref_mean: number;
+  /** Token-weighted mean over the update's epochs. */
+  clip_fraction: number;
+  /** Clip fraction of each epoch. */
+  clip_fraction_epochs: number[];
+  /** Mean over the update's optimizer steps. */
+  grad_norm: number;
+}
+
+/** What one update did (the step metrics are built from it): the plan's counts and the epochs'. */
+export interface UpdateResult extends EpochsResult {
   updated: boolean;
   rollouts: number;
   /** Rewards of the rollouts that have one (each once). */
@@ -76,18 +94,6 @@ export interface UpdateResult {
   tis_samples: number;
   staleness: number[];
   advantages: number[];
-  alignment: AlignmentMetrics | null;
-  call_alignment: CallAlignmentRecord[];
-  loss: number;
-  entropy: number;
-  /** Token-weighted mean over the first epoch of the KL(π_θ ‖ π_ref) estimate (0: no KL). */
-  kl_ref_mean: number;
-  /** Token-weighted mean over the update's epochs. */
-  clip_fraction: number;
-  /** Clip fraction of each epoch. */
-  clip_fraction_epochs: number[];
-  /** Mean over the update's optimizer steps. */
-  grad_norm: number;
   timings_ms: { assemble: number; train: number };
 }
 

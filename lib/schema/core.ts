@@ -60,13 +60,6 @@ export const RolloutStatusSchema = z.enum([
 /** Rollout life-cycle state. */
 export type RolloutStatus = z.infer<typeof RolloutStatusSchema>;
 
-/** Final rollout states: no transition leaves them. */
-export const TERMINAL_ROLLOUT_STATUSES: readonly RolloutStatus[] = [
-  "succeeded",
-  "failed",
-  "cancelled",
-];
-
 /**
  * Allowed rollout status transitions (the state machine every store enforces).
  *
@@ -86,6 +79,10 @@ export const ROLLOUT_TRANSITIONS: Readonly<Record<RolloutStatus, readonly Rollou
   failed: [],
   cancelled: [],
 };
+
+/** Final rollout states: no transition leaves them (`succeeded`, `failed`, `cancelled`). */
+export const TERMINAL_ROLLOUT_STATUSES: readonly RolloutStatus[] = RolloutStatusSchema.options
+  .filter((status) => ROLLOUT_TRANSITIONS[status].length === 0);
 
 /** True when the state machine allows `from → to`. */
 export function canTransition(from: RolloutStatus, to: RolloutStatus): boolean {

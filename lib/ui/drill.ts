@@ -19,7 +19,7 @@ import type { Rollout, RolloutEvent, Sample } from "../schema.ts";
 import type { TrainStepMetrics } from "../schema/ui.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
 import { assembleForView } from "./detail.ts";
-import { html, type SafeHtml } from "./html.ts";
+import { html, type SafeHtml, tableHead } from "./html.ts";
 import { badge } from "./layout.ts";
 import { displayStep, flattenStep, fmtMetric, fmtSig } from "./metrics.ts";
 
@@ -191,18 +191,16 @@ ${
         )}</span></h3>
           <div class="scroll-x">
             <table class="group-table">
-              <thead>
-                <tr>
-                  <th></th>
-                  <th>rollout</th>
-                  <th>status</th>
-                  <th>answer</th>
-                  <th class="num">reward</th>
-                  <th class="num">advantage</th>
-                  <th class="num">loss weight</th>
-                  <th>samples (advantage · weight)</th>
-                </tr>
-              </thead>
+              ${tableHead([
+                "",
+                "rollout",
+                "status",
+                "answer",
+                { num: "reward" },
+                { num: "advantage" },
+                { num: "loss weight" },
+                "samples (advantage · weight)",
+              ])}
               <tbody>${g.rollouts.map((f) =>
                 html`
                   <tr data-rollout="${f.rollout.rollout_id}">

@@ -11,7 +11,7 @@
 import { z } from "zod";
 import { ci95HalfWidth } from "../util/stats.ts";
 import { lineChart, type SeriesPoint } from "./charts.ts";
-import { html, type SafeHtml } from "./html.ts";
+import { html, type SafeHtml, tableHead } from "./html.ts";
 import {
   displayStep,
   displayUnit,
@@ -348,15 +348,7 @@ ${smoothingSelect(query.smooth)}
     <h2>All runs</h2>
     <div class="scroll-x">
       <table id="runs">
-        <thead>
-          <tr>
-            <th></th>
-            <th>run</th>
-            <th>grid / source</th>
-            <th class="num">steps</th>
-            <th></th>
-          </tr>
-        </thead>
+        ${tableHead(["", "run", "grid / source", { num: "steps" }, ""])}
         <tbody>${runs.map((r) =>
           html`
             <tr data-run="${r.id}">

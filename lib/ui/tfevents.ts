@@ -82,15 +82,17 @@ class ProtoWriter {
   double(field: number, value: number): this {
     const buf = new DataView(new ArrayBuffer(8));
     buf.setFloat64(0, value, true);
-    this.tag(field, 1);
-    for (let i = 0; i < 8; i++) this.#parts.push(buf.getUint8(i));
-    return this;
+    return this.#fixed(field, 1, buf);
   }
   float(field: number, value: number): this {
     const buf = new DataView(new ArrayBuffer(4));
     buf.setFloat32(0, value, true);
-    this.tag(field, 5);
-    for (let i = 0; i < 4; i++) this.#parts.push(buf.getUint8(i));
+    return this.#fixed(field, 5, buf);
+  }
+  /** A fixed-width field: wire type 1 (8 bytes) or 5 (4 bytes), little-endian in `buf`. */
+  #fixed(field: number, wire: 1 | 5, buf: DataView): this {
+    this.tag(field, wire);
+    for (let i = 0; i < buf.byteLength; i++) this.#parts.push(buf.getUint8(i));
     return this;
   }
   done(): Uint8Array<ArrayBuffer> {

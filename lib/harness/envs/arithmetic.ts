@@ -6,14 +6,8 @@
 import { type ArithmeticTask, ArithmeticTaskSchema } from "../schema.ts";
 import { CalculatorError, evaluateExpression, formatNumber } from "../calculator.ts";
 import { type AgentTool, stringArg } from "../builtin/tool.ts";
-import {
-  DEFAULT_DATA_DIR,
-  type HarnessEnv,
-  hiddenDataPaths,
-  readAnswerFile,
-  readJsonl,
-} from "./common.ts";
-import { defineEnv } from "./define.ts";
+import { DEFAULT_DATA_DIR, type HarnessEnv } from "./common.ts";
+import { defineAnswerEnv } from "./define.ts";
 
 /** The calculator tool. */
 export const calculatorTool: AgentTool = {
@@ -68,19 +62,13 @@ const SYSTEM = "You solve arithmetic problems. Use the calculator tool for every
  * ```
  */
 export function arithmeticEnv(dataDir = DEFAULT_DATA_DIR): HarnessEnv<ArithmeticTask> {
-  return defineEnv({
+  return defineAnswerEnv({
     name: "arithmetic",
     description: "multi-step arithmetic with a calculator tool; exact-match reward",
     systemPrompt: SYSTEM,
     dataDir,
-    load: () => readJsonl(`${dataDir}/arithmetic/tasks.jsonl`, ArithmeticTaskSchema),
-    show: (task) => ({ prompt: task.question, extra: {} }),
+    taskSchema: ArithmeticTaskSchema,
     tools: () => [calculatorTool],
-    score: (task, ctx) => {
-      const answer = readAnswerFile(ctx.dir);
-      return answer !== null && arithmeticMatch(answer, task.answer) ? 1 : 0;
-    },
-    // When the sandbox is on, the answers (tasks.jsonl) are masked.
-    sandbox: { hide: hiddenDataPaths(dataDir) },
+    match: (answer, task) => arithmeticMatch(answer, task.answer),
   });
 }

@@ -7,15 +7,8 @@
 import { type SearchDoc, SearchDocSchema, type SearchTask, SearchTaskSchema } from "../schema.ts";
 import { type AgentTool, stringArg } from "../builtin/tool.ts";
 import { Bm25Index } from "./bm25.ts";
-import {
-  DEFAULT_DATA_DIR,
-  type HarnessEnv,
-  hiddenDataPaths,
-  normalizeAnswer,
-  readAnswerFile,
-  readJsonl,
-} from "./common.ts";
-import { defineEnv } from "./define.ts";
+import { DEFAULT_DATA_DIR, type HarnessEnv, normalizeAnswer, readJsonl } from "./common.ts";
+import { defineAnswerEnv } from "./define.ts";
 
 const indexes = new Map<string, { docs: SearchDoc[]; index: Bm25Index }>();
 
@@ -86,20 +79,16 @@ const SYSTEM = "You answer questions about a fictional world using the search to
  * ```
  */
 export function searchEnv(dataDir = DEFAULT_DATA_DIR): HarnessEnv<SearchTask> {
-  return defineEnv({
+  return defineAnswerEnv({
     name: "search",
     description: "questions over a local corpus with a BM25 search tool; exact-match reward",
     systemPrompt: SYSTEM,
     dataDir,
-    load: () => readJsonl(`${dataDir}/search/tasks.jsonl`, SearchTaskSchema),
-    show: (task) => ({ prompt: task.question, extra: {} }),
+    taskSchema: SearchTaskSchema,
     tools: () => [searchTool(dataDir)],
-    score: (task, ctx) => {
-      const answer = readAnswerFile(ctx.dir);
-      return answer !== null && searchMatch(answer, task) ? 1 : 0;
-    },
-    // When the sandbox is on, the answers (tasks.jsonl) are masked; the corpus stays readable.
-    sandbox: { hide: hiddenDataPaths(dataDir) },
+    match: (answer, task) => searchMatch(answer, task),
+    // The harness finds the corpus of a non-default dataset here (the sandbox masks only the
+    // tasks file, with the answers; the corpus stays readable).
     prepare: () => dataDir === DEFAULT_DATA_DIR ? {} : { env: { REINS_ENV_DATA_DIR: dataDir } },
   });
 }

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .model import ModelConfig
+from .tensor_names import tensor_names
 
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
@@ -49,20 +50,6 @@ _SCALAR_FORMATS = {
     UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i",
     FLOAT32: "<f", BOOL: "<?", UINT64: "<Q", INT64: "<q", FLOAT64: "<d",
 }  # fmt: skip
-
-_LAYER_TENSORS = [
-    ("input_norm.weight", "attn_norm.weight"),
-    ("attn.q_proj.weight", "attn_q.weight"),
-    ("attn.k_proj.weight", "attn_k.weight"),
-    ("attn.v_proj.weight", "attn_v.weight"),
-    ("attn.o_proj.weight", "attn_output.weight"),
-    ("attn.q_norm.weight", "attn_q_norm.weight"),
-    ("attn.k_norm.weight", "attn_k_norm.weight"),
-    ("post_attn_norm.weight", "ffn_norm.weight"),
-    ("mlp.gate_proj.weight", "ffn_gate.weight"),
-    ("mlp.up_proj.weight", "ffn_up.weight"),
-    ("mlp.down_proj.weight", "ffn_down.weight"),
-]
 
 
 class GGUFError(ValueError):
@@ -248,13 +235,7 @@ def _aligned_to(n: int, align: int) -> int:
 
 def gguf_tensor_names(config: ModelConfig) -> List[Tuple[str, str]]:
     """(our state_dict name, GGUF name) for every tensor llama.cpp's qwen3 reads."""
-    pairs = [("embed.weight", "token_embd.weight")]
-    for i in range(config.n_layers):
-        pairs += [(f"layers.{i}.{ours}", f"blk.{i}.{g}") for ours, g in _LAYER_TENSORS]
-    pairs.append(("norm.weight", "output_norm.weight"))
-    if not config.tie_embeddings:
-        pairs.append(("lm_head.weight", "output.weight"))
-    return pairs
+    return tensor_names(config, "gguf")
 
 
 def _tensor_type(t: torch.Tensor, file_type: str) -> str:

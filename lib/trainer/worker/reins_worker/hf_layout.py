@@ -24,6 +24,7 @@ import torch
 
 from . import safetensors_io as st
 from .model import Decoder, ModelConfig
+from .tensor_names import tensor_names
 
 CONFIG_FILE = "config.json"
 # What a tokenizer directory may hold; whichever exist are copied alongside the weights.
@@ -40,21 +41,6 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 # Buffers some older exports carry; they are recomputed, never learned.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
-# (our parameter name within a layer, HF name within `model.layers.N.`)
-_LAYER_NAMES = [
-    ("input_norm.weight", "input_layernorm.weight"),
-    ("attn.q_proj.weight", "self_attn.q_proj.weight"),
-    ("attn.k_proj.weight", "self_attn.k_proj.weight"),
-    ("attn.v_proj.weight", "self_attn.v_proj.weight"),
-    ("attn.o_proj.weight", "self_attn.o_proj.weight"),
-    ("attn.q_norm.weight", "self_attn.q_norm.weight"),
-    ("attn.k_norm.weight", "self_attn.k_norm.weight"),
-    ("post_attn_norm.weight", "post_attention_layernorm.weight"),
-    ("mlp.gate_proj.weight", "mlp.gate_proj.weight"),
-    ("mlp.up_proj.weight", "mlp.up_proj.weight"),
-    ("mlp.down_proj.weight", "mlp.down_proj.weight"),
-]
-
 
 class LayoutError(ValueError):
     """A checkpoint directory that does not hold a Qwen3 the built-in decoder can run; the
@@ -63,13 +49,7 @@ class LayoutError(ValueError):
 
 def name_map(config: ModelConfig) -> List[Tuple[str, str]]:
     """(our state_dict name, HF name) for every tensor of a model with `config`."""
-    pairs = [("embed.weight", "model.embed_tokens.weight")]
-    for i in range(config.n_layers):
-        pairs += [(f"layers.{i}.{ours}", f"model.layers.{i}.{hf}") for ours, hf in _LAYER_NAMES]
-    pairs.append(("norm.weight", "model.norm.weight"))
-    if not config.tie_embeddings:
-        pairs.append(("lm_head.weight", "lm_head.weight"))
-    return pairs
+    return tensor_names(config, "hf")
 
 
 def hf_config(config: ModelConfig, torch_dtype: str = "float32") -> Dict[str, Any]:
