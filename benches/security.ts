@@ -226,6 +226,10 @@ async function underAttack(
   await probing;
   const stats = JSON.parse((await probe(port, "/v1/stats", key)).body);
   console.log(`${name}_event_loop_max_lag_ms: ${stats.event_loop_max_lag_ms}`);
+  // How much of that stall the gateway's thread spent computing (the rest: waiting for a core).
+  console.log(`${name}_event_loop_max_lag_cpu_ms: ${stats.event_loop_max_lag_cpu_ms ?? "n/a"}`);
+  // The most CPU the thread spent between two 10 ms ticks: our own longest hold of the loop.
+  console.log(`${name}_event_loop_max_busy_ms: ${stats.event_loop_max_busy_ms ?? "n/a"}`);
   console.log(`${name}_health_probes: ${probes}`);
   console.log(`${name}_health_failures: ${failures}`);
   console.log(`${name}_health_max_ms: ${worstMs.toFixed(1)}`);
@@ -283,26 +287,35 @@ async function lagUnderAttacks(): Promise<void> {
 
     await underAttack("huge_prompt", port3, pid3, async () => {
       const { attempt, token } = of("p");
+      // Over the 1 MiB byte cap (refused by its bytes), and under it (tokenized, on the
+      // tokenizer worker, then refused by max_prompt_tokens).
       const huge = "lorem ipsum ".repeat(130_000);
+      const big = "lorem ipsum ".repeat(75_000);
       const statuses: number[] = [];
       for (let i = 0; i < 4; i++) {
-        for (const path of ["chat/completions", "messages/count_tokens"]) {
+        for (
+          const [path, content] of [
+            ["chat/completions", huge],
+            ["messages/count_tokens", huge],
+            ["chat/completions", big],
+            ["messages/count_tokens", big],
+          ]
+        ) {
           const res = await fetch(`${gw3.url}/proxy/p/${attempt.attempt_id}/v1/${path}`, {
             method: "POST",
             headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
             body: JSON.stringify({
               model: "m",
               max_tokens: 8,
-              messages: [{ role: "user", content: huge }],
+              messages: [{ role: "user", content }],
             }),
           });
           await res.body?.cancel();
           statuses.push(res.status);
         }
       }
-      return `8 prompts of ${(huge.length / 1e6).toFixed(2)} MB, statuses ${[
-        ...new Set(statuses),
-      ]}`;
+      return `8 prompts of ${(huge.length / 1e6).toFixed(2)} MB and 8 of ` +
+        `${(big.length / 1e6).toFixed(2)} MB, statuses ${[...new Set(statuses)]}`;
     });
 
     await underAttack("pathological_event", port3, pid3, async () => {

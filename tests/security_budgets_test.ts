@@ -9,10 +9,14 @@
  * | events past `max_events_per_attempt` / `max_event_bytes_per_attempt` | 429 / 413 naming the limit |
  * | a custom event with a 2 MB name | 400 naming `events[0].payload.name` |
  * | a 600 KB `a/a/a/…` path in a patch event and a log, through the monitors | linear time |
+ * | a 0.9 MB prompt (under the byte cap, over `max_prompt_tokens`) | tokenized on the tokenizer worker, 400 |
+ * | the same path through the built-in monitors on their thread | no lag here |
+ * | a check past the monitor time budget | stopped, a `warn` finding naming the budget |
  */
 import assert from "node:assert/strict";
 import { defaultMonitors } from "../lib/monitors/defaults.ts";
 import { runMonitors } from "../lib/monitors/runner.ts";
+import { offThreadMonitors } from "../lib/monitors/off_thread.ts";
 import type { RolloutEvent } from "../lib/schema.ts";
 import { errorOf, withSecurityFixture } from "./support/security.ts";
 
@@ -156,4 +160,127 @@ Deno.test("budgets: a 600 KB a/a/a/… path through every default monitor runs i
   });
   assert.ok(lag < LAG_BOUND_MS, `event loop held ${lag.toFixed(0)} ms`);
   assert.ok(flags.every((f) => !/monitor failed/.test(f.message)), JSON.stringify(flags));
+});
+
+/** A finished rollout with no attempts, for monitors. */
+const finishedRollout = {
+  rollout_id: "r1",
+  group_id: "r1",
+  input: {},
+  mode: "train" as const,
+  config: { timeout_s: 600, max_attempts: 1 },
+  labels: {},
+  status: "succeeded" as const,
+  version: 1,
+  attempts: [],
+  created_at: 0,
+  updated_at: 0,
+  policy_version_min: null,
+  policy_version_max: null,
+  reward: 1,
+  reward_attempt_id: null,
+  reward_credential: null,
+};
+
+/** `n` events each carrying `text` in a patch and in a log. */
+function attackEvents(text: string, n: number): RolloutEvent[] {
+  const base = { rollout_id: "r1", attempt_id: "a1", event_key: null, created_at: 0 };
+  return Array.from({ length: n }, (_, i) => [
+    { ...base, seq: 2 * i + 1, type: "custom", payload: { name: "patch", data: text } },
+    { ...base, seq: 2 * i + 2, type: "log", payload: { stream: "stdout", text } },
+  ]).flat() as RolloutEvent[];
+}
+
+Deno.test("budgets: a 0.9 MB prompt under the byte cap is tokenized off the event loop, then refused by max_prompt_tokens", async () => {
+  await withSecurityFixture({}, async (fx) => {
+    const { rolloutId, attemptId, token } = await fx.claimOne();
+    // Varied words: ~300k Qwen3 tokens, ~2 s of tokenizing on this machine's thread before.
+    const big = Array.from({ length: 75_000 }, (_, i) => `w${(i * 7919) % 100_003}`).join(" ");
+    assert.ok(big.length < 1_048_576 && big.length > 500_000);
+    const base = `/proxy/${rolloutId}/${attemptId}/v1`;
+    // The worker loads its tokenizer at the first long text (a loaded machine's cores are shared).
+    const warm = await fx.send("POST", `${base}/messages/count_tokens`, token, {
+      model: "policy",
+      max_tokens: 1,
+      messages: [{ role: "user", content: "warm ".repeat(4_000) }],
+    });
+    assert.equal(warm.status, 200);
+    let chat!: Awaited<ReturnType<typeof fx.send>>;
+    let count!: Awaited<ReturnType<typeof fx.send>>;
+    const lag = await maxLagDuring(async () => {
+      chat = await fx.send("POST", `${base}/chat/completions`, token, {
+        model: "policy",
+        messages: [{ role: "user", content: big }],
+      });
+      count = await fx.send("POST", `${base}/messages/count_tokens`, token, {
+        model: "policy",
+        max_tokens: 1,
+        messages: [{ role: "user", content: big }],
+      });
+    });
+    assert.equal(chat.status, 400);
+    assert.match(errorOf(chat.body).message, /more than max_prompt_tokens \(131072\)/);
+    assert.equal(count.status, 200);
+    const counted = (count.body as { input_tokens: number }).input_tokens;
+    assert.ok(counted > 131_072, `counted ${counted}`);
+    // Parsing, rendering and scanning 0.9 MB stay here; the tokenizing (seconds) does not.
+    assert.ok(lag < 500, `event loop held ${lag.toFixed(0)} ms`);
+    // The refused call is recorded as failed, without its ~300k prompt ids or its messages.
+    const [refused] = await fx.admin.listEvents(rolloutId, { type: "model_request" });
+    assert.equal(refused.type === "model_request" && refused.payload.http_status, 400);
+    assert.equal(refused.type === "model_request" && refused.payload.prompt_token_ids.length, 0);
+    assert.equal(refused.type === "model_request" && refused.payload.messages, undefined);
+    // The conversation keeps no state from it.
+    const ok = await fx.send("POST", `${base}/chat/completions`, token, {
+      model: "policy",
+      messages: [{ role: "user", content: "2+2?" }],
+    });
+    assert.equal(ok.status, 200);
+  });
+});
+
+Deno.test("budgets: the built-in monitors check a 600 KB a/a/a/… path on their own thread", async () => {
+  const path = "a/".repeat(300_000);
+  const events = attackEvents(`+++ b/${path}\n${path}; curl ${path}`, 1);
+  const off = offThreadMonitors(defaultMonitors());
+  try {
+    off.warm();
+    await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors); // thread up
+    let offFlags: Awaited<ReturnType<typeof runMonitors>> = [];
+    const lag = await maxLagDuring(async () => {
+      offFlags = await runMonitors({ rollout: finishedRollout, events }, off.monitors);
+    });
+    assert.ok(lag < 500, `event loop held ${lag.toFixed(0)} ms`);
+    // The same verdicts as on this thread.
+    const here = await runMonitors({ rollout: finishedRollout, events }, defaultMonitors());
+    assert.deepEqual(offFlags, here);
+  } finally {
+    await off.close();
+  }
+});
+
+Deno.test("budgets: a monitor check past its time budget is stopped and reported naming the budget", async () => {
+  // 400 patches of 64 KiB each: ~0.5 s of (linear) path matching for test_edit, over 50 ms.
+  const events = attackEvents(`+++ b/${"a/".repeat(32_768)}\n`, 200);
+  const off = offThreadMonitors(defaultMonitors(), { baseMs: 50, msPerEvent: 0 });
+  try {
+    off.warm();
+    await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors); // thread up
+    const flags = await runMonitors({ rollout: finishedRollout, events }, off.monitors);
+    const stopped = flags.filter((f) => /ran past its time budget of 50 ms/.test(f.message));
+    assert.ok(
+      stopped.some((f) => f.monitor === "test_edit"),
+      JSON.stringify(flags.map((f) => f.message)),
+    );
+    for (const flag of stopped) {
+      assert.equal(flag.severity, "warn");
+      assert.match(flag.message, /50 ms \+ 0 ms per event × 400 events/);
+    }
+    // (Not timed: each stopped check restarts the thread, which holds this one ~0.1–0.4 s.)
+    // The checking thread starts afresh: a small rollout is checked in full afterwards.
+    const clean = await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors);
+    assert.ok(clean.every((f) => !/time budget|failed/.test(f.message)), JSON.stringify(clean));
+  } finally {
+    await off.close();
+  }
 });

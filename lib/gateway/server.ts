@@ -150,11 +150,20 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
     // The server starts after the app it serves; the stats read it once it exists.
     const serverRef: { current?: GuardedServer } = {};
     const app = createGatewayApp({
-      stats: () => ({
-        event_loop_max_lag_ms: Math.round((lag?.takeMax() ?? 0) * 10) / 10,
-        rss_bytes: Deno.memoryUsage().rss,
-        connections: serverRef.current?.connections ?? 0,
-      }),
+      stats: () => {
+        const taken = lag?.take();
+        return {
+          event_loop_max_lag_ms: Math.round((taken?.maxLagMs ?? 0) * 10) / 10,
+          // The CPU this thread spent in that stall (Linux): ours when close to the lag.
+          ...(taken?.cpuMsInMaxLag != null
+            ? { event_loop_max_lag_cpu_ms: taken.cpuMsInMaxLag }
+            : {}),
+          // The most CPU it spent between two ticks: our own longest hold of the loop.
+          ...(taken?.maxBusyMs != null ? { event_loop_max_busy_ms: taken.maxBusyMs } : {}),
+          rss_bytes: Deno.memoryUsage().rss,
+          connections: serverRef.current?.connections ?? 0,
+        };
+      },
       store,
       phase,
       adminKey,

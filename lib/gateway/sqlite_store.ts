@@ -1,12 +1,17 @@
 /**
  * The embedded store: one SQLite file per run through `node:sqlite`.
  *
- * Durability: WAL journal with `synchronous=FULL` by default, so a write is on disk (fsynced
- * WAL) before the gateway acknowledges it: it survives a SIGKILL of the gateway and also an OS
- * crash or power loss. `synchronous: "NORMAL"` is offered for throughput: with WAL it still
- * survives a killed process (the WAL pages are in the OS cache), but an OS crash may lose the
- * last transactions (never corrupt the file). Every write method is one `BEGIN IMMEDIATE`
- * transaction, so a second process on the same file waits instead of interleaving.
+ * Durability: WAL journal; with `synchronous: "FULL"` (the default) a write is on disk (the WAL
+ * fsynced) before the gateway acknowledges it or a read sees it: it survives a SIGKILL and also
+ * power loss. The fsync runs off the gateway's thread (issue #29: SQLite's own held the loop
+ * ~50 ms per commit on a loaded disk): the connection commits with SQLite's `NORMAL`, then the
+ * commit's group waits for an fsync of the WAL that started after it (`./sqlite_wal_sync.ts`);
+ * a failed fsync fails the group (the caller retries; keyed events stay idempotent).
+ * Checkpoints run on a worker thread (`./sqlite_checkpointer.ts`). `synchronous: "NORMAL"`
+ * skips the fsync: a killed process loses nothing, an OS crash may lose the last transactions
+ * (never corrupt the file). `:memory:` and `file:` URIs keep SQLite's own syncing. Every write
+ * method is one `BEGIN IMMEDIATE` transaction, so a second process on the same file waits
+ * instead of interleaving.
  *
  * The SQL and the logic of every operation but appending events are shared with the
  * PostgreSQL store (`./sql/flows.ts`); this file holds the group commit and the event path.
@@ -62,10 +67,15 @@ import {
   rewardCounts,
 } from "./store_rules.ts";
 import { type CallTokens, planPrompt, TokenCache } from "./token_blob.ts";
+import { WalSync } from "./sqlite_wal_sync.ts";
+import { type Checkpointer, checkpointOffThread } from "./sqlite_checkpointer.ts";
 
 /** Options of {@link openSqliteStore}. */
 export interface SqliteStoreOptions {
-  /** `FULL` (default): fsync per commit; `NORMAL`: survives process kills, not power loss. */
+  /**
+   * `FULL` (default): acknowledged after the WAL is fsynced (off the event loop); `NORMAL`: no
+   * fsync, survives process kills, not power loss.
+   */
   synchronous?: "NORMAL" | "FULL";
   /** How long to wait for another process's write lock (default 5 000 ms). */
   busyTimeoutMs?: number;
@@ -123,6 +133,9 @@ export class SqliteStore implements Store {
   readonly #pendingCache = new Map<number, CallTokens>();
   #opCacheKeys: number[] = [];
   #closed = false;
+  /** Fsyncs the WAL off the event loop before a commit is acknowledged (`FULL`, plain files). */
+  readonly #walSync: WalSync | null;
+  #checkpointer: Checkpointer | null = null;
   readonly #tokens: TokenStore = {
     get: (seq) => this.#pendingCache.get(seq) ?? this.#cache.get(seq),
     set: (seq, tokens) => this.#cacheSet(seq, tokens),
@@ -130,11 +143,23 @@ export class SqliteStore implements Store {
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.path = path;
-    if (path !== ":memory:" && !path.startsWith("file:")) checkParentDirectory(path);
+    const plainFile = path !== ":memory:" && path !== "" && !path.startsWith("file:");
+    if (plainFile) checkParentDirectory(path);
+    this.#walSync = plainFile && (options.synchronous ?? "FULL") === "FULL"
+      ? new WalSync(`${path}-wal`, path)
+      : null;
     this.#db = new DatabaseSync(path);
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     try {
       this.#open(path, options);
+      if (plainFile) {
+        this.#checkpointer = checkpointOffThread(
+          this.#db,
+          path,
+          this.#busyTimeoutMs,
+          () => this.#closed,
+        );
+      }
     } catch (err) {
       try {
         this.#db.close();
@@ -156,7 +181,8 @@ export class SqliteStore implements Store {
     // Big pages keep multi-KB token rows several to a page (only applies to a new file).
     this.#db.exec("PRAGMA page_size = 16384");
     this.#db.exec("PRAGMA journal_mode = WAL");
-    this.#db.exec(`PRAGMA synchronous = ${sync}`);
+    // With a WAL fsync of our own (off the thread), the connection itself need not sync.
+    this.#db.exec(`PRAGMA synchronous = ${this.#walSync ? "NORMAL" : sync}`);
     this.#db.exec("PRAGMA foreign_keys = ON");
     // Every write runs in a savepoint; this keeps its statement journal a plain in-memory one
     // (the default, a buffer ready to spill to a temporary file, cost ~50 µs more per write).
@@ -309,13 +335,16 @@ export class SqliteStore implements Store {
     return this.#run(() => this.#tx(() => this.#flow(flows.ensureMeta(key, value))));
   }
 
-  close(): Promise<void> {
-    if (!this.#closed) {
-      this.#flush();
-      this.#closed = true;
-      this.#db.close();
-    }
-    return Promise.resolve();
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#flush();
+    this.#closed = true;
+    // The last group's fsync runs on; the file and the connection close after it.
+    await this.#walSync?.pending()?.catch(() => {});
+    this.#walSync?.close();
+    await this.#checkpointer?.close();
+    this.#checkpointer = null;
+    this.#db.close();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -363,9 +392,13 @@ export class SqliteStore implements Store {
     return this.#group;
   }
 
-  /** Runs a read once no uncommitted group is open, so reads only see durable data. */
+  /** Runs a read once no uncommitted (or committed, not yet fsynced) group is left, so reads only see durable data. */
   async #read<T>(fn: () => T): Promise<T> {
-    while (this.#group) await this.#group.done.catch(() => {});
+    for (;;) {
+      const pending = this.#group?.done ?? this.#walSync?.pending();
+      if (!pending) break;
+      await pending.catch(() => {});
+    }
     if (this.#closed) throw new StoreError("internal", "store is closed");
     return fn();
   }
@@ -413,7 +446,10 @@ export class SqliteStore implements Store {
     }
     for (const [seq, tokens] of this.#pendingCache) this.#cache.set(seq, tokens);
     this.#pendingCache.clear();
-    group.resolve();
+    this.#checkpointer?.committed();
+    // Acknowledged once durable: after an fsync of the WAL that started after this COMMIT.
+    if (!this.#walSync) return group.resolve();
+    this.#walSync.sync().then(() => group.resolve(), (err) => group.reject(err));
   }
 
   /** Caches decoded tokens; inside a write they wait for the commit (seqs of a rolled-back write are reused). */

@@ -31,7 +31,7 @@ import type { Monitor } from "./types.ts";
  * ```
  */
 export function defaultMonitors(): Monitor[] {
-  return [
+  const monitors = [
     gitNetworkMonitor(),
     testEditMonitor(),
     repetitionMonitor(),
@@ -40,4 +40,14 @@ export function defaultMonitors(): Monitor[] {
     logprobMonitor(),
     mismatchMonitor(),
   ];
+  for (const monitor of monitors) BUILT_IN.add(monitor);
+  return monitors;
+}
+
+/** Monitors made by {@link defaultMonitors}: another thread can build the same by name. */
+const BUILT_IN = new WeakSet<Monitor>();
+
+/** Whether `monitor` was made by {@link defaultMonitors} (so it can run on the checking thread). */
+export function isBuiltIn(monitor: Monitor): boolean {
+  return BUILT_IN.has(monitor);
 }

@@ -41,6 +41,12 @@ export {
   toolCallText,
 } from "./actions.ts";
 export { defaultMonitors } from "./defaults.ts";
+export {
+  DEFAULT_MONITOR_BUDGET,
+  type MonitorBudget,
+  type OffThreadMonitors,
+  offThreadMonitors,
+} from "./off_thread.ts";
 export { emptyAnswerMonitor } from "./empty_answer.ts";
 export { gitNetworkMonitor, type GitNetworkOptions } from "./git_network.ts";
 export { logprobMonitor, type LogprobOptions } from "./logprob.ts";

@@ -13,6 +13,7 @@ import { AUDIT_VERDICT_EVENT, MONITOR_FLAGS_EVENT, type MonitorFlag } from "../s
 import { reinsEvent, reinsEventKey } from "../schema/gateway_api.ts";
 import { type Auditor, worstAtLeast } from "./auditor.ts";
 import type { Monitor, MonitorInput } from "./types.ts";
+import { DEFAULT_MONITOR_BUDGET, type MonitorBudget, offThreadMonitors } from "./off_thread.ts";
 
 /**
  * Runs every monitor on one rollout. A monitor that throws yields an `info` flag saying so
@@ -71,6 +72,14 @@ export interface MonitorRunnerOptions {
   recordClean?: boolean;
   /** Called after each checked rollout. */
   onChecked?: (rolloutId: string, flags: MonitorFlag[]) => void;
+  /**
+   * Run the built-in monitors (those of `defaultMonitors()`) on a worker thread, each check
+   * under `budget` (default true): agent-written events then hold no request. Other monitors
+   * run on this thread either way.
+   */
+  offThread?: boolean;
+  /** The time budget of one built-in monitor's check (default {@link DEFAULT_MONITOR_BUDGET}). */
+  budget?: MonitorBudget;
 }
 
 /** A running monitor loop. */
@@ -100,7 +109,12 @@ export interface MonitorRunner {
  * ```
  */
 export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner {
-  const { store, monitors, auditor } = options;
+  const { store, auditor } = options;
+  const offThread = options.offThread ?? true
+    ? offThreadMonitors(options.monitors, options.budget ?? DEFAULT_MONITOR_BUDGET)
+    : null;
+  offThread?.warm();
+  const monitors = offThread?.monitors ?? options.monitors;
   const pollMs = options.pollMs ?? 250;
   const recordClean = options.recordClean ?? true;
   const stats = { checked: 0, flagged: 0, audited: 0 };
@@ -214,6 +228,7 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
       closed = true;
       wake?.();
       await loop;
+      await offThread?.close();
     },
   };
 }

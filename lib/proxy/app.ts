@@ -37,7 +37,14 @@ import { openaiCompletionsCodec } from "./codecs/openai_completions.ts";
 import { openaiResponsesCodec } from "./codecs/openai_responses.ts";
 import type { Codec } from "./codecs/types.ts";
 import type { UpstreamBinding } from "./generation.ts";
-import { checkPromptBytes, decodeRequest, prepareCall, renderOptions } from "./prepare.ts";
+import {
+  checkPromptBytes,
+  decodeRequest,
+  encodeOffThread,
+  prepareCall,
+  renderOptions,
+  tokenizerOffload,
+} from "./prepare.ts";
 import { respondJson } from "./respond_json.ts";
 import { respondStream } from "./respond_stream.ts";
 import { SessionTracker } from "./sessions.ts";
@@ -153,10 +160,12 @@ export function createProxyApp(deps: ProxyDeps): Hono {
   const upstreamConfig = parseOrThrow(UpstreamConfigSchema, deps.upstream, "upstream");
   const deadlines = parseOrThrow(ServerDeadlinesSchema, deps.deadlines ?? {}, "deadlines");
   const { tokenizer, store } = deps;
+  const binding = bindingOf(upstreamConfig, tokenizer);
   const ctx: ProxyContext = {
     options,
-    binding: bindingOf(upstreamConfig, tokenizer),
+    binding,
     tokenizer,
+    offload: binding.kind === "token" ? tokenizerOffload(tokenizer) : null,
     sessions: new SessionTracker({ maxAttempts: options.max_sessions }),
     recorder: new CallRecorder(store, options.registry_cache_ms),
     phase: deps.phase,
@@ -177,7 +186,7 @@ export function createProxyApp(deps: ProxyDeps): Hono {
   const handle = async (c: Context<ProxyEnv>, codec: Codec): Promise<Response> => {
     const startedAt = performance.now();
     const decoded = await decodeRequest(ctx, codec, c.req.raw);
-    const call = prepareCall(ctx, {
+    const call = await prepareCall(ctx, {
       callId: crypto.randomUUID().replaceAll("-", ""),
       rolloutId: c.req.param("rollout_id")!,
       attemptId: c.req.param("attempt_id")!,
@@ -224,7 +233,8 @@ export function createProxyApp(deps: ProxyDeps): Hono {
     );
     // The same byte budget as a call: an oversized count request is refused before tokenizing.
     checkPromptBytes(ctx, request);
-    const ids = tokenizer.encode(tokenizer.render(request.messages!, renderOptions(ctx, request)));
+    const text = tokenizer.render(request.messages!, renderOptions(ctx, request));
+    const ids = await encodeOffThread(ctx, text);
     return c.json({ input_tokens: ids.length });
   };
 

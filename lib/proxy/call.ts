@@ -11,6 +11,7 @@ import { HttpError, isAbortError } from "../util/error.ts";
 import { PhaseHoldTimeout } from "../gateway/phase.ts";
 import type { PromptMode, ProxyOptions, Segment } from "../schema.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
+import type { ChunkOffload } from "../tokens/incremental.ts";
 import type { CallRecorder, CallResult } from "./capture.ts";
 import type { Codec, DecodeOptions, FinishedCall, NormalizedRequest } from "./codecs/types.ts";
 import { generate, type GenerationOutcome, type UpstreamBinding } from "./generation.ts";
@@ -28,6 +29,8 @@ export interface ProxyContext {
   options: ProxyOptions;
   binding: UpstreamBinding;
   tokenizer: ChatTokenizer;
+  /** Where long prompt chunks are tokenized (the tokenizer worker), if anywhere. */
+  offload: (ChunkOffload & { warm(): void }) | null;
   sessions: SessionTracker;
   recorder: CallRecorder;
   phase: ProxyPhaseGate | undefined;
@@ -113,6 +116,11 @@ function failureOf(error: unknown): HttpError & { retries: number; endpoint: str
   );
 }
 
+/** The request with no messages (a refused prompt's record keeps none). */
+function withoutMessages(request: NormalizedRequest): NormalizedRequest {
+  return { ...request, messages: null };
+}
+
 /**
  * Clears a prepared call to run: refuses (and records) a prompt over `max_prompt_tokens`,
  * holds the call at the phase gate (503 when held too long, 499 when the harness leaves while
@@ -136,7 +144,14 @@ export async function startCall(
       call.conversation.last = null;
       call.conversation.encoderState = undefined;
     }
-    await ctx.recorder.record(call, {
+    // Recorded as a failed call without its prompt: the ids (up to ~1M for a 1 MiB prompt)
+    // and messages are no training data and cost the store seconds of work and megabytes;
+    // the error says how long it was, the request digest keeps its hash and size.
+    await ctx.recorder.record({
+      ...call,
+      promptIds: new Uint32Array(0),
+      request: withoutMessages(call.request),
+    }, {
       outcome: null,
       partial,
       httpStatus: 400,

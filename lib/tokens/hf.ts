@@ -33,6 +33,12 @@ export interface HfTokenizerOptions {
   chatTemplate?: string;
 }
 
+/** A directory (a `file:` URL) and the options a tokenizer was loaded with. */
+export interface HfTokenizerOrigin {
+  dir: string;
+  options: HfTokenizerOptions;
+}
+
 const ROLES = new Set(["system", "user", "assistant", "tool"]);
 
 /** GPT-2 byte-level alphabet: which printable character stands for each byte 0..255. */
@@ -144,6 +150,11 @@ export class HfChatTokenizer implements ChatTokenizer {
    * model on its own, which is what makes the incremental encoder's chunking exact.
    */
   readonly rawSplitTokens: readonly AddedToken[];
+  /**
+   * Where {@link loadHfTokenizerFromDir} read it from: another thread can load the same
+   * tokenizer from here (the proxy's tokenizer worker). Unset for one built from objects.
+   */
+  origin: HfTokenizerOrigin | undefined = undefined;
   readonly #tokenizer: Tokenizer;
   readonly #templates = new Map<string, Template>();
   readonly #templateSources: Map<string, string>;
@@ -434,8 +445,10 @@ export async function loadHfTokenizerFromDir(
       if (!(error instanceof Deno.errors.NotFound)) throw error;
     }
   }
-  return new HfChatTokenizer(tokenizerJson, tokenizerConfig, {
+  const loaded = new HfChatTokenizer(tokenizerJson, tokenizerConfig, {
     ...options,
     ...(chatTemplate !== undefined ? { chatTemplate } : {}),
   });
+  loaded.origin = { dir: base.href, options: { ...options } };
+  return loaded;
 }

@@ -89,6 +89,16 @@ class AddedTokenScanner {
   }
 }
 
+/** Where long chunks are encoded instead of the caller's thread (e.g. a tokenizer worker). */
+export interface ChunkOffload {
+  /** Chunks of at least this many characters go to {@link ChunkOffload.encode}. */
+  minChars: number;
+  /** Encodes like the encoder's own tokenizer does (the same ids). */
+  encode(chunk: string): Promise<Uint32Array>;
+}
+
+const NO_CHUNKS: ReadonlyMap<string, Uint32Array> = new Map();
+
 /** Counters of an {@link IncrementalChatEncoder} (cumulative over its calls). */
 export interface IncrementalEncoderStats {
   calls: number;
@@ -171,20 +181,45 @@ export class IncrementalChatEncoder {
   /** Encodes `text`, equal to `tokenizer.encode(text)`, reusing the previous call's chunks. */
   encodeText(text: string): Uint32Array {
     const t0 = performance.now();
-    const stats = this.#stats;
-    stats.calls++;
-    const scanner = this.#scanner;
-    if (scanner === undefined) {
-      const ids = this.tokenizer.encode(text);
-      stats.encodedTokens += ids.length;
-      stats.encodeMs += performance.now() - t0;
-      return ids;
+    return this.#assemble(this.#chunkTexts(text), NO_CHUNKS, t0);
+  }
+
+  /**
+   * {@link renderAndEncode} with every new chunk of at least `offload.minChars` characters
+   * encoded by `offload.encode` (another thread's copy of the same tokenizer, so the ids are
+   * the same): a long prompt no longer holds the caller's thread for its tokenization.
+   */
+  async renderAndEncodeOffThread(
+    messages: ChatMessage[],
+    options: RenderOptions,
+    offload: ChunkOffload,
+  ): Promise<{ text: string; ids: Uint32Array }> {
+    const t0 = performance.now();
+    const text = this.tokenizer.render(messages, options);
+    this.#stats.renderMs += performance.now() - t0;
+    return { text, ids: await this.encodeTextOffThread(text, offload) };
+  }
+
+  /** {@link encodeText} with the long new chunks encoded by `offload` (see {@link renderAndEncodeOffThread}). */
+  async encodeTextOffThread(text: string, offload: ChunkOffload): Promise<Uint32Array> {
+    const chunks = this.#chunkTexts(text);
+    const ready = new Map<string, Uint32Array>();
+    for (const chunk of chunks) {
+      if (chunk.length < offload.minChars || this.#chunks.has(chunk) || ready.has(chunk)) continue;
+      ready.set(chunk, await offload.encode(chunk));
     }
+    return this.#assemble(chunks, ready, performance.now());
+  }
+
+  /**
+   * The texts the prompt is encoded in, in order: cut before each added token, so each is
+   * encoded by the model on its own (without the scanner, the whole text is one chunk).
+   */
+  #chunkTexts(text: string): string[] {
+    const scanner = this.#scanner;
+    if (scanner === undefined) return [text];
     const { starts, tokens } = scanner.scan(text);
-    const previous = this.#chunks;
-    const current = new Map<string, Uint32Array>();
-    const parts: Uint32Array[] = [];
-    let total = 0;
+    const chunks: string[] = [];
     const chunkCount = starts.length + (starts[0] === 0 ? 0 : 1);
     for (let k = 0; k < chunkCount; k++) {
       // Chunk k spans [begin, end): a leading text-only chunk when the text does not start with
@@ -197,11 +232,35 @@ export class IncrementalChatEncoder {
         const head = m < 0 ? 0 : tokens[m].content.length;
         chunk = chunk.slice(0, head) + chunk.slice(head).trimEnd();
       }
+      chunks.push(chunk);
+    }
+    return chunks;
+  }
+
+  /** Concatenates the chunks' ids: from this call, the previous one, `ready`, or encoded now. */
+  #assemble(
+    chunks: string[],
+    ready: ReadonlyMap<string, Uint32Array>,
+    t0: number,
+  ): Uint32Array {
+    const stats = this.#stats;
+    stats.calls++;
+    if (this.#scanner === undefined) {
+      const ids = ready.get(chunks[0]) ?? this.tokenizer.encode(chunks[0]);
+      stats.encodedTokens += ids.length;
+      stats.encodeMs += performance.now() - t0;
+      return ids;
+    }
+    const previous = this.#chunks;
+    const current = new Map<string, Uint32Array>();
+    const parts: Uint32Array[] = [];
+    let total = 0;
+    for (const chunk of chunks) {
       let ids = current.get(chunk);
       if (ids === undefined) {
         ids = previous.get(chunk);
         if (ids === undefined) {
-          ids = this.tokenizer.encode(chunk);
+          ids = ready.get(chunk) ?? this.tokenizer.encode(chunk);
           stats.encodedTokens += ids.length;
         } else stats.reusedTokens += ids.length;
         current.set(chunk, ids);
