@@ -199,11 +199,11 @@ export function gridEffects(
   reference: string,
   evalVariance?: ReadonlyMap<string, number>,
   startRewards?: readonly number[],
+  kind: EvalScoreKind = evalScoreKind(results),
 ): GridEffects {
-  const kind = evalScoreKind(results);
   const scores = (c: CellResult) => evalScores(c.summary, kind);
   const measured = results.filter((c) => scores(c).final !== null && scores(c).start !== null);
-  const summaries = summarise([...measured]);
+  const summaries = summarise([...measured], 3, kind);
   const ref = summaries.find((s) => s.setting === reference);
   if (!ref) throw new Error(`gridEffects: the grid has no cell of the reference ${reference}`);
   const comparisons = Math.max(1, summaries.length - 1);
@@ -408,7 +408,9 @@ export async function readEvaluationVariances(
 
 /**
  * A stored grid's cells and effects against `reference`, every figure from one evaluation: the
- * held-out one when every cell has it, else the training questions' (`effects.score_kind`).
+ * held-out one when every cell has it, else the training questions' (`effects.score_kind`);
+ * `kind: "train"` asks for the training questions' whatever the grid has (the second figure,
+ * with its own CIs, contrasts and power).
  *
  * @example
  * ```ts ignore
@@ -420,14 +422,16 @@ export async function readGridEffects(
   resultsDir: string,
   grid: string,
   reference: string,
+  score?: EvalScoreKind,
 ): Promise<{ cells: CellResult[]; effects: GridEffects }> {
   const cells = await readGridResults(resultsDir, grid);
-  const kind = evalScoreKind(cells);
+  const kind = score ?? evalScoreKind(cells);
   const effects = gridEffects(
     cells,
     reference,
     await readEvaluationVariances(resultsDir, grid, cells, kind),
     await readStartRewards(resultsDir, grid, kind) ?? undefined,
+    kind,
   );
   return { cells, effects };
 }

@@ -12,9 +12,10 @@ among rollout-level settings), and each setting's paired gain with two CIs: over
 
 Like the TypeScript side, it scores the grid on the held-out evaluation (`heldout_start`,
 `heldout_final`) when every cell recorded one, else on the training questions' (`start`,
-`final`), and prints `heldout: 1` or `heldout: 0` to say which.
+`final`), and prints `heldout: 1` or `heldout: 0` to say which; a third argument `train` scores
+it on the training questions whatever it has (the second figure).
 
-Usage: /usr/bin/python3 experiments/recompute_grid.py [results_dir] [grid]
+Usage: /usr/bin/python3 experiments/recompute_grid.py [results_dir] [grid] [auto|train]
 Prints `name: value` lines (tests/experiments_recompute_test.ts compares them with the
 TypeScript results).
 """
@@ -108,7 +109,7 @@ def welch(xs, ys, level=0.975):
     return mean(xs) - mean(ys), t_quantile(level, df) * se, se, df
 
 
-def read_grid(results, grid):
+def read_grid(results, grid, score="auto"):
     root = os.path.join(results, grid)
     cells = []
     for name in sorted(os.listdir(root)):
@@ -131,8 +132,9 @@ def read_grid(results, grid):
                 "heldout_final": heldout.get("rewards"),
             }
         )
-    # One evaluation for every figure: the held-out one when every cell has it.
-    heldout = bool(cells) and all(c["heldout_final"] is not None for c in cells)
+    # One evaluation for every figure: the held-out one when every cell has it (or "train":
+    # the training questions' whatever the grid has, the second figure).
+    heldout = score != "train" and bool(cells) and all(c["heldout_final"] is not None for c in cells)
     if heldout:
         for c in cells:
             c["start"], c["final"] = c["heldout_start"], c["heldout_final"]
@@ -143,7 +145,10 @@ def main():
     default_results = os.path.join(os.path.dirname(__file__), "results")
     results = sys.argv[1] if len(sys.argv) > 1 else default_results
     grid = sys.argv[2] if len(sys.argv) > 2 else "ablation"
-    cells, heldout = read_grid(results, grid)
+    score = sys.argv[3] if len(sys.argv) > 3 else "auto"
+    if score not in ("auto", "train"):
+        sys.exit(f"score: expected auto or train, got {score!r}")
+    cells, heldout = read_grid(results, grid, score)
     settings = sorted({c["setting"] for c in cells})
     finals = {s: [mean(c["final"]) for c in cells if c["setting"] == s] for s in settings}
     gains = {

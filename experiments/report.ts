@@ -5,7 +5,8 @@
  * the doc equals what the results render to.
  *
  * Blocks: `mechanism_quick` (the headline regime), `mechanism_sweep` (every regime's verdicts),
- * `pilot` (the pilot's cells and the power plan), `grid` (the sized grid's effects and power).
+ * `pilot` (the pilot's cells and the power plan), `grid` (the sized grid's effects and power),
+ * `grid_train` (the same grid on the training questions, when `grid` is the held-out score).
  * A block whose results are absent says so.
  *
  * @module
@@ -131,13 +132,25 @@ export async function renderPilot(resultsDir: string): Promise<string> {
   return out.join("\n");
 }
 
-/** The `grid` block: the sized grid's effects and the power it had (`grid_effects.ts`). */
-export async function renderGrid(resultsDir: string): Promise<string> {
+/**
+ * The `grid` block: the sized grid's effects and the power it had (`grid_effects.ts`), on its
+ * primary score; `score: "train"` (the `grid_train` block) renders the same cells on the
+ * training questions' evaluation, the second figure of a grid scored on held-out questions.
+ */
+export async function renderGrid(resultsDir: string, score?: "train"): Promise<string> {
   const grid = ablationGrid(false);
   const dir = `${resultsDir}/${grid.name}`;
-  const { cells, effects } = await readGridEffects(resultsDir, grid.name, PLAN_REFERENCE);
-  if (cells.length === 0) return "_Not run yet: `deno task ablation`._";
-  const finalHeader = effects.score_kind === "heldout"
+  const primary = await readGridEffects(resultsDir, grid.name, PLAN_REFERENCE);
+  if (primary.cells.length === 0) return "_Not run yet: `deno task ablation`._";
+  if (score === "train" && primary.effects.score_kind !== "heldout") {
+    return "_This grid has no held-out evaluation: the table above is the training questions' score._";
+  }
+  const { cells, effects } = score === "train"
+    ? await readGridEffects(resultsDir, grid.name, PLAN_REFERENCE, "train")
+    : primary;
+  const finalHeader = score === "train"
+    ? "final evaluation reward on the training questions (95% CI)"
+    : effects.score_kind === "heldout"
     ? "final held-out evaluation reward (95% CI)"
     : "final evaluation reward (95% CI)";
   const rows = effects.settings.map((s) =>
@@ -165,7 +178,10 @@ export async function renderGrid(resultsDir: string): Promise<string> {
       }.`
     ),
     `- ${effects.power_line}.`,
-    `- Evaluation: ${evaluationWords(cells, effects)}`,
+    score === "train"
+      ? "- Evaluation: the same cells, scored on 200 fresh rollouts of the two training questions " +
+        "(common random numbers, the same seeds in every cell): what RL learned on them."
+      : `- Evaluation: ${evaluationWords(cells, effects)}`,
   ].join("\n");
 }
 
@@ -198,6 +214,7 @@ export async function renderBlocks(resultsDir = DEFAULT_RESULTS_DIR): Promise<Ma
     ["mechanism_sweep", await renderMechanismSweep(resultsDir)],
     ["pilot", await renderPilot(resultsDir)],
     ["grid", await renderGrid(resultsDir)],
+    ["grid_train", await renderGrid(resultsDir, "train")],
   ]);
 }
 

@@ -5,7 +5,7 @@
  * @module
  */
 import { type MeanCi, meanCi } from "../lib/util/stats.ts";
-import { type CellResult, evalScoreKind, evalScores } from "./results.ts";
+import { type CellResult, type EvalScoreKind, evalScoreKind, evalScores } from "./results.ts";
 
 /** One setting's summary over its seeds. */
 export interface SettingSummary {
@@ -41,14 +41,17 @@ function num(x: unknown): number {
  * rows[0].score.mean;
  * ```
  */
-export function summarise(results: CellResult[], tail = 3): SettingSummary[] {
+export function summarise(
+  results: CellResult[],
+  tail = 3,
+  kind: EvalScoreKind = evalScoreKind(results),
+): SettingSummary[] {
   const groups = new Map<string, CellResult[]>();
   for (const r of results) {
     const list = groups.get(r.cell.setting) ?? [];
     list.push(r);
     groups.set(r.cell.setting, list);
   }
-  const kind = evalScoreKind(results);
   const useVal = kind === "heldout" ||
     (results.length > 0 && results.every((r) => r.summary.final_val_reward !== null));
   const scoresOf = (c: CellResult) => evalScores(c.summary, kind);

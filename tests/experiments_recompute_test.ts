@@ -10,9 +10,9 @@ import { DEFAULT_RESULTS_DIR } from "../experiments/results.ts";
 
 const REFERENCE = "rollout/rollout_token_mean";
 
-async function recompute(): Promise<Map<string, number>> {
+async function recompute(score: "auto" | "train" = "auto"): Promise<Map<string, number>> {
   const out = await new Deno.Command("/usr/bin/python3", {
-    args: [`${REPO_ROOT}/experiments/recompute_grid.py`, DEFAULT_RESULTS_DIR, "ablation"],
+    args: [`${REPO_ROOT}/experiments/recompute_grid.py`, DEFAULT_RESULTS_DIR, "ablation", score],
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -26,10 +26,16 @@ async function recompute(): Promise<Map<string, number>> {
   );
 }
 
-Deno.test("grid: the Python recomputation from the raw files equals the TypeScript effects", async () => {
-  const py = await recompute();
-  // Both sides score the grid on the same evaluation (held-out when every cell has it).
-  const { cells, effects } = await readGridEffects(DEFAULT_RESULTS_DIR, "ablation", REFERENCE);
+async function agree(score: "auto" | "train"): Promise<Map<string, number>> {
+  const py = await recompute(score);
+  // Both sides score the grid on the same evaluation (held-out when every cell has it, or the
+  // training questions' when asked: the second figure).
+  const { cells, effects } = await readGridEffects(
+    DEFAULT_RESULTS_DIR,
+    "ablation",
+    REFERENCE,
+    score === "train" ? "train" : undefined,
+  );
   assert.equal(py.get("heldout"), effects.score_kind === "heldout" ? 1 : 0);
   const close = (name: string, ts: number) => {
     const value = py.get(name);
@@ -55,6 +61,12 @@ Deno.test("grid: the Python recomputation from the raw files equals the TypeScri
     close(`contrast[${c.name}]`, c.mean);
     close(`contrast_ci95[${c.name}]`, c.ci95);
   }
+  return py;
+}
+
+Deno.test("grid: the Python recomputation from the raw files equals the TypeScript effects", async () => {
+  const py = await agree("auto");
+  await agree("train");
   // The numbers the README, docs/experiments.md and the notebook state.
   const r3 = (name: string) => py.get(name)!.toFixed(3);
   assert.deepEqual(
