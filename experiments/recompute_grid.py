@@ -134,7 +134,8 @@ def read_grid(results, grid, score="auto"):
         )
     # One evaluation for every figure: the held-out one when every cell has it (or "train":
     # the training questions' whatever the grid has, the second figure).
-    heldout = score != "train" and bool(cells) and all(c["heldout_final"] is not None for c in cells)
+    measured = bool(cells) and all(c["heldout_final"] is not None for c in cells)
+    heldout = score != "train" and measured
     if heldout:
         for c in cells:
             c["start"], c["final"] = c["heldout_start"], c["heldout_final"]
