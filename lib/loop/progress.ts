@@ -45,7 +45,8 @@ const fmt = (x: number | null, digits = 3) => (x === null ? "-" : x.toFixed(digi
  *   singleton_groups: 0, staleness_max: 1, staleness_mean: 0.5, alignment_corr: 1,
  *   alignment_logprob_corr: 1, alignment_tokens: 2048, alignment_max_abs_dp: 0,
  *   alignment_mean_abs_dp: 0, alignment_max_abs_dlogprob: 0, alignment_k1_kl: 0,
- *   alignment_k3_kl: 0, alignment_ess: 1, loss: 0.01, kl_ref_mean: 0,
+ *   alignment_k3_kl: 0, alignment_ess: 1, is_masked_tokens: 0, is_masked_share: 0,
+ *   is_masked_sequences: 0, is_ess: 1, loss: 0.01, kl_ref_mean: 0,
  *   entropy: 0.9, clip_fraction: 0.01, clip_fraction_last_epoch: 0.01, grad_norm: 0.8,
  *   held_calls: 0, in_flight_at_update: 0, timings_ms: { step: 4200 },
  * };
