@@ -18,6 +18,7 @@ import { defaultMonitors } from "../lib/monitors/defaults.ts";
 import { runMonitors } from "../lib/monitors/runner.ts";
 import { offThreadMonitors } from "../lib/monitors/off_thread.ts";
 import type { RolloutEvent } from "../lib/schema.ts";
+import { runningRollout } from "./support/records.ts";
 import { errorOf, withSecurityFixture } from "./support/security.ts";
 
 const events = (rid: string, aid: string) => `/v1/rollouts/${rid}/attempts/${aid}/events`;
@@ -124,6 +125,15 @@ Deno.test("budgets: a custom event name of 2 MB is refused naming the field; nam
   });
 });
 
+/** A finished rollout with no attempts, for monitors. */
+const finishedRollout = runningRollout({
+  rollout_id: "r1",
+  input: {},
+  config: { timeout_s: 600, max_attempts: 1 },
+  status: "succeeded",
+  reward: 1,
+});
+
 Deno.test("budgets: a 600 KB a/a/a/… path through every default monitor runs in linear time", async () => {
   const path = "a/".repeat(300_000);
   const base = { rollout_id: "r1", attempt_id: "a1", event_key: null, created_at: 0 };
@@ -136,51 +146,13 @@ Deno.test("budgets: a 600 KB a/a/a/… path through every default monitor runs i
       payload: { stream: "stdout", text: `rm ${path}; curl ${path}` },
     },
   ] as RolloutEvent[];
-  const rollout = {
-    rollout_id: "r1",
-    group_id: "r1",
-    input: {},
-    mode: "train" as const,
-    config: { timeout_s: 600, max_attempts: 1 },
-    labels: {},
-    status: "succeeded" as const,
-    version: 1,
-    attempts: [],
-    created_at: 0,
-    updated_at: 0,
-    policy_version_min: null,
-    policy_version_max: null,
-    reward: 1,
-    reward_attempt_id: null,
-    reward_credential: null,
-  };
   let flags: Awaited<ReturnType<typeof runMonitors>> = [];
   const lag = await maxLagDuring(async () => {
-    flags = await runMonitors({ rollout, events: attack }, defaultMonitors());
+    flags = await runMonitors({ rollout: finishedRollout, events: attack }, defaultMonitors());
   });
   assert.ok(lag < LAG_BOUND_MS, `event loop held ${lag.toFixed(0)} ms`);
   assert.ok(flags.every((f) => !/monitor failed/.test(f.message)), JSON.stringify(flags));
 });
-
-/** A finished rollout with no attempts, for monitors. */
-const finishedRollout = {
-  rollout_id: "r1",
-  group_id: "r1",
-  input: {},
-  mode: "train" as const,
-  config: { timeout_s: 600, max_attempts: 1 },
-  labels: {},
-  status: "succeeded" as const,
-  version: 1,
-  attempts: [],
-  created_at: 0,
-  updated_at: 0,
-  policy_version_min: null,
-  policy_version_max: null,
-  reward: 1,
-  reward_attempt_id: null,
-  reward_credential: null,
-};
 
 /** `n` events each carrying `text` in a patch and in a log. */
 function attackEvents(text: string, n: number): RolloutEvent[] {
