@@ -1,9 +1,14 @@
 /**
- * The guarded server's relay: a client that leaves aborts the handler's request signal, on a
- * fresh connection and on a reused keep-alive one (where `Deno.serve` alone never notices).
+ * The guarded server: a client that leaves aborts the handler's request signal, on a fresh
+ * connection and on a reused keep-alive one (where `Deno.serve` alone never notices); a
+ * concurrency slot lives until the server wrote the response (its hook, `served_request.ts`).
  */
 import assert from "node:assert/strict";
 import { serveGuarded } from "../lib/http/serve.ts";
+import { Hono } from "hono";
+import { bodyLimits } from "../lib/http/body.ts";
+import { concurrencyCap } from "../lib/http/concurrency.ts";
+import type { HttpError } from "../lib/util/error.ts";
 import { sleep } from "../lib/util/time.ts";
 
 const DEADLINES = {
@@ -64,4 +69,67 @@ for (const reused of [false, true]) {
       await server.shutdown();
     }
   });
+}
+
+Deno.test("serve: a concurrency slot is held until the server has written the streamed response, then freed", async () => {
+  const app = new Hono();
+  app.onError((err) => (err as HttpError).toResponse());
+  app.use(concurrencyCap({ keyOf: () => "k", max: () => 1 }));
+  let release = () => {};
+  app.get("/stream", () => {
+    const gate = new Promise<void>((r) => (release = r));
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode("first "));
+        await gate;
+        controller.enqueue(new TextEncoder().encode("last"));
+        controller.close();
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/plain" } });
+  });
+  app.post("/echo", bodyLimits({ maxBytes: 16 }), async (c) => c.text(await c.req.text()));
+  const server = await serveGuarded((r) => app.fetch(r), {
+    hostname: "127.0.0.1",
+    port: 0,
+    deadlines: DEADLINES,
+  });
+  const base = `http://127.0.0.1:${server.addr.port}`;
+  try {
+    const streaming = await fetch(`${base}/stream`);
+    const reader = streaming.body!.getReader();
+    assert.equal(new TextDecoder().decode((await reader.read()).value), "first ");
+    // The first response is still being written: its slot is held.
+    const second = await fetch(`${base}/echo`, { method: "POST", body: "hi" });
+    assert.equal(second.status, 429);
+    await second.body?.cancel();
+    release();
+    let rest = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    assert.equal(rest, "last");
+    // Written: the slot is free again. A small collected body passes under the limit ...
+    await waitFor(async () => {
+      const res = await fetch(`${base}/echo`, { method: "POST", body: "hello" });
+      const text = await res.text();
+      return res.status === 200 && text === "hello";
+    });
+    // ... and one declared over it is still refused.
+    const big = await fetch(`${base}/echo`, { method: "POST", body: "x".repeat(64) });
+    assert.equal(big.status, 413);
+    await big.body?.cancel();
+  } finally {
+    await server.shutdown();
+  }
+});
+
+async function waitFor(fn: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await fn()) return;
+    await sleep(20);
+  }
+  throw new Error("timed out");
 }

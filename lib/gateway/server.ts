@@ -162,6 +162,9 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
           ...(taken?.maxBusyMs != null ? { event_loop_max_busy_ms: taken.maxBusyMs } : {}),
           rss_bytes: Deno.memoryUsage().rss,
           connections: serverRef.current?.connections ?? 0,
+          connections_dropped: serverRef.current?.dropped ?? 0,
+          accept_errors: serverRef.current?.acceptErrors ?? 0,
+          listen_rearmed: serverRef.current?.rearmed ?? 0,
         };
       },
       store,

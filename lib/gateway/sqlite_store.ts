@@ -9,7 +9,8 @@
  * a failed fsync fails the group (the caller retries; keyed events stay idempotent).
  * Checkpoints run on a worker thread (`./sqlite_checkpointer.ts`). `synchronous: "NORMAL"`
  * skips the fsync: a killed process loses nothing, an OS crash may lose the last transactions
- * (never corrupt the file). `:memory:` and `file:` URIs keep SQLite's own syncing. Every write
+ * (never corrupt the file). `:memory:` and `file:` URIs keep SQLite's own syncing; `:memory:`
+ * answers a write before its group commits (nothing to make durable; reads still wait). Every write
  * method is one `BEGIN IMMEDIATE` transaction, so a second process on the same file waits
  * instead of interleaving.
  *
@@ -135,6 +136,8 @@ export class SqliteStore implements Store {
   #closed = false;
   /** Fsyncs the WAL off the event loop before a commit is acknowledged (`FULL`, plain files). */
   readonly #walSync: WalSync | null;
+  /** An in-memory database: nothing to make durable, so a write is answered before its commit. */
+  readonly #volatile: boolean;
   #checkpointer: Checkpointer | null = null;
   readonly #tokens: TokenStore = {
     get: (seq) => this.#pendingCache.get(seq) ?? this.#cache.get(seq),
@@ -145,6 +148,7 @@ export class SqliteStore implements Store {
     this.path = path;
     const plainFile = path !== ":memory:" && path !== "" && !path.startsWith("file:");
     if (plainFile) checkParentDirectory(path);
+    this.#volatile = path === ":memory:" || path === "";
     this.#walSync = plainFile && (options.synchronous ?? "FULL") === "FULL"
       ? new WalSync(`${path}-wal`, path)
       : null;
@@ -358,14 +362,15 @@ export class SqliteStore implements Store {
   /**
    * Runs a write operation inside the open group transaction (opening one when needed) and
    * resolves only after the group commit that holds its changes: nothing is acknowledged
-   * before it is durable. Groups commit once pending I/O was handled, so operations that arrive
+   * before it is durable (an in-memory database has no durability to wait for). Groups commit once pending I/O was handled, so operations that arrive
    * together share one commit (one fsync), which is what makes `synchronous=FULL` affordable.
    */
   async #run<T>(fn: () => T): Promise<T> {
     if (this.#closed) throw new StoreError("internal", "store is closed");
     const group = this.#group ?? await this.#begin();
     const out = fn();
-    await group.done;
+    // Reads still wait for the commit (`#read`); only the ack of a volatile write does not.
+    if (!this.#volatile) await group.done;
     return out;
   }
 

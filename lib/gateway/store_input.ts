@@ -70,8 +70,19 @@ export type ParsedEvent = z.infer<typeof EventInputSchema>;
  */
 export function parseEvents(inputs: unknown): ParsedEvent[] {
   if (!Array.isArray(inputs)) throw new ValidationError("events", ["events: must be an array"]);
-  return inputs.map((input, i) => parseEvent(input, `events[${i}]`));
+  if (PARSED.has(inputs)) return inputs as ParsedEvent[];
+  const parsed = inputs.map((input, i) => parseEvent(input, `events[${i}]`));
+  PARSED.add(parsed);
+  return parsed;
 }
+
+/**
+ * Arrays this module's {@link parseEvents} returned: the gateway's route parses a post once
+ * (to check credentials and charge budgets on valid events) and the store takes its result as
+ * it is instead of walking an 8k-token prompt a second time. Only this function adds to it, so
+ * an array a caller built is always parsed.
+ */
+const PARSED = new WeakSet<unknown[]>();
 
 const TOKEN_FIELDS = ["prompt_token_ids", "response_token_ids", "response_logprobs"] as const;
 

@@ -9,6 +9,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { HttpError } from "../util/error.ts";
+import { collectedBodyBytes } from "./served_request.ts";
 
 /** Limits of a request body. */
 export interface BodyLimits {
@@ -143,6 +144,9 @@ export function bodyLimits(limits: BodyLimits | (() => BodyLimits)): MiddlewareH
           { field: "body", headers: CLOSE },
         );
       }
+      // A body the server already collected whole, at a declared length within the limit, is
+      // not counted a second time (the server's request deadline bounds its arrival).
+      if (collectedBodyBytes(raw) !== null) return await next();
       c.req.raw = new Request(raw, {
         body: limitStream(raw.body, resolved),
         // deno-lint-ignore no-explicit-any

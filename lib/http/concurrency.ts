@@ -9,6 +9,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { ServerDeadlines } from "../schema/gateway_api.ts";
 import { HttpError } from "../util/error.ts";
 import { CAPABILITY_PREFIX, keyFromHeaders } from "./credentials.ts";
+import { whenResponded } from "./served_request.ts";
 
 /** Options of {@link concurrencyCap}. */
 export interface ConcurrencyCapOptions {
@@ -114,6 +115,16 @@ export function concurrencyCap(options: ConcurrencyCapOptions): MiddlewareHandle
       );
     }
     inFlight.set(key, n + 1);
+    // Served by `serveGuarded`: released once the response is written or abandoned, with no
+    // stream wrapped around its body.
+    let released = false;
+    const releaseOnce = () => {
+      if (!released) {
+        released = true;
+        release(key);
+      }
+    };
+    if (whenResponded(c.req.raw, releaseOnce)) return await next();
     let handedOff = false;
     try {
       await next();

@@ -30,6 +30,7 @@
  */
 import http from "node:http";
 import type { Socket } from "node:net";
+import { markServed } from "./served_request.ts";
 
 /** Deadlines of {@link serveGuarded} (see `ServerDeadlinesSchema`). */
 export interface ConnectionDeadlines {
@@ -61,8 +62,14 @@ export interface GuardedServer {
   readonly connections: number;
   /** Requests closed by a header or request deadline so far. */
   readonly timedOut: number;
-  /** Connections refused by the per-client cap so far (the total cap closes them unseen). */
+  /** Connections refused by the per-client cap so far (answered 503). */
   readonly refused: number;
+  /** Connections closed at accept by the total cap so far (no answer: nothing to spare). */
+  readonly dropped: number;
+  /** Times the listening socket was replaced after a flood (see `rearmAfterFlood`). */
+  readonly rearmed: number;
+  /** Accept errors so far (EMFILE and the like): counted, never fatal. */
+  readonly acceptErrors: number;
   /** The total connection cap in force (after fitting it to the descriptor limit). */
   readonly maxConnections: number;
   /** Stops accepting, lets requests in flight finish (1 s at most), then closes every connection. */
@@ -158,7 +165,10 @@ export async function serveGuarded(
     maxHeaderSize: deadlines.max_header_bytes,
     noDelay: true,
   });
-  server.maxConnections = maxConnections;
+  // The total cap is ours, not `server.maxConnections`: with it, Deno 2.9.6's accept loop
+  // sometimes stopped for good during a flood (the listen queue full, the process idle;
+  // tests/security_connections_test.ts). Closing over-cap sockets here keeps it accepting.
+  let dropped = 0;
   const sockets = new Set<Socket>();
   const perAddress = new Map<string, number>();
   let timedOut = 0;
@@ -167,6 +177,12 @@ export async function serveGuarded(
   const idle = new Set<() => void>();
 
   server.on("connection", (socket: Socket) => {
+    if (sockets.size >= maxConnections) {
+      dropped++;
+      socket.destroy();
+      rearmAfterFlood();
+      return;
+    }
     const address = socket.remoteAddress ?? "";
     const open = perAddress.get(address) ?? 0;
     if (open >= perClient) {
@@ -206,6 +222,25 @@ export async function serveGuarded(
   // An accept error (EMFILE, ECONNABORTED) must not take the process down; Node retries.
   let acceptErrors = 0;
   server.on("error", () => acceptErrors++);
+  // Deno 2.9.6's accept loop stops for good, silently, when an accept fails with EMFILE: a
+  // flood accepted faster than this thread closes the sockets over the cap reaches the
+  // descriptor limit in one batch. Once a flood's burst of drops is over, the listening socket
+  // is replaced by a fresh one on the same port (connections already open are untouched; those
+  // still queued on the old one are reset and retried by their clients).
+  let rearm: ReturnType<typeof setTimeout> | undefined;
+  let rearmed = 0;
+  const rearmAfterFlood = () => {
+    clearTimeout(rearm);
+    rearm = setTimeout(() => {
+      const handle = (server as unknown as { _handle?: { close(): void } | null })._handle;
+      if (!handle || !server.listening) return;
+      const { port } = server.address() as { port: number };
+      handle.close();
+      (server as unknown as { _handle: null })._handle = null;
+      server.listen(port, options.hostname);
+      rearmed++;
+    }, 100);
+  };
 
   server.on("request", (incoming: http.IncomingMessage, outgoing: http.ServerResponse) => {
     inFlight++;
@@ -236,8 +271,18 @@ export async function serveGuarded(
     get refused() {
       return refused;
     },
+    get dropped() {
+      return dropped;
+    },
+    get acceptErrors() {
+      return acceptErrors;
+    },
     maxConnections,
+    get rearmed() {
+      return rearmed;
+    },
     async shutdown() {
+      clearTimeout(rearm);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       if (inFlight > 0) {
@@ -270,18 +315,26 @@ async function respond(
     }
   };
   outgoing.once("close", leave);
-  let response: Response;
+  const { request, collectedBytes } = toRequest(incoming, hostname, gone.signal);
+  // Middleware learns here when the response is over (a concurrency slot is released then).
+  const finish = markServed(request, collectedBytes);
+  outgoing.once("close", finish);
   try {
-    response = await handler(toRequest(incoming, hostname, gone.signal));
-  } catch (error) {
-    console.error("serve: handler failed:", error instanceof Error ? error.message : error);
-    response = new Response(null, { status: 500 });
+    let response: Response;
+    try {
+      response = await handler(request);
+    } catch (error) {
+      console.error("serve: handler failed:", error instanceof Error ? error.message : error);
+      response = new Response(null, { status: 500 });
+    }
+    if (gone.signal.aborted) {
+      await response.body?.cancel().catch(() => {});
+      return;
+    }
+    await writeResponse(response, outgoing, gone.signal);
+  } finally {
+    finish();
   }
-  if (gone.signal.aborted) {
-    await response.body?.cancel().catch(() => {});
-    return;
-  }
-  await writeResponse(response, outgoing, gone.signal);
 }
 
 const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
@@ -315,12 +368,15 @@ function collect(incoming: http.IncomingMessage, length: number): ReadableStream
   });
 }
 
-/** A fetch `Request` over a `node:http` request; its body streams with backpressure. */
+/**
+ * A fetch `Request` over a `node:http` request; its body streams with backpressure, or is
+ * collected whole when small (`collectedBytes`: its declared length).
+ */
 function toRequest(
   incoming: http.IncomingMessage,
   hostname: string,
   signal: AbortSignal,
-): Request {
+): { request: Request; collectedBytes: number | null } {
   const headers = new Headers();
   const raw = incoming.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
@@ -330,13 +386,16 @@ function toRequest(
   const hasBody = !BODYLESS.has(method) || headers.has("content-length") ||
     headers.has("transfer-encoding");
   if (!hasBody || headers.get("content-length") === "0") {
-    return new Request(url, { method, headers, signal });
+    return { request: new Request(url, { method, headers, signal }), collectedBytes: null };
   }
   // A small declared body is collected here and handed over whole: a stream per request costs
   // more than the body (the common case: an events post of a few hundred bytes).
   const declared = Number(headers.get("content-length") ?? NaN);
   if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
-    return new Request(url, { method, headers, signal, body: collect(incoming, declared) });
+    return {
+      request: new Request(url, { method, headers, signal, body: collect(incoming, declared) }),
+      collectedBytes: declared,
+    };
   }
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -368,7 +427,7 @@ function toRequest(
       incoming.pause();
     },
   }, { highWaterMark: 4 });
-  return new Request(url, {
+  const request = new Request(url, {
     method,
     headers,
     body,
@@ -376,6 +435,7 @@ function toRequest(
     // @ts-ignore: `duplex` is required for a streamed body and not in every lib's types
     duplex: "half",
   });
+  return { request, collectedBytes: null };
 }
 
 /** Writes `response` to `outgoing`, waiting for the socket to drain between chunks. */

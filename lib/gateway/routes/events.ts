@@ -7,7 +7,8 @@
  */
 import { Hono } from "hono";
 import type { AuthEnv } from "../../http/auth.ts";
-import { ListEventsQuerySchema, parseOrThrow, PostEventsRequestSchema } from "../../schema.ts";
+import { ListEventsQuerySchema, parseOrThrow, PostEventsEnvelopeSchema } from "../../schema.ts";
+import { parseEvents } from "../store_input.ts";
 import { checkCredential } from "../store_rules.ts";
 import { eventToWire } from "../wire.ts";
 import { checkPage, type GatewayContext, jsonBody } from "./context.ts";
@@ -22,11 +23,12 @@ export function eventsApp(ctx: GatewayContext): Hono<AuthEnv> {
     "/rollouts/:id/attempts/:aid/events",
     eventWriter,
     body,
-    jsonBody(PostEventsRequestSchema, { batch: { field: "events", limits } }),
+    jsonBody(PostEventsEnvelopeSchema, { batch: { field: "events", limits } }),
     async (c) => {
       const id = c.req.param("id");
       const aid = c.req.param("aid");
-      const { events } = c.var.body;
+      // The store's own rules, once; the store then takes these as already parsed.
+      const events = parseEvents(c.var.body.events);
       const credential = c.var.credential.kind;
       checkCredential(events, credential);
       let refund = () => {};
