@@ -152,8 +152,9 @@ export const MISMATCH_GRID_CANARY: CanarySpec = {
   seed: 0,
   base: {
     steps: 2,
-    // A short warm start: the canary checks the computation, not the policy's quality.
-    sft_steps: 20,
+    // The grid's warm start (as the loop-cell canary's): after 20 SFT steps every rollout scored
+    // 0, nothing trained and the correction's mask was never exercised.
+    sft_steps: 300,
     group_size: 4,
     groups_per_step: 1,
     val_tasks: 4,
