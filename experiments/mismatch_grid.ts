@@ -689,6 +689,15 @@ async function main(): Promise<void> {
  * The three summaries of the stored cells: the sized grid (reference and q4_0, one family of
  * comparisons), the second comparison (q8_0/none against the same reference cells, every seed it
  * has) and the pilot as it ran (seeds 0–1 of the reference and the four q8_0 settings).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { summariseStored } from "./mismatch_grid.ts";
+ * const empty = await summariseStored(await Deno.makeTempDir());
+ * assert.equal(empty.cells.length, 0);
+ * assert.equal(empty.summary.power_line, "power: not enough paired seeds");
+ * ```
  */
 export async function summariseStored(root: string): Promise<{
   cells: MismatchCellResult[];

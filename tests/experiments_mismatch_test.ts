@@ -65,7 +65,7 @@ Deno.test("the mismatch canary's spec is valid and bad specs are refused by fiel
 
 Deno.test({
   name:
-    "llama.cpp's f32 export samples what the fp32 trainer scores; q8_0 measurably does not, q4_0 less",
+    "llama.cpp's f32 export samples what the fp32 trainer scores; q8_0 measurably does not, q4_0 further off",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
