@@ -8,7 +8,7 @@
  * | `mechanism`     | the testbed (`testbed.ts` through `lib/algo`), a few seeds and steps of one regime | every setting's final and curve means |
  * | `torch_testbed` | the torch testbed through the real worker's PPO loss, 2 seeds × 2 steps, 1 thread | per seed and setting: the success trace |
  * | `loop_cell`     | one grid cell on the full stack (SFT warm start, 2 RL steps, seeded rollouts, 1 torch thread, a 4-rollout CRN evaluation) | per step: rewards, losses, entropy, gradient norm, advantages, tokens; every trained rollout's reward and sample lengths; the evaluation's rewards |
- * | `mismatch`      | the mismatch study (`mismatch.ts`) at one checkpoint: a few SFT steps, llama.cpp on f32 and q8_0 exports, a few seeded calls, 1 thread, 1 slot | per engine: every sampled id, the engine's and the trainer's logprobs, the pooled metrics |
+ * | `mismatch`      | the mismatch study (`mismatch.ts`) at one checkpoint: a few SFT steps, llama.cpp on f32, q8_0 and q4_0 exports, a few seeded calls, 1 thread, 1 slot | per engine: every sampled id, the engine's and the trainer's logprobs, the pooled metrics |
  * | `mismatch_grid` | one cell of the mismatch grid (`mismatch_grid.ts`): the loop-cell canary sampling through llama.cpp at a GGUF precision (1 slot, 1 thread) under a correction | per step: the loop-cell fields, the engine–trainer mismatch and the correction's masked tokens and ESS; the evaluation's rewards |
  *
  * The loop cell's canary seeds its training rollouts (`rollout_seeds`): the grid's cells
@@ -64,11 +64,11 @@ export const CanarySpecSchema = z.discriminatedUnion("kind", [
     sft_steps: z.number().int().min(0).max(100),
     prompts: z.number().int().min(1).max(8),
     max_tokens: z.number().int().min(1).max(64),
-    engines: z.array(z.enum(["torch", "f32", "f16", "q8_0"])).min(1),
+    engines: z.array(z.enum(["torch", "f32", "f16", "q8_0", "q4_0"])).min(1),
   }).strict(),
   z.object({
     kind: z.literal("mismatch_grid"),
-    engine: z.enum(["f32", "f16", "q8_0"]),
+    engine: z.enum(["f32", "f16", "q8_0", "q4_0"]),
     /** A correction of `mismatch_grid.ts` `CORRECTIONS` (`none`, `tis`, `seq_is`, `icepop`). */
     correction: z.string().min(1),
     seed: z.number().int().min(0),
@@ -131,28 +131,30 @@ export const TORCH_CANARY: CanarySpec = {
   steps: 2,
 };
 
-/** The canary of the mismatch study: one checkpoint, f32 and q8_0, 3 calls of 32 tokens. */
+/** The canary of the mismatch study: one checkpoint, f32, q8_0 and q4_0, 3 calls of 32 tokens. */
 export const MISMATCH_CANARY: CanarySpec = {
   kind: "mismatch",
   sft_steps: 20,
   prompts: 3,
   max_tokens: 32,
-  engines: ["f32", "q8_0"],
+  engines: ["f32", "q8_0", "q4_0"],
 };
 
 /**
- * The canary of the mismatch grid: a short q8_0 cell under TIS (the one correction that changes
- * the weights when nothing is masked), seeded rollouts, a 4-rollout CRN evaluation.
+ * The canary of the mismatch grid: a short q4_0 cell under masked sequence-level IS (the sized
+ * grid's precision, and a correction whose mask decides which tokens train), seeded rollouts, a
+ * 4-rollout CRN evaluation.
  */
 export const MISMATCH_GRID_CANARY: CanarySpec = {
   kind: "mismatch_grid",
-  engine: "q8_0",
-  correction: "tis",
+  engine: "q4_0",
+  correction: "seq_is",
   seed: 0,
   base: {
     steps: 2,
-    // A short warm start: the canary checks the computation, not the policy's quality.
-    sft_steps: 20,
+    // The grid's warm start (as the loop-cell canary's): after 20 SFT steps every rollout scored
+    // 0, nothing trained and the correction's mask was never exercised.
+    sft_steps: 300,
     group_size: 4,
     groups_per_step: 1,
     val_tasks: 4,

@@ -1,8 +1,8 @@
 /**
  * Training–inference mismatch, measured (issue #34, item 1): one small policy at several
- * training steps, sampled by llama.cpp on its f32, f16 and q8_0 GGUF exports (and by the torch
- * worker as the control), each sampled token scored again by the fp32 trainer (the worker's
- * `POST /logprobs`, temperature 1), and the gap measured as the field measures it.
+ * training steps, sampled by llama.cpp on its f32, f16, q8_0 and q4_0 GGUF exports (and by the
+ * torch worker as the control), each sampled token scored again by the fp32 trainer (the
+ * worker's `POST /logprobs`, temperature 1), and the gap measured as the field measures it.
  *
  * The policy: the demo-size built-in decoder (`toyModel`: d_model 64, 2 layers, char
  * tokenizer) given token-mean CE steps on the toy arithmetic task's scripted demonstrations
@@ -40,7 +40,7 @@ import { DEFAULT_RESULTS_DIR } from "./results.ts";
 import { codeFingerprint, type CodeSpecInput, writeProvenance } from "./provenance.ts";
 
 /** The engines compared: the torch worker (control) and llama.cpp on each GGUF precision. */
-export const ENGINES = ["torch", "f32", "f16", "q8_0"] as const;
+export const ENGINES = ["torch", "f32", "f16", "q8_0", "q4_0"] as const;
 /** One engine of {@link ENGINES}. */
 export type EngineName = typeof ENGINES[number];
 

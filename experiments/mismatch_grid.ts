@@ -4,8 +4,10 @@
  * the llama.cpp engine at a GGUF precision, trained under a behaviour correction, against the
  * f32 engine without correction as the reference.
  *
- * Settings: `f32/none` (reference), `q8_0/none`, `q8_0/tis` (TIS cap 2), `q8_0/seq_is` (masked
- * sequence-level IS, [0.99, 1.01]), `q8_0/icepop` (token masking outside [0.5, 2]); every cell
+ * Settings: `f32/none` (reference), `q4_0/none`, `q4_0/tis` (TIS cap 2), `q4_0/seq_is` (masked
+ * sequence-level IS, [0.99, 1.01]), `q4_0/icepop` (token masking outside [0.5, 2]) — the sized
+ * grid, one family of 4 comparisons —; `q8_0/none` as a second comparison, and the pilot's q8_0
+ * settings (2 seeds, where no token left the bands) summarised apart; every cell
  * uses `old_logprobs: "recompute"` (π_old is the trainer's own π_prox, μ the engine's logprobs,
  * so the corrections see the mismatch). Common random numbers: cell seed s seeds the training
  * rollouts (`rollout_seeds`) and the evaluation rollouts the same in every setting, llama.cpp
@@ -14,7 +16,8 @@
  *
  * ```sh
  * deno task mismatch:grid --pilot     # 2 seeds per setting → experiments/results/mismatch_grid/
- * deno task mismatch:grid --plan      # the power calculation on the pilot
+ * deno task mismatch:grid --check     # seed 0 of q4_0/seq_is and q4_0/icepop: do the masks act?
+ * deno task mismatch:grid --plan      # the power calculation on what is stored
  * deno task mismatch:grid --seeds 4   # extend to 4 seeds (done cells are kept)
  * deno task mismatch:grid --summarise # rewrite results.json, provenance and canary from the cells
  * ```
@@ -32,7 +35,7 @@ import { detectableEffect, seedsFor } from "./power.ts";
 import type { Cell } from "./grid.ts";
 
 /** The engine precisions the grid samples at. */
-export type Precision = "f32" | "f16" | "q8_0";
+export type Precision = "f32" | "f16" | "q8_0" | "q4_0";
 
 /** The behaviour corrections, as loss fields (all with `old_logprobs: "recompute"`). */
 export const CORRECTIONS: Record<string, Partial<LossConfig>> = {
@@ -51,13 +54,40 @@ export interface MismatchSetting {
 /** The reference: the f32 engine (the trainer's numerics up to kernel order), no correction. */
 export const REFERENCE: MismatchSetting = { engine: "f32", correction: "none" };
 
-/** The settings compared with the reference. */
+/**
+ * The sized grid: the reference and q4_0 under every correction. The pilot ran at q8_0, where
+ * llama.cpp was so close to the trainer that no token left the correction bands (the corrected
+ * cells trained bit-identically to the uncorrected one): q4_0 is the regime where they act.
+ */
 export const SETTINGS: readonly MismatchSetting[] = [
   REFERENCE,
+  { engine: "q4_0", correction: "none" },
+  { engine: "q4_0", correction: "tis" },
+  { engine: "q4_0", correction: "seq_is" },
+  { engine: "q4_0", correction: "icepop" },
+];
+
+/**
+ * The pilot's q8_0 settings (2 seeds, kept as stored and summarised apart from the sized grid,
+ * paired with the same reference cells): the regime where the corrections never acted.
+ */
+export const PILOT_SETTINGS: readonly MismatchSetting[] = [
   { engine: "q8_0", correction: "none" },
   { engine: "q8_0", correction: "tis" },
   { engine: "q8_0", correction: "seq_is" },
   { engine: "q8_0", correction: "icepop" },
+];
+
+/**
+ * The second comparison, run after the sized grid's settings at each seed (when the budget
+ * allows): q8_0 without correction against the same reference, its own family of one test.
+ */
+export const SECOND_SETTINGS: readonly MismatchSetting[] = [{ engine: "q8_0", correction: "none" }];
+
+/** The cells `--check` runs first (seed 0): do the masking corrections act at q4_0? */
+export const CHECK_SETTINGS: readonly MismatchSetting[] = [
+  { engine: "q4_0", correction: "seq_is" },
+  { engine: "q4_0", correction: "icepop" },
 ];
 
 /**
@@ -153,10 +183,13 @@ async function readCell(path: string): Promise<MismatchCellResult | null> {
   }
 }
 
-/** Every stored cell of the grid under `root`. */
-export async function readMismatchGrid(root: string): Promise<MismatchCellResult[]> {
+/** Every stored cell of `settings` (default: the sized grid's and f16's) under `root`. */
+export async function readMismatchGrid(
+  root: string,
+  settings: readonly MismatchSetting[] = [...SETTINGS, ...F16_SETTINGS],
+): Promise<MismatchCellResult[]> {
   const out: MismatchCellResult[] = [];
-  for (const s of [...SETTINGS, ...F16_SETTINGS]) {
+  for (const s of settings) {
     for (let seed = 0; seed < 64; seed++) {
       const r = await readCell(cellPath(root, s, seed));
       if (r) out.push(r);
@@ -551,11 +584,13 @@ async function main(): Promise<void> {
     args: Deno.args,
     options: {
       pilot: { type: "boolean", default: false },
+      check: { type: "boolean", default: false },
       plan: { type: "boolean", default: false },
       summarise: { type: "boolean", default: false },
       quick: { type: "boolean", default: false },
       seeds: { type: "string" },
       f16: { type: "boolean", default: false },
+      "no-q8": { type: "boolean", default: false },
       "budget-min": { type: "string", default: "40" },
       results: { type: "string", default: DEFAULT_RESULTS_DIR },
     },
@@ -576,32 +611,60 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(summariseGrid(out).settings[0], null, 1));
     return;
   }
+  if (values.check) {
+    // Seed 0 of the masking corrections, in the grid's own folder (the sized run keeps them).
+    const out = await runCells({
+      root,
+      settings: CHECK_SETTINGS,
+      seeds: [0],
+      cacheTag: SFT_CACHE_TAG,
+      log,
+    });
+    const cells = await readMismatchGrid(root, CHECK_SETTINGS.map((s) => s));
+    for (const s of summariseGrid(cells.filter((c) => c.seed === 0)).settings) {
+      console.log(
+        `[check] ${s.setting} seed 0: masked ${s.masked_tokens}/${s.trained_tokens} tokens ` +
+          `(share ${s.masked_share.toFixed(4)}), ${s.masked_sequences} sequences, ESS mean ` +
+          `${s.ess_mean.toFixed(5)} min ${s.ess_min.toFixed(5)}, Pearson ${
+            s.pearson_prob.toFixed(5)
+          }, mean |Δp| ${s.mean_abs_dp.toFixed(5)}, k3 ${s.k3_kl.toExponential(3)}`,
+      );
+    }
+    void out;
+    return;
+  }
   const settings = [...SETTINGS, ...(values.f16 ? F16_SETTINGS : [])];
   if (!values.plan && !values.summarise) {
     const n = values.pilot ? 2 : Number(values.seeds ?? "2");
     if (!Number.isInteger(n) || n < 2) throw new Error("--seeds: expected an integer ≥ 2");
     await runCells({
       root,
-      settings,
+      settings: [...settings, ...(values["no-q8"] ? [] : SECOND_SETTINGS)],
       seeds: Array.from({ length: n }, (_, i) => i),
       cacheTag: SFT_CACHE_TAG,
       budgetS: Number(values["budget-min"]) * 60,
       log,
     });
   }
-  const cells = await readMismatchGrid(root);
-  const summary = summariseGrid(cells);
+  const { cells, summary, second, pilot } = await summariseStored(root);
   const plan = planSeeds(summary, 0.05, Number(values["budget-min"]) * 60);
   for (const line of plan.lines.filter(Boolean)) console.log(`[plan] ${line}`);
   if (!values.plan) {
+    const base = { ...CELL_SETTINGS, ...GRID_BASE };
     await Deno.writeTextFile(
       `${root}/results.json`,
-      JSON.stringify({ summary, plan, base: { ...CELL_SETTINGS, ...GRID_BASE } }, null, 1) + "\n",
+      JSON.stringify({ summary, q8_0: second, q8_0_pilot: pilot, plan, base }, null, 1) + "\n",
     );
     const seeds = Math.max(...cells.map((c) => c.seed)) + 1;
     await writeProvenance(root, {
       command: `deno task mismatch:grid ${values.pilot ? "--pilot" : `--seeds ${seeds}`}`,
-      config: { settings, corrections: CORRECTIONS, base: { ...CELL_SETTINGS, ...GRID_BASE } },
+      config: {
+        settings,
+        second: SECOND_SETTINGS,
+        pilot: PILOT_SETTINGS,
+        corrections: CORRECTIONS,
+        base,
+      },
       code,
       ...(values.summarise
         ? {
@@ -614,6 +677,49 @@ async function main(): Promise<void> {
     await recordCanary(root, MISMATCH_GRID_CANARY);
     console.log(`[mismatch-grid] results, provenance and canary in ${root}`);
   }
+  for (
+    const [name, g] of [["sized grid", summary], ["q8_0", second], ["q8_0 pilot", pilot]] as const
+  ) {
+    console.log(`-- ${name}`);
+    printSummary(g);
+  }
+}
+
+/**
+ * The three summaries of the stored cells: the sized grid (reference and q4_0, one family of
+ * comparisons), the second comparison (q8_0/none against the same reference cells, every seed it
+ * has) and the pilot as it ran (seeds 0–1 of the reference and the four q8_0 settings).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { summariseStored } from "./mismatch_grid.ts";
+ * const empty = await summariseStored(await Deno.makeTempDir());
+ * assert.equal(empty.cells.length, 0);
+ * assert.equal(empty.summary.power_line, "power: not enough paired seeds");
+ * ```
+ */
+export async function summariseStored(root: string): Promise<{
+  cells: MismatchCellResult[];
+  summary: GridSummary;
+  second: GridSummary;
+  pilot: GridSummary;
+}> {
+  const cells = await readMismatchGrid(root);
+  const second = await readMismatchGrid(root, [REFERENCE, ...SECOND_SETTINGS]);
+  const seeds = new Set(
+    second.filter((c) => c.setting !== settingName(REFERENCE)).map((c) => c.seed),
+  );
+  const pilot = await readMismatchGrid(root, [REFERENCE, ...PILOT_SETTINGS]);
+  return {
+    cells,
+    summary: summariseGrid(cells),
+    second: summariseGrid(second.filter((c) => seeds.has(c.seed))),
+    pilot: summariseGrid(pilot.filter((c) => c.seed < 2)),
+  };
+}
+
+function printSummary(summary: GridSummary): void {
   for (const s of summary.settings) {
     const d = s.diff
       ? ` diff ${s.diff.mean >= 0 ? "+" : ""}${s.diff.mean.toFixed(3)} ± ${s.diff.ci95.toFixed(3)}`
@@ -630,7 +736,8 @@ async function main(): Promise<void> {
         `${s.verdict_train_questions}; masked ${s.masked_tokens}/${s.trained_tokens} tokens ` +
         `(${s.masked_sequences} sequences), ESS ${s.ess_mean.toFixed(5)} (min ${
           s.ess_min.toFixed(5)
-        })`,
+        }); Pearson ${s.pearson_prob.toFixed(6)}, mean |Δp| ${s.mean_abs_dp.toExponential(3)}, ` +
+        `k3 ${s.k3_kl.toExponential(3)}, max |Δlogprob| ${s.max_abs_dlogprob.toFixed(4)}`,
     );
   }
   console.log(summary.power_line);

@@ -2,7 +2,7 @@
  * `deno task export`: converts a checkpoint of the built-in decoder (ours, or a Qwen3 directory
  * in the Hugging Face layout) to GGUF for llama.cpp and/or to the Hugging Face layout.
  *
- * Usage: `deno task export --checkpoint <file|dir> [--gguf <out.gguf> --type f32|f16|q8_0]
+ * Usage: `deno task export --checkpoint <file|dir> [--gguf <out.gguf> --type f32|f16|q8_0|q4_0]
  * [--hf <dir> --dtype float32|bfloat16|float16] [--tokenizer <dir>] [--max-shard-bytes N]`.
  * Prints what it wrote as JSON. Bad flags exit 2 with a message naming the flag.
  *

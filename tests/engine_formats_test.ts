@@ -33,7 +33,7 @@ Deno.test({
     try {
       const tokens = policy.sequences.reduce((n, s) => n + s.length - 1, 0);
       assert.ok(tokens >= 2000, `expected ≥ 2,000 predicted tokens, got ${tokens}`);
-      const gguf = async (type: "f32" | "f16" | "q8_0") => {
+      const gguf = async (type: "f32" | "f16" | "q8_0" | "q4_0") => {
         const path = join(policy.dir, `policy-${type}.gguf`);
         const out = await exportCheckpoint({
           checkpoint: policy.checkpoint,
@@ -85,6 +85,33 @@ Deno.test({
         assert.ok(q8.metrics.k3_kl < 0.01, `q8_0 k3 KL ${q8.metrics.k3_kl}`);
         // Quantizing harder costs more: q8_0 drifts further than f16.
         assert.ok(q8.metrics.mean_abs_dlogprob > f16.metrics.mean_abs_dlogprob);
+      });
+
+      await t.step("q4_0 loads and tracks the trainer, further off than q8_0", async () => {
+        const q8 = await llamaParity({
+          client,
+          gguf: join(policy.dir, "policy-q8_0.gguf"),
+          sequences: policy.sequences,
+        });
+        const q4 = await llamaParity({
+          client,
+          gguf: await gguf("q4_0"),
+          sequences: policy.sequences,
+        });
+        assert.equal(q4.metrics.tokens, tokens);
+        // The tolerance q4_0 is held to: LEGO-RL's Pearson 0.99 and a k3 KL under 0.05 (the
+        // 4-bit codes sit above the field's 0.01 health line, which is why the mismatch grid
+        // trains on them) — a garbled block layout would put Pearson near 0.
+        assert.ok(q4.metrics.pearson_prob! >= 0.99, `q4_0 Pearson ${q4.metrics.pearson_prob}`);
+        assert.ok(q4.metrics.k3_kl < 0.05, `q4_0 k3 KL ${q4.metrics.k3_kl}`);
+        assert.ok(
+          q4.metrics.max_abs_dlogprob < 2,
+          `q4_0 max |Δlogprob| ${q4.metrics.max_abs_dlogprob}`,
+        );
+        // 4 bits cost more than 8: every measure drifts further than q8_0's.
+        assert.ok(q4.metrics.mean_abs_dlogprob > 2 * q8.metrics.mean_abs_dlogprob);
+        assert.ok(q4.metrics.mean_abs_dp > q8.metrics.mean_abs_dp);
+        assert.ok(q4.metrics.k3_kl > q8.metrics.k3_kl);
       });
 
       await t.step("llama.cpp refuses ids outside the vocabulary, naming the token", async () => {
@@ -210,7 +237,10 @@ Deno.test("engine formats: the exporter refuses bad input naming the flag", asyn
       stderr: "piped",
     }).output();
     assert.equal(cli.code, 2);
-    assert.match(new TextDecoder().decode(cli.stderr), /--type: expected one of f32, f16, q8_0/);
+    assert.match(
+      new TextDecoder().decode(cli.stderr),
+      /--type: expected one of f32, f16, q8_0, q4_0/,
+    );
     const entries = [];
     for await (const entry of Deno.readDir(dir)) entries.push(entry.name);
     assert.deepEqual(entries, [], "a refused export writes nothing");

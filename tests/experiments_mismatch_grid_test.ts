@@ -1,10 +1,24 @@
 /**
  * The mismatch grid's summary (`experiments/mismatch_grid.ts`): settings are compared with the
  * reference paired by seed, the verdict follows the paired interval, the corrections' costs add
- * up over steps and seeds, and the power calculation sizes seeds from the paired spread.
+ * up over steps and seeds, the power calculation sizes seeds from the paired spread, and the stored
+ * cells split into the sized q4_0 grid, the q8_0 comparison and the q8_0 pilot.
  */
 import assert from "node:assert/strict";
-import { type MismatchCellResult, planSeeds, summariseGrid } from "../experiments/mismatch_grid.ts";
+import {
+  cellPath,
+  CORRECTIONS,
+  type MismatchCellResult,
+  PILOT_SETTINGS,
+  planSeeds,
+  type Precision,
+  SECOND_SETTINGS,
+  settingName,
+  SETTINGS,
+  summariseGrid,
+  summariseStored,
+} from "../experiments/mismatch_grid.ts";
+import { CanarySpecSchema, MISMATCH_GRID_CANARY } from "../experiments/canary.ts";
 import type { LoopStepMetrics } from "../lib/loop/schema.ts";
 import { detectableEffect } from "../experiments/power.ts";
 
@@ -99,4 +113,74 @@ Deno.test("mismatch grid: a setting without paired seeds gets no verdict", () =>
   assert.equal(g.settings[1].diff, null);
   assert.equal(g.settings[1].verdict, "too few paired seeds");
   assert.equal(g.power_line, "power: not enough paired seeds");
+});
+
+Deno.test("mismatch grid: the stored cells split into the sized q4_0 grid, the q8_0 comparison and the pilot", async () => {
+  const root = await Deno.makeTempDir({ prefix: "reins_mismatch_grid_test_" });
+  try {
+    const put = async (c: MismatchCellResult) => {
+      const [engine, correction] = c.setting.split("/");
+      const dir = cellPath(root, { engine: engine as Precision, correction }, c.seed);
+      await Deno.mkdir(dir, { recursive: true });
+      await Deno.writeTextFile(`${dir}/result.json`, JSON.stringify(c));
+    };
+    for (let seed = 0; seed < 4; seed++) {
+      await put(cell("f32/none", seed, 0.1 + seed / 10, 0.5));
+      for (const correction of ["none", "tis", "seq_is", "icepop"]) {
+        await put(
+          cell(`q4_0/${correction}`, seed, seed / 10, 0.4, correction === "icepop" ? 5 : 0),
+        );
+      }
+    }
+    // The second comparison ran 3 seeds; the pilot's corrected q8_0 settings only seeds 0–1.
+    for (let seed = 0; seed < 3; seed++) await put(cell("q8_0/none", seed, 0.1 + seed / 10, 0.5));
+    for (const correction of ["tis", "seq_is", "icepop"]) {
+      for (let seed = 0; seed < 2; seed++) {
+        await put(cell(`q8_0/${correction}`, seed, 0.1 + seed / 10, 0.5));
+      }
+    }
+    const { cells, summary, second, pilot } = await summariseStored(root);
+    assert.deepEqual(summary.settings.map((s) => s.setting), SETTINGS.map(settingName));
+    assert.equal(cells.length, 20);
+    assert.equal(summary.seeds, 4);
+    // One family of 4 comparisons: the detectable effect is the one α 0.05 / 4 gives at 4 seeds.
+    assert.equal(
+      summary.detectable_effect,
+      detectableEffect(4, { sd: summary.paired_sd!, design: "paired", comparisons: 4 }),
+    );
+    const [, none, , , icepop] = summary.settings;
+    assert.ok(Math.abs(none.diff!.mean - -0.1) < 1e-12);
+    assert.equal(none.verdict, "lower than the reference");
+    assert.equal(icepop.masked_tokens, 40); // 5 per step × 2 steps × 4 seeds
+    assert.deepEqual(second.settings.map((s) => [s.setting, s.seeds]), [
+      ["f32/none", 3],
+      ["q8_0/none", 3],
+    ]);
+    assert.equal(second.settings[1].verdict, "no detectable difference");
+    assert.deepEqual(
+      pilot.settings.map((s) => [s.setting, s.seeds]),
+      ["f32/none", ...PILOT_SETTINGS.map(settingName)].map((name) => [name, 2]),
+    );
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("mismatch grid: the sized grid is q4_0 under every correction, with the bands the study names", () => {
+  assert.deepEqual(SETTINGS.map(settingName), [
+    "f32/none",
+    "q4_0/none",
+    "q4_0/tis",
+    "q4_0/seq_is",
+    "q4_0/icepop",
+  ]);
+  assert.deepEqual(CORRECTIONS.tis, { tis_cap: 2 });
+  assert.deepEqual(CORRECTIONS.seq_is, { seq_is_band: [0.99, 1.01] });
+  assert.deepEqual(CORRECTIONS.icepop, { token_ratio_band: [0.5, 2] });
+  assert.deepEqual(SECOND_SETTINGS.map(settingName), ["q8_0/none"]);
+  assert.equal(CanarySpecSchema.safeParse(MISMATCH_GRID_CANARY).success, true);
+  assert.equal(
+    MISMATCH_GRID_CANARY.kind === "mismatch_grid" && MISMATCH_GRID_CANARY.engine,
+    "q4_0",
+  );
 });

@@ -64,7 +64,8 @@ Deno.test("the mismatch canary's spec is valid and bad specs are refused by fiel
 });
 
 Deno.test({
-  name: "llama.cpp's f32 export samples what the fp32 trainer scores; q8_0 measurably does not",
+  name:
+    "llama.cpp's f32 export samples what the fp32 trainer scores; q8_0 measurably does not, q4_0 further off",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -74,10 +75,10 @@ Deno.test({
       sft_steps: [5],
       prompts: 2,
       max_tokens: 24,
-      engines: ["f32", "q8_0"],
+      engines: ["f32", "q8_0", "q4_0"],
       length_buckets: [0, 12, 24],
     }, { onCalls: (_step, engine, calls) => (seen[engine] = calls) });
-    assert.equal(study.cells.length, 2);
+    assert.equal(study.cells.length, 3);
     const f32 = study.by_engine.f32;
     const q8 = study.by_engine.q8_0;
     assert.equal(f32.tokens, 48);
@@ -85,8 +86,14 @@ Deno.test({
     assert.ok(f32.max_abs_dlogprob <= 1e-3, `f32 max |Δlogprob| ${f32.max_abs_dlogprob}`);
     assert.ok(q8.max_abs_dlogprob > 10 * f32.max_abs_dlogprob);
     assert.ok(q8.k3_kl > f32.k3_kl);
+    // 4-bit codes (16 levels per block against q8_0's 255) move every token's logprob further.
+    const q4 = study.by_engine.q4_0;
+    assert.ok(
+      q4.mean_abs_dlogprob > q8.mean_abs_dlogprob,
+      `q4_0 mean |Δlogprob| ${q4.mean_abs_dlogprob} vs q8_0 ${q8.mean_abs_dlogprob}`,
+    );
     // The same seeds: every engine answered every prompt with the requested length.
-    for (const engine of ["f32", "q8_0"]) {
+    for (const engine of ["f32", "q8_0", "q4_0"]) {
       assert.deepEqual(seen[engine].map((c) => c.ids.length), [24, 24]);
     }
   },

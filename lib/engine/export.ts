@@ -1,7 +1,7 @@
 /**
  * Checkpoint conversion to the field's formats, run by the worker's Python
  * (`python3 -m reins_worker.export`: torch reads our checkpoints, and the GGUF and safetensors
- * writers live there): a GGUF for llama.cpp (f32, f16, q8_0) and/or a Hugging Face Qwen3
+ * writers live there): a GGUF for llama.cpp (f32, f16, q8_0, q4_0) and/or a Hugging Face Qwen3
  * directory for `transformers`, vLLM and SGLang.
  *
  * @example
@@ -23,7 +23,7 @@ import { z } from "zod";
 import { resolvePython, workerEnv, workerPackageDir } from "../trainer/local_worker.ts";
 
 /** GGUF tensor types the exporter writes. */
-export const GGUF_TYPES = ["f32", "f16", "q8_0"] as const;
+export const GGUF_TYPES = ["f32", "f16", "q8_0", "q4_0"] as const;
 /** Parameter dtypes of an exported Hugging Face directory. */
 export const HF_DTYPES = ["float32", "bfloat16", "float16"] as const;
 

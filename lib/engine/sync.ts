@@ -64,7 +64,7 @@ export interface Exporter {
   (request: {
     checkpoint: string;
     gguf?: string;
-    type?: "f32" | "f16" | "q8_0";
+    type?: "f32" | "f16" | "q8_0" | "q4_0";
     hf?: string;
     dtype?: "float32" | "bfloat16" | "float16";
     tokenizer?: string;
@@ -257,7 +257,7 @@ export interface LlamaCppSyncOptions extends ExportTarget {
   dir: string;
   /** Directory with the policy's tokenizer.json (the GGUF's vocabulary). */
   tokenizer: string;
-  type?: "f32" | "f16" | "q8_0";
+  type?: "f32" | "f16" | "q8_0" | "q4_0";
 }
 
 /**

@@ -64,7 +64,7 @@ export interface EmbeddedOptions {
     /** Directory with the policy's tokenizer.json (the GGUF's vocabulary). */
     tokenizerDir: string;
     /** GGUF tensor type of the exports (default f32: logprobs match the fp32 trainer). */
-    type?: "f32" | "f16" | "q8_0";
+    type?: "f32" | "f16" | "q8_0" | "q4_0";
     /** Sequences llama.cpp generates at once (default 8). */
     slots?: number;
     threads?: number;

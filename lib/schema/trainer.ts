@@ -343,7 +343,7 @@ export type CheckpointResponse = z.infer<typeof CheckpointResponseSchema>;
  */
 export const WorkerExportRequestSchema = z.object({
   gguf: z.string().min(1).optional(),
-  type: z.enum(["f32", "f16", "q8_0"]).default("f32"),
+  type: z.enum(["f32", "f16", "q8_0", "q4_0"]).default("f32"),
   hf: z.string().min(1).optional(),
   dtype: z.enum(["float32", "bfloat16", "float16"]).default("bfloat16"),
   /** Directory with the model's tokenizer.json (required for a GGUF). */

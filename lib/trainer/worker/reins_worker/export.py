@@ -1,8 +1,8 @@
 """Converts a checkpoint of the built-in decoder to the field's formats.
 
     python3 -m reins_worker.export --checkpoint <file or HF dir> \\
-        [--gguf out.gguf --type f32|f16|q8_0] [--hf out_dir --dtype float32|bfloat16|float16] \\
-        [--tokenizer <dir with tokenizer.json>]
+        [--gguf out.gguf --type f32|f16|q8_0|q4_0] \\
+        [--hf out_dir --dtype float32|bfloat16|float16] [--tokenizer <dir with tokenizer.json>]
 
 The checkpoint is either one of ours (a `reins-trainer-checkpoint` torch archive written by
 POST /save) or a Qwen3 directory in the Hugging Face layout. The tokenizer defaults to the

@@ -1,4 +1,4 @@
-"""GGUF export of the built-in decoder (llama.cpp's `qwen3` architecture: f32, f16, q8_0).
+"""GGUF export of the built-in decoder (llama.cpp's `qwen3` architecture: f32, f16, q8_0, q4_0).
 
 Hand-written because nothing reachable writes GGUF: no npm or Debian package does, and the
 `gguf` Python package cannot be installed here. It lives in the worker, in Python, because
@@ -12,12 +12,15 @@ uint64 length + UTF-8 bytes and arrays as (uint32 element type, uint64 count, el
 tensor infos as (name, uint32 n_dims, uint64 dims in ggml order — fastest-varying first, so a
 torch [out, in] weight has dims [in, out] —, uint32 ggml type, uint64 offset into the data);
 padding to `general.alignment` (32); the data, each tensor starting aligned. q8_0 stores rows
-in blocks of 32 values: an f16 scale d = max|x|/127 then 32 int8 round(x/d).
+in blocks of 32 values: an f16 scale d = max|x|/127 then 32 int8 round(x/d). q4_0 (llama.cpp's
+`quantize_row_q4_0_ref`) stores 32 values in 18 bytes: an f16 scale d = max/-8, where max is the
+signed value of largest magnitude, then 16 bytes of 4-bit codes min(15, trunc(x/d + 8.5)), value
+j in the low nibble of byte j and value j+16 in its high nibble; it dequantizes to (code - 8)·d.
 
 Names and metadata follow llama.cpp's convert_hf_to_gguf.py for Qwen3: no Q/K permutation
 (llama.cpp runs qwen3 with NEOX RoPE, the split-halves rotation HF uses; only its `llama`
 architecture wants permuted rows), 1-D tensors (norms) stay f32, and a 2-D tensor whose row
-is not a multiple of 32 falls back from q8_0 to f16 as llama.cpp's converter does.
+is not a multiple of 32 falls back from q8_0 or q4_0 to f16 as llama.cpp's converter does.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ ALIGNMENT = 32
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY = range(10)
 UINT64, INT64, FLOAT64 = 10, 11, 12
 # ggml tensor types: (id, block size in values, bytes per block).
-GGML_TYPES = {"f32": (0, 1, 4), "f16": (1, 1, 2), "q8_0": (8, 32, 34)}
+GGML_TYPES = {"f32": (0, 1, 4), "f16": (1, 1, 2), "q4_0": (2, 32, 18), "q8_0": (8, 32, 34)}
 _TYPE_NAMES = {v[0]: k for k, v in GGML_TYPES.items()}
-FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7}  # llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0
+# llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0
+FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7}
 # llama.cpp token types.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
@@ -103,12 +107,40 @@ def dequantize_q8_0(raw: bytes, n: int) -> np.ndarray:
     return (q * d).reshape(-1)[:n]
 
 
+def quantize_q4_0(x: np.ndarray) -> bytes:
+    """llama.cpp's reference q4_0 (quantize_row_q4_0_ref): per 32 values an f16 scale
+    d = max/-8 (max: the value of largest magnitude, sign kept, so it maps to code 0 and the
+    codes span [-8, 7]·d) and 4-bit codes min(15, trunc(x/d + 8.5)); byte j holds value j in its
+    low nibble and value j+16 in its high nibble. The codes use the f32 d, as llama.cpp's do."""
+    blocks = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, 32)
+    largest = np.abs(blocks).argmax(axis=1)
+    signed_max = blocks[np.arange(blocks.shape[0]), largest]
+    d = (signed_max / np.float32(-8.0)).astype(np.float32)
+    inv = np.divide(np.float32(1.0), d, out=np.zeros_like(d), where=d != 0)
+    # x·(1/d) + 8.5 lies in [0.5, 16.5]: truncation is the floor there; 16 (x = -max) clips to 15.
+    codes = np.minimum(15, np.trunc(blocks * inv[:, None] + np.float32(8.5))).astype(np.uint8)
+    out = np.empty((blocks.shape[0], 18), dtype=np.uint8)
+    out[:, :2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = codes[:, :16] | (codes[:, 16:] << 4)
+    return out.tobytes()
+
+
+def dequantize_q4_0(raw: bytes, n: int) -> np.ndarray:
+    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 18)
+    d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+    packed = blocks[:, 2:]
+    codes = np.concatenate([packed & 0x0F, packed >> 4], axis=1).astype(np.float32)
+    return ((codes - 8.0) * d).reshape(-1)[:n]
+
+
 def encode_tensor(t: torch.Tensor, ggml_type: str) -> bytes:
     a = t.detach().to("cpu", torch.float32).contiguous().numpy()
     if ggml_type == "f32":
         return a.astype("<f4").tobytes()
     if ggml_type == "f16":
         return a.astype("<f2").tobytes()
+    if ggml_type == "q4_0":
+        return quantize_q4_0(a)
     return quantize_q8_0(a)
 
 
@@ -221,6 +253,8 @@ class GGUFFile:
             a = np.frombuffer(raw, dtype="<f4")
         elif ggml_type == "f16":
             a = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        elif ggml_type == "q4_0":
+            a = dequantize_q4_0(raw, n)
         else:
             a = dequantize_q8_0(raw, n)
         return torch.from_numpy(a.copy()).reshape(shape)
@@ -241,8 +275,8 @@ def gguf_tensor_names(config: ModelConfig) -> List[Tuple[str, str]]:
 def _tensor_type(t: torch.Tensor, file_type: str) -> str:
     if t.dim() < 2 or file_type == "f32":
         return "f32"
-    if file_type == "q8_0" and t.shape[-1] % 32:
-        return "f16"  # as llama.cpp's converter does for rows q8_0 cannot block
+    if file_type in ("q8_0", "q4_0") and t.shape[-1] % 32:
+        return "f16"  # as llama.cpp's converter does for rows it cannot block
     return file_type
 
 

@@ -486,8 +486,8 @@ def parse_export(body: Any) -> ExportSpec:
     if gguf is None and hf is None:
         raise bad("gguf", "give gguf (a file to write) and/or hf (a directory)")
     gguf_type = b.get("type", "f32")
-    if gguf_type not in ("f32", "f16", "q8_0"):
-        raise bad("type", 'expected "f32", "f16" or "q8_0"')
+    if gguf_type not in ("f32", "f16", "q8_0", "q4_0"):
+        raise bad("type", 'expected "f32", "f16", "q8_0" or "q4_0"')
     dtype = b.get("dtype", "bfloat16")
     if dtype not in ("float32", "bfloat16", "float16"):
         raise bad("dtype", 'expected "float32", "bfloat16" or "float16"')

@@ -1,4 +1,5 @@
-"""GGUF export: the v3 layout byte by byte, llama.cpp's qwen3 names and metadata, q8_0, vocab."""
+"""GGUF export: the v3 layout byte by byte, llama.cpp's qwen3 names and metadata, q8_0, q4_0,
+vocab."""
 
 import json
 import os
@@ -62,6 +63,52 @@ class GGUFLayoutTest(unittest.TestCase):
         back = G.dequantize_q8_0(raw, 32)
         self.assertLessEqual(np.abs(back - x).max(), float(d) * (0.5 + 127 * 2.0**-11))
         self.assertEqual(G.quantize_q8_0(np.zeros(32, np.float32))[2:], b"\0" * 32)
+
+    def test_q4_0_blocks_follow_llama_cpps_reference(self) -> None:
+        # The value of largest magnitude is -2 (signed): d = -2 / -8 = 0.25, and -2 gets code 0.
+        x = np.linspace(-2.0, 1.0, 32, dtype=np.float32)
+        raw = G.quantize_q4_0(x)
+        self.assertEqual(len(raw), 18)
+        d = np.frombuffer(raw[:2], dtype="<f2")[0]
+        self.assertEqual(d, np.float16(0.25))
+        # The reference, value by value: code = min(15, trunc(x/d + 8.5)); byte j packs value j
+        # (low nibble) and value j + 16 (high nibble).
+        codes = [min(15, int(float(v) * 4.0 + 8.5)) for v in x]
+        packed = [codes[j] | (codes[j + 16] << 4) for j in range(16)]
+        self.assertEqual(list(raw[2:]), packed)
+        self.assertEqual(codes[0], 0)
+        self.assertEqual(raw[2] & 0x0F, 0)  # x[0] = -2, low nibble of byte 0
+        self.assertEqual(raw[2] >> 4, codes[16])
+        back = G.dequantize_q4_0(raw, 32)
+        self.assertEqual(back.tolist(), [(c - 8) * 0.25 for c in codes])
+        self.assertEqual(G.quantize_q4_0(np.zeros(32, np.float32))[2:], bytes([0x88] * 16))
+
+    def test_q4_0_clips_the_side_opposite_the_signed_max(self) -> None:
+        # max is +2: d = -0.25, so +2 maps to code 0 and -2 would need code 16, clipped to 15.
+        x = np.zeros(32, dtype=np.float32)
+        x[3], x[20] = 2.0, -2.0
+        raw = G.quantize_q4_0(x)
+        self.assertEqual(np.frombuffer(raw[:2], dtype="<f2")[0], np.float16(-0.25))
+        back = G.dequantize_q4_0(raw, 32)
+        self.assertEqual(back[3], 2.0)
+        self.assertEqual(back[20], -1.75)  # code 15: (15 - 8) · -0.25
+        self.assertEqual(back[0], 0.0)
+
+    def test_q4_0_round_trip_error_is_bounded_by_the_step(self) -> None:
+        rng = np.random.default_rng(7)
+        x = (rng.standard_normal(32 * 64) * rng.uniform(0.01, 3, 32 * 64)).astype(np.float32)
+        back = G.dequantize_q4_0(G.quantize_q4_0(x), x.size)
+        blocks, err = x.reshape(-1, 32), np.abs(back - x).reshape(-1, 32)
+        step = np.abs(blocks).max(axis=1, keepdims=True) / 8
+        # Half a step inside the codes' range, a whole step where the 16th code is clipped,
+        # plus |code - 8| ≤ 8 steps of the f16 scale's rounding (2^-11 relative).
+        self.assertTrue(bool((err <= step * (1 + 8 * 2.0**-11) + 1e-7).all()))
+        inside = np.abs(blocks) <= step * 7.5
+        half = step * (0.5 + 8 * 2.0**-11) + 1e-7
+        self.assertTrue(bool((err <= half)[inside].all()))
+        # q4_0 is coarser than q8_0 on the same values (what the mismatch study relies on).
+        back8 = G.dequantize_q8_0(G.quantize_q8_0(x), x.size)
+        self.assertGreater(np.abs(back - x).mean(), 4 * np.abs(back8 - x).mean())
 
 
 class ExportTest(unittest.TestCase):
@@ -134,6 +181,23 @@ class ExportTest(unittest.TestCase):
         self.assertEqual(g.infos["blk.0.ffn_down.weight"][1], "f16")
         self.assertEqual(g.infos["blk.0.ffn_up.weight"][1], "q8_0")
 
+    def test_q4_0_quantizes_matrices_keeps_norms_f32_and_falls_back_like_q8_0(self) -> None:
+        g4 = self.export("q4_0")
+        self.assertEqual(g4.metadata["general.file_type"], 2)
+        for ours, name in G.gguf_tensor_names(CONFIG):
+            t = self.state[ours]
+            if t.dim() == 1:
+                self.assertEqual(g4.infos[name][1], "f32")
+                continue
+            self.assertEqual(g4.infos[name][1], "q4_0")
+            step = t.reshape(-1, 32).abs().max(dim=1).values / 8
+            err = (g4.tensor(name) - t).reshape(-1, 32).abs().max(dim=1).values
+            self.assertTrue(bool((err <= step * (1 + 8 * 2.0**-11) + 1e-7).all()), name)
+        config = ModelConfig(**{**CONFIG.to_dict(), "d_ff": 80})
+        g = self.export("q4_0", config, build_builtin(config, 1).state_dict())
+        self.assertEqual(g.infos["blk.0.ffn_down.weight"][1], "f16")
+        self.assertEqual(g.infos["blk.0.ffn_up.weight"][1], "q4_0")
+
     def test_a_tied_model_writes_no_output_tensor(self) -> None:
         config = ModelConfig(**{**CONFIG.to_dict(), "tie_embeddings": True})
         g = self.export("f16", config, build_builtin(config, 2).state_dict())
@@ -165,7 +229,7 @@ class ExportTest(unittest.TestCase):
     def test_bad_input_is_refused_naming_the_field(self) -> None:
         path = os.path.join(self.tmp.name, "x.gguf")
         with self.assertRaisesRegex(G.GGUFError, "type must be one of"):
-            G.export_gguf(path, self.state, CONFIG, "q4_0", CHAR_TOKENIZER)
+            G.export_gguf(path, self.state, CONFIG, "q3_k", CHAR_TOKENIZER)
         small = ModelConfig(**{**CONFIG.to_dict(), "vocab_size": 50})
         with self.assertRaisesRegex(G.GGUFError, "does not fit the model's vocab_size 50"):
             G.export_gguf(path, build_builtin(small, 0).state_dict(), small, "f32", CHAR_TOKENIZER)
