@@ -1,0 +1,161 @@
+/**
+ * The proxy's passthrough overhead, before and after a change, measured side by side in one
+ * process: the stacks of two checkouts (say `git worktree add ../before HEAD~1`) serve the same
+ * fast upstream and take requests in alternation (ABBA), so both see the same machine load. On a
+ * noisy 2-core machine two `bench:proxy` runs one after the other differed by more than the
+ * changes being measured; paired in one process they agree to a few hundredths of a ms.
+ *
+ * Usage: `deno run -A benches/proxy_ab.ts --before ../before [--after .] [--requests 2000] [--file]`
+ *
+ * Prints `name: value` lines: `ab_direct_p50_ms`, `ab_before_overhead_p50_ms`,
+ * `ab_after_overhead_p50_ms` (the proxied p50 less the direct p50), the same at p99, and with
+ * `--file` the same again over SQLite files (`ab_file_*`).
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const { values: args } = parseArgs({
+  args: Deno.args,
+  options: {
+    before: { type: "string" },
+    after: { type: "string", default: "." },
+    requests: { type: "string", default: "2000" },
+    file: { type: "boolean", default: false },
+  },
+  strict: true,
+});
+if (!args.before) {
+  console.error("--before: the checkout to compare with is required (e.g. a git worktree)");
+  Deno.exit(2);
+}
+const REQUESTS = Number(args.requests);
+if (!Number.isInteger(REQUESTS) || REQUESTS < 10) {
+  console.error(`--requests: expected an integer of at least 10, got '${args.requests}'`);
+  Deno.exit(2);
+}
+const roots = { before: resolve(args.before), after: resolve(args.after) };
+const moduleUrl = (root: string, path: string) => pathToFileURL(`${root}/${path}`).href;
+
+const { loadQwen3Tokenizer } = await import(moduleUrl(roots.after, "lib/tokens/qwen3.ts"));
+const tokenizer = await loadQwen3Tokenizer();
+
+/** A fake vLLM on a worker thread answering one fixed 16-token completion. */
+async function startUpstream() {
+  const promptIds = Array.from(tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n"));
+  const ids = (Array.from(
+    tokenizer.encode("The quick brown fox jumps over the lazy dog again."),
+  ) as number[]).slice(0, 15);
+  ids.push(tokenizer.eosTokenIds[0]);
+  const whole = JSON.stringify({
+    id: "x",
+    object: "chat.completion",
+    prompt_token_ids: promptIds,
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: tokenizer.decode(ids.slice(0, -1)) },
+      logprobs: { content: ids.map((id, i) => ({ token: String(id), logprob: -0.01 * (i + 1) })) },
+      finish_reason: "stop",
+      token_ids: ids,
+    }],
+  });
+  const worker = new Worker(new URL("./proxy_upstream_worker.ts", import.meta.url), {
+    type: "module",
+  });
+  const port = await new Promise<number>((done) => {
+    worker.onmessage = (event: MessageEvent<{ port: number }>) => done(event.data.port);
+    worker.postMessage({ whole, chunks: "" });
+  });
+  return { url: `http://127.0.0.1:${port}`, close: () => worker.terminate() };
+}
+
+const upstream = await startUpstream();
+
+/** One checkout's gateway + proxy, with one claimed attempt to call through. */
+async function startCheckout(root: string, db: string | undefined) {
+  const { startStack } = await import(moduleUrl(root, "lib/stack/stack.ts"));
+  const { capabilityToken } = await import(moduleUrl(root, "lib/gateway/auth.ts"));
+  const { gateway } = await startStack({
+    adminKey: "bench-admin-key",
+    secret: "bench-secret",
+    leaseSweepMs: 0,
+    ...(db ? { db } : {}),
+    proxy: { tokenizer, upstream: { kind: "openai_compatible", endpoints: [upstream.url] } },
+  });
+  await gateway.store.createRollouts([{ rollout_id: "bench", input: {} }]);
+  const [claimed] = await gateway.store.claimRollouts({
+    worker: "bench",
+    limit: 1,
+    lease_ms: 3_600_000,
+  });
+  const attempt = claimed.attempt.attempt_id;
+  return {
+    gateway,
+    url: `${gateway.url}/proxy/bench/${attempt}/v1/chat/completions`,
+    token: capabilityToken("bench-secret", "bench", attempt) as string,
+  };
+}
+
+const body = JSON.stringify({
+  model: "m",
+  messages: [{ role: "user", content: "hello" }],
+  max_tokens: 16,
+});
+
+async function timed(url: string, headers: Record<string, string>): Promise<number> {
+  const t0 = performance.now();
+  const res = await fetch(url, { method: "POST", headers, body });
+  await res.arrayBuffer();
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+  return performance.now() - t0;
+}
+
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+console.log(
+  `proxy A/B: before ${roots.before}, after ${roots.after}; ${REQUESTS} rounds; load average ${
+    Deno.loadavg().map((l) => l.toFixed(2)).join(" ")
+  }`,
+);
+for (const onFile of args.file ? [false, true] : [false]) {
+  const dir = onFile ? await Deno.makeTempDir({ prefix: "reins-proxy-ab-" }) : null;
+  const before = await startCheckout(roots.before, dir ? `${dir}/before.db` : undefined);
+  const after = await startCheckout(roots.after, dir ? `${dir}/after.db` : undefined);
+  const call = (s: typeof before) =>
+    timed(s.url, { "content-type": "application/json", authorization: `Bearer ${s.token}` });
+  const direct = () => timed(`${upstream.url}/v1/chat/completions`, {});
+  const times = { before: [] as number[], after: [] as number[], direct: [] as number[] };
+  for (let i = 0; i < REQUESTS + 200; i++) {
+    const warm = i < 200;
+    // ABBA: the order alternates, so neither side always runs first.
+    const [first, second] = i % 2 ? ["before", "after"] as const : ["after", "before"] as const;
+    const a = await call(first === "before" ? before : after);
+    const b = await call(second === "before" ? before : after);
+    const d = await direct();
+    if (warm) continue;
+    times[first].push(a);
+    times[second].push(b);
+    times.direct.push(d);
+  }
+  await before.gateway.close();
+  await after.gateway.close();
+  if (dir) await Deno.remove(dir, { recursive: true });
+  const prefix = onFile ? "ab_file_" : "ab_";
+  for (const q of [0.5, 0.99]) {
+    const tag = q === 0.5 ? "p50" : "p99";
+    const directQ = quantile(times.direct, q);
+    console.log(`${prefix}direct_${tag}_ms: ${directQ.toFixed(3)}`);
+    console.log(
+      `${prefix}before_overhead_${tag}_ms: ${(quantile(times.before, q) - directQ).toFixed(3)}`,
+    );
+    console.log(
+      `${prefix}after_overhead_${tag}_ms: ${(quantile(times.after, q) - directQ).toFixed(3)}`,
+    );
+  }
+}
+upstream.close();
