@@ -22,6 +22,7 @@ import type { UpstreamConfigInput } from "../lib/schema.ts";
 import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { measureIncrementalSpeedup } from "./tokens_incremental.ts";
+import { startBenchProxy, startFastVllm } from "./proxy_fixture.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -31,59 +32,6 @@ const { values: args } = parseArgs({
 const quick = args.quick;
 const REQUESTS = args.requests !== undefined ? Number(args.requests) : quick ? 150 : 400;
 const CONCURRENCY = 16;
-
-/** A fake vLLM (in a worker) answering instantly with fixed ids (16 response tokens). */
-async function startFastVllm(tokenizer: ChatTokenizer) {
-  const promptIds = Array.from(tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n"));
-  const ids = Array.from(tokenizer.encode("The quick brown fox jumps over the lazy dog again."))
-    .slice(0, 15);
-  ids.push(tokenizer.eosTokenIds[0]);
-  const lps = ids.map((_, i) => -0.01 * (i + 1));
-  const text = tokenizer.decode(ids.slice(0, -1));
-  const whole = JSON.stringify({
-    id: "x",
-    object: "chat.completion",
-    prompt_token_ids: promptIds,
-    choices: [{
-      index: 0,
-      message: { role: "assistant", content: text },
-      logprobs: { content: lps.map((logprob, i) => ({ token: String(ids[i]), logprob })) },
-      finish_reason: "stop",
-      token_ids: ids,
-    }],
-  });
-  const chunks = ids.map((id, i) =>
-    `data: ${
-      JSON.stringify({
-        id: "x",
-        object: "chat.completion.chunk",
-        ...(i === 0 ? { prompt_token_ids: promptIds } : {}),
-        choices: [{
-          index: 0,
-          delta: i < ids.length - 1 ? { content: tokenizer.decode([id]) } : {},
-          logprobs: { content: [{ token: String(id), logprob: lps[i] }] },
-          finish_reason: i === ids.length - 1 ? "stop" : null,
-          token_ids: [id],
-        }],
-      })
-    }\n\n`
-  ).join("") + "data: [DONE]\n\n";
-  const worker = new Worker(new URL("./proxy_upstream_worker.ts", import.meta.url), {
-    type: "module",
-  });
-  const port = await new Promise<number>((resolve) => {
-    worker.onmessage = (event: MessageEvent<{ port: number }>) => resolve(event.data.port);
-    worker.postMessage({ whole, chunks });
-  });
-  const url = `http://127.0.0.1:${port}`;
-  return {
-    url,
-    close: async () => {
-      await (await fetch(url, { method: "DELETE" })).body?.cancel();
-      worker.terminate();
-    },
-  };
-}
 
 function quantile(sorted: number[], q: number): number {
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
@@ -150,26 +98,8 @@ function poster(url: string, body: unknown, key?: string): () => Promise<void> {
   };
 }
 
-async function startProxy(upstream: UpstreamConfigInput, tokenizer: ChatTokenizer, db?: string) {
-  const { gateway } = await startStack({
-    adminKey: "bench-admin-key",
-    secret: "bench-secret",
-    leaseSweepMs: 0,
-    ...(db ? { db } : {}),
-    proxy: { tokenizer, upstream },
-  });
-  await gateway.store.createRollouts([{ rollout_id: "bench", input: {} }]);
-  const [claimed] = await gateway.store.claimRollouts({
-    worker: "bench",
-    limit: 1,
-    lease_ms: 3_600_000,
-  });
-  const aid = claimed.attempt.attempt_id;
-  return {
-    gateway,
-    base: `${gateway.url}/proxy/bench/${aid}/v1`,
-    token: capabilityToken("bench-secret", "bench", aid),
-  };
+function startProxy(upstream: UpstreamConfigInput, tokenizer: ChatTokenizer, db?: string) {
+  return startBenchProxy({ startStack, capabilityToken }, upstream, tokenizer, db);
 }
 
 function row(name: string, direct: Figures, proxied: Figures): string {

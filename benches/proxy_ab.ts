@@ -16,6 +16,7 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { startBenchProxy, startFastVllm } from "./proxy_fixture.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -42,60 +43,19 @@ const moduleUrl = (root: string, path: string) => pathToFileURL(`${root}/${path}
 const { loadQwen3Tokenizer } = await import(moduleUrl(roots.after, "lib/tokens/qwen3.ts"));
 const tokenizer = await loadQwen3Tokenizer();
 
-/** A fake vLLM on a worker thread answering one fixed 16-token completion. */
-async function startUpstream() {
-  const promptIds = Array.from(tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n"));
-  const ids = (Array.from(
-    tokenizer.encode("The quick brown fox jumps over the lazy dog again."),
-  ) as number[]).slice(0, 15);
-  ids.push(tokenizer.eosTokenIds[0]);
-  const whole = JSON.stringify({
-    id: "x",
-    object: "chat.completion",
-    prompt_token_ids: promptIds,
-    choices: [{
-      index: 0,
-      message: { role: "assistant", content: tokenizer.decode(ids.slice(0, -1)) },
-      logprobs: { content: ids.map((id, i) => ({ token: String(id), logprob: -0.01 * (i + 1) })) },
-      finish_reason: "stop",
-      token_ids: ids,
-    }],
-  });
-  const worker = new Worker(new URL("./proxy_upstream_worker.ts", import.meta.url), {
-    type: "module",
-  });
-  const port = await new Promise<number>((done) => {
-    worker.onmessage = (event: MessageEvent<{ port: number }>) => done(event.data.port);
-    worker.postMessage({ whole, chunks: "" });
-  });
-  return { url: `http://127.0.0.1:${port}`, close: () => worker.terminate() };
-}
-
-const upstream = await startUpstream();
+const upstream = await startFastVllm(tokenizer);
 
 /** One checkout's gateway + proxy, with one claimed attempt to call through. */
 async function startCheckout(root: string, db: string | undefined) {
   const { startStack } = await import(moduleUrl(root, "lib/stack/stack.ts"));
   const { capabilityToken } = await import(moduleUrl(root, "lib/gateway/auth.ts"));
-  const { gateway } = await startStack({
-    adminKey: "bench-admin-key",
-    secret: "bench-secret",
-    leaseSweepMs: 0,
-    ...(db ? { db } : {}),
-    proxy: { tokenizer, upstream: { kind: "openai_compatible", endpoints: [upstream.url] } },
-  });
-  await gateway.store.createRollouts([{ rollout_id: "bench", input: {} }]);
-  const [claimed] = await gateway.store.claimRollouts({
-    worker: "bench",
-    limit: 1,
-    lease_ms: 3_600_000,
-  });
-  const attempt = claimed.attempt.attempt_id;
-  return {
-    gateway,
-    url: `${gateway.url}/proxy/bench/${attempt}/v1/chat/completions`,
-    token: capabilityToken("bench-secret", "bench", attempt) as string,
-  };
+  const proxy = await startBenchProxy(
+    { startStack, capabilityToken },
+    { kind: "openai_compatible", endpoints: [upstream.url] },
+    tokenizer,
+    db,
+  );
+  return { ...proxy, url: `${proxy.base}/chat/completions` };
 }
 
 const body = JSON.stringify({
@@ -158,4 +118,4 @@ for (const onFile of args.file ? [false, true] : [false]) {
     );
   }
 }
-upstream.close();
+await upstream.close();
