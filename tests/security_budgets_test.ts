@@ -12,11 +12,13 @@
  * | a 0.9 MB prompt (under the byte cap, over `max_prompt_tokens`) | tokenized on the tokenizer worker, 400 |
  * | the same path through the built-in monitors on their thread | no lag here |
  * | a check past the monitor time budget | stopped, a `warn` finding naming the budget |
+ * | a custom monitor (on the gateway's thread) that never answers / holds the thread | no longer waited for / kept, each with a `warn` finding |
  */
 import assert from "node:assert/strict";
 import { defaultMonitors } from "../lib/monitors/defaults.ts";
 import { runMonitors } from "../lib/monitors/runner.ts";
 import { offThreadMonitors } from "../lib/monitors/off_thread.ts";
+import type { Monitor } from "../lib/monitors/types.ts";
 import type { RolloutEvent } from "../lib/schema.ts";
 import { runningRollout } from "./support/records.ts";
 import { errorOf, withSecurityFixture } from "./support/security.ts";
@@ -252,6 +254,50 @@ Deno.test("budgets: a monitor check past its time budget is stopped and reported
     // The checking thread starts afresh: a small rollout is checked in full afterwards.
     const clean = await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors);
     assert.ok(clean.every((f) => !/time budget|failed/.test(f.message)), JSON.stringify(clean));
+  } finally {
+    await off.close();
+  }
+});
+
+Deno.test("budgets: a custom monitor on the gateway's thread is held to the budget too", async () => {
+  const budget = { baseMs: 40, msPerEvent: 0 };
+  const never: Monitor = { name: "never_answers", check: () => new Promise(() => {}) };
+  const busy: Monitor = {
+    name: "busy",
+    check: () => {
+      const until = performance.now() + 120;
+      while (performance.now() < until) { /* holds the thread */ }
+      return [{ severity: "info", message: "busy: looked", evidence: [] }];
+    },
+  };
+  const quick: Monitor = { name: "quick", check: () => [] };
+  const off = offThreadMonitors([...defaultMonitors(), never, busy, quick], budget);
+  try {
+    off.warm();
+    const started = performance.now();
+    const flags = await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors, budget);
+    const messages = JSON.stringify(flags.map((f) => `${f.monitor}: ${f.message}`));
+    // The pending check is no longer waited for at its budget (the run does not hang) ...
+    assert.ok(performance.now() - started < 10_000, messages);
+    const dropped = flags.filter((f) => f.monitor === "never_answers");
+    assert.equal(dropped.length, 1, messages);
+    assert.equal(dropped[0].severity, "warn");
+    assert.match(dropped[0].message, /still running at its time budget of 40 ms/);
+    // ... the busy one keeps its findings and is reported holding the thread past the budget ...
+    const busyFlags = flags.filter((f) => f.monitor === "busy");
+    assert.ok(busyFlags.some((f) => f.message === "busy: looked"), messages);
+    assert.ok(
+      busyFlags.some((f) =>
+        f.severity === "warn" && /held the gateway's thread \d+ ms/.test(f.message)
+      ),
+      messages,
+    );
+    // ... and a quick one, like the built-ins on their own thread, raises nothing.
+    assert.equal(
+      flags.filter((f) => f.monitor !== "never_answers" && f.monitor !== "busy").length,
+      0,
+      messages,
+    );
   } finally {
     await off.close();
   }

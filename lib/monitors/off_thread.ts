@@ -191,11 +191,12 @@ export function offThreadMonitors(
   });
 
   return {
-    monitors: monitors.map((monitor) =>
-      isBuiltIn(monitor)
-        ? { name: monitor.name, check: (input) => check(monitor.name, input) }
-        : monitor
-    ),
+    monitors: monitors.map((monitor) => {
+      if (!isBuiltIn(monitor)) return monitor;
+      const facade: Monitor = { name: monitor.name, check: (input) => check(monitor.name, input) };
+      BUDGETED.add(facade);
+      return facade;
+    }),
     warm() {
       if (monitors.some(isBuiltIn)) start();
     },
@@ -205,6 +206,14 @@ export function offThreadMonitors(
       if (running) await running.terminate();
     },
   };
+}
+
+/** The facades whose checks run on the checking thread under their own budget. */
+const BUDGETED = new WeakSet<Monitor>();
+
+/** Whether `monitor` is a facade of {@link offThreadMonitors} (budgeted on its own thread). */
+export function isBudgeted(monitor: Monitor): boolean {
+  return BUDGETED.has(monitor);
 }
 
 /** About how many bytes of events cross to the thread per task. */

@@ -12,12 +12,18 @@ import { TERMINAL_ROLLOUT_STATUSES } from "../schema.ts";
 import { AUDIT_VERDICT_EVENT, MONITOR_FLAGS_EVENT, type MonitorFlag } from "../schema/ui.ts";
 import { reinsEvent, reinsEventKey } from "../schema/gateway_api.ts";
 import { type Auditor, worstAtLeast } from "./auditor.ts";
-import type { Monitor, MonitorInput } from "./types.ts";
-import { DEFAULT_MONITOR_BUDGET, type MonitorBudget, offThreadMonitors } from "./off_thread.ts";
+import type { Finding, Monitor, MonitorInput } from "./types.ts";
+import {
+  DEFAULT_MONITOR_BUDGET,
+  isBudgeted,
+  type MonitorBudget,
+  offThreadMonitors,
+} from "./off_thread.ts";
 
 /**
  * Runs every monitor on one rollout. A monitor that throws yields an `info` flag saying so
- * instead of failing the run.
+ * instead of failing the run. With a `budget`, each check on this thread is held to it (see
+ * `checkWithin`); facades of the off-thread built-ins keep their own.
  *
  * @example
  * ```ts
@@ -37,6 +43,7 @@ import { DEFAULT_MONITOR_BUDGET, type MonitorBudget, offThreadMonitors } from ".
 export async function runMonitors(
   input: MonitorInput,
   monitors: readonly Monitor[],
+  budget?: MonitorBudget,
 ): Promise<MonitorFlag[]> {
   const flags: MonitorFlag[] = [];
   for (const monitor of monitors) {
@@ -44,9 +51,10 @@ export async function runMonitors(
     // and the UI share this event loop) are served between monitors.
     await new Promise((resolve) => setTimeout(resolve, 0));
     try {
-      for (const finding of await monitor.check(input)) {
-        flags.push({ monitor: monitor.name, ...finding });
-      }
+      const findings = budget && !isBudgeted(monitor)
+        ? await checkWithin(monitor, input, budget)
+        : await monitor.check(input);
+      for (const finding of findings) flags.push({ monitor: monitor.name, ...finding });
     } catch (err) {
       flags.push({
         monitor: monitor.name,
@@ -57,6 +65,44 @@ export async function runMonitors(
     }
   }
   return flags;
+}
+
+/**
+ * A check of a monitor that runs on this thread (a custom one), held to `budget`: an
+ * asynchronous check still pending at the budget is no longer waited for (it cannot be
+ * cancelled; its result is dropped), and a check that held the thread past the budget keeps
+ * its findings and gains a `warn` finding saying so (synchronous code cannot be stopped
+ * midway: such a monitor belongs off the thread). Either way the slowness shows in the flags;
+ * it does not silence the monitor.
+ */
+async function checkWithin(
+  monitor: Monitor,
+  input: MonitorInput,
+  budget: MonitorBudget,
+): Promise<Finding[]> {
+  const budgetMs = budget.baseMs + budget.msPerEvent * input.events.length;
+  const started = performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), budgetMs)));
+  const findings = await Promise.race([Promise.resolve(monitor.check(input)), late]);
+  clearTimeout(timer);
+  const spentMs = Math.round(performance.now() - started);
+  const within = `its time budget of ${budgetMs} ms (${budget.baseMs} ms + ${budget.msPerEvent} ` +
+    `ms per event × ${input.events.length} events)`;
+  if (findings === null) {
+    return [{
+      severity: "warn",
+      message: `${monitor.name}: the check was still running at ${within} and was no longer ` +
+        "waited for; the rollout was not fully checked",
+      evidence: [],
+    }];
+  }
+  if (spentMs <= budgetMs) return findings;
+  return [...findings, {
+    severity: "warn",
+    message: `${monitor.name}: the check held the gateway's thread ${spentMs} ms, past ${within}`,
+    evidence: [],
+  }];
 }
 
 /** Options of {@link startMonitorRunner}. */
@@ -78,7 +124,11 @@ export interface MonitorRunnerOptions {
    * run on this thread either way.
    */
   offThread?: boolean;
-  /** The time budget of one built-in monitor's check (default {@link DEFAULT_MONITOR_BUDGET}). */
+  /**
+   * The time budget of one monitor's check (default {@link DEFAULT_MONITOR_BUDGET}): built-ins on
+   * their thread are stopped at it; a custom monitor's pending check is no longer waited for, and
+   * one that held this thread past it gets a `warn` flag saying so.
+   */
   budget?: MonitorBudget;
 }
 
@@ -115,6 +165,7 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     : null;
   offThread?.warm();
   const monitors = offThread?.monitors ?? options.monitors;
+  const budget = options.budget ?? DEFAULT_MONITOR_BUDGET;
   const pollMs = options.pollMs ?? 250;
   const recordClean = options.recordClean ?? true;
   const stats = { checked: 0, flagged: 0, audited: 0 };
@@ -134,7 +185,7 @@ export function startMonitorRunner(options: MonitorRunnerOptions): MonitorRunner
     const flagsKey = reinsEventKey(MONITOR_FLAGS_EVENT, attempt.attempt_id);
     if (events.some((e) => e.type === "custom" && e.event_key === flagsKey)) return;
     const input: MonitorInput = { rollout, events };
-    const flags = await runMonitors(input, monitors);
+    const flags = await runMonitors(input, monitors, budget);
     stats.checked++;
     if (flags.length) stats.flagged++;
     if (flags.length || recordClean) {
