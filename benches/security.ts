@@ -64,7 +64,16 @@ const spawn = (name: string, flags: string[]) =>
 // Default deadlines for the endless body (it must be cut by size, at 32 MiB) ...
 const gw = await spawn("body", []);
 // ... and 2 s deadlines for the half-open connections.
-const gw2 = await spawn("conns", ["--headers-timeout-ms", "2000", "--body-timeout-ms", "2000"]);
+// (The per-client cap is lifted above the connection count: this part measures the deadlines;
+// the flood below measures the caps.)
+const gw2 = await spawn("conns", [
+  "--headers-timeout-ms",
+  "2000",
+  "--body-timeout-ms",
+  "2000",
+  "--max-connections-per-client",
+  String(connections + 16),
+]);
 const pid = gw.process.pid;
 const port = Number(new URL(gw.url).port);
 try {
