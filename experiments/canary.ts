@@ -96,23 +96,30 @@ export function canaryPath(dir: string): string {
   return `${dir}/canary.json`;
 }
 
+/**
+ * The short cell both loop-cell canaries run: 2 RL steps from the grids' 300-step warm start
+ * (after 20 SFT steps every rollout scored 0, nothing trained and no correction's mask was
+ * exercised), one group of 4, a 4-rollout CRN evaluation.
+ */
+const SHORT_CELL_BASE = {
+  steps: 2,
+  sft_steps: 300,
+  group_size: 4,
+  groups_per_step: 1,
+  val_tasks: 4,
+  ppo_epochs: 2,
+  warmup_steps: 2,
+  // Pinned so that a new cell setting's default (e.g. a held-out evaluation) does not change
+  // what the canary runs.
+  heldout_tasks: 0,
+};
+
 /** The loop-cell canary of the ablation grids: the reference setting, seed 0. */
 export const LOOP_CELL_CANARY: CanarySpec = {
   kind: "loop_cell",
   setting: { advantage: "rollout", normalization: "rollout_token_mean" },
   seed: 0,
-  base: {
-    steps: 2,
-    sft_steps: 300,
-    group_size: 4,
-    groups_per_step: 1,
-    val_tasks: 4,
-    ppo_epochs: 2,
-    warmup_steps: 2,
-    // Pinned so that a new cell setting's default (e.g. a held-out evaluation) does not change
-    // what the canary runs.
-    heldout_tasks: 0,
-  },
+  base: SHORT_CELL_BASE,
 };
 
 /** The canary of the mechanism studies (the full sweep and the quick one). */
@@ -150,18 +157,7 @@ export const MISMATCH_GRID_CANARY: CanarySpec = {
   engine: "q4_0",
   correction: "seq_is",
   seed: 0,
-  base: {
-    steps: 2,
-    // The grid's warm start (as the loop-cell canary's): after 20 SFT steps every rollout scored
-    // 0, nothing trained and the correction's mask was never exercised.
-    sft_steps: 300,
-    group_size: 4,
-    groups_per_step: 1,
-    val_tasks: 4,
-    heldout_tasks: 0,
-    ppo_epochs: 2,
-    warmup_steps: 2,
-  },
+  base: SHORT_CELL_BASE,
 };
 
 /**

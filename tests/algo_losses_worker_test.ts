@@ -113,6 +113,18 @@ async function workerLosses(cases: Case[]): Promise<Record<string, number>[]> {
   return results;
 }
 
+/** Runs `py` with the worker's package importable and parses the JSON it prints. */
+async function workerJson(py: string): Promise<unknown> {
+  const out = await new Deno.Command("/usr/bin/python3", {
+    args: ["-c", py],
+    env: workerEnv(),
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}
+
 /** The TS reference loss of a case (every token trained). */
 function tsLoss(c: Case) {
   const starts = c.seq.flatMap((s, t) => (t === 0 || s !== c.seq[t - 1] ? [t] : []));
@@ -180,14 +192,7 @@ t = lambda v: torch.tensor(v, dtype=torch.float64)
 print(json.dumps({k: f(t(${JSON.stringify(logprobs)}), t(${JSON.stringify(ref)})).tolist()
                   for k, f in KL_ESTIMATORS.items()}))
 `;
-  const out = await new Deno.Command("/usr/bin/python3", {
-    args: ["-c", py],
-    env: workerEnv(),
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  const worker = JSON.parse(new TextDecoder().decode(out.stdout)) as Record<string, number[]>;
+  const worker = await workerJson(py) as Record<string, number[]>;
   const expected: Record<KlEstimatorName, number[]> = {
     k1: [-0.5, 1, 0],
     k2: [0.125, 0.5, 0],
@@ -349,14 +354,7 @@ for band in ([2, 0.5], [-0.1, 2], [1], "x"):
         out.append([e.status, e.field, e.message])
 print(json.dumps(out))
 `;
-  const out = await new Deno.Command("/usr/bin/python3", {
-    args: ["-c", py],
-    env: workerEnv(),
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  const refused = JSON.parse(new TextDecoder().decode(out.stdout)) as [number, string, string][];
+  const refused = await workerJson(py) as [number, string, string][];
   assert.deepEqual(refused.map((r) => [r[0], r[1]]), [
     [400, "loss.seq_is_band"],
     [400, "loss.seq_is_band[0]"],

@@ -115,16 +115,9 @@ export function concurrencyCap(options: ConcurrencyCapOptions): MiddlewareHandle
       );
     }
     inFlight.set(key, n + 1);
-    // Served by `serveGuarded`: released once the response is written or abandoned, with no
-    // stream wrapped around its body.
-    let released = false;
-    const releaseOnce = () => {
-      if (!released) {
-        released = true;
-        release(key);
-      }
-    };
-    if (whenResponded(c.req.raw, releaseOnce)) return await next();
+    // Served by `serveGuarded`: released once the response is written or abandoned (its hooks
+    // run once), with no stream wrapped around its body.
+    if (whenResponded(c.req.raw, () => release(key))) return await next();
     let handedOff = false;
     try {
       await next();

@@ -28,6 +28,27 @@ export interface MonitorBudget {
  */
 export const DEFAULT_MONITOR_BUDGET: MonitorBudget = { baseMs: 1_000, msPerEvent: 5 };
 
+/**
+ * How long one check of `events` events may take under `budget`, and the words flags use for it.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { budgetFor } from "./off_thread.ts";
+ * const { ms, words } = budgetFor({ baseMs: 50, msPerEvent: 1 }, 10);
+ * assert.equal(ms, 60);
+ * assert.equal(words, "its time budget of 60 ms (50 ms + 1 ms per event × 10 events)");
+ * ```
+ */
+export function budgetFor(budget: MonitorBudget, events: number): { ms: number; words: string } {
+  const ms = budget.baseMs + budget.msPerEvent * events;
+  return {
+    ms,
+    words: `its time budget of ${ms} ms (${budget.baseMs} ms + ${budget.msPerEvent} ms per ` +
+      `event × ${events} events)`,
+  };
+}
+
 /** A check; its input arrives first in slices (`part`), when it is not the last one sent. */
 type Request =
   | { part: { rollout: MonitorInput["rollout"]; events: readonly unknown[]; first: boolean } }
@@ -40,9 +61,8 @@ type Reply =
 interface Pending {
   resolve: (findings: Finding[]) => void;
   reject: (err: Error) => void;
-  budgetMs: number;
+  budget: { ms: number; words: string };
   name: string;
-  events: number;
   timer?: ReturnType<typeof setTimeout>;
 }
 
@@ -111,7 +131,7 @@ export function offThreadMonitors(
             pending.delete(id);
             other.reject(new Error("the checking thread was stopped"));
           }
-        }, waiter.budgetMs);
+        }, waiter.budget.ms);
         return;
       }
       pending.delete(reply.id);
@@ -169,14 +189,7 @@ export function offThreadMonitors(
     target = start();
     const id = nextId++;
     const { promise, resolve, reject } = Promise.withResolvers<Finding[]>();
-    const events = input.events.length;
-    pending.set(id, {
-      resolve,
-      reject,
-      name,
-      events,
-      budgetMs: budget.baseMs + budget.msPerEvent * events,
-    });
+    pending.set(id, { resolve, reject, name, budget: budgetFor(budget, input.events.length) });
     target.ref();
     target.postMessage({ id, name } satisfies Request);
     return await promise;
@@ -184,9 +197,8 @@ export function offThreadMonitors(
 
   const overBudget = (waiter: Pending): Finding => ({
     severity: "warn",
-    message: `${waiter.name}: the check ran past its time budget of ${waiter.budgetMs} ms ` +
-      `(${budget.baseMs} ms + ${budget.msPerEvent} ms per event × ${waiter.events} events) ` +
-      "and was stopped; the rollout was not fully checked",
+    message: `${waiter.name}: the check ran past ${waiter.budget.words} and was stopped; ` +
+      "the rollout was not fully checked",
     evidence: [],
   });
 

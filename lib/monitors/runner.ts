@@ -14,6 +14,7 @@ import { reinsEvent, reinsEventKey } from "../schema/gateway_api.ts";
 import { type Auditor, worstAtLeast } from "./auditor.ts";
 import type { Finding, Monitor, MonitorInput } from "./types.ts";
 import {
+  budgetFor,
   DEFAULT_MONITOR_BUDGET,
   isBudgeted,
   type MonitorBudget,
@@ -80,27 +81,25 @@ async function checkWithin(
   input: MonitorInput,
   budget: MonitorBudget,
 ): Promise<Finding[]> {
-  const budgetMs = budget.baseMs + budget.msPerEvent * input.events.length;
+  const { ms, words } = budgetFor(budget, input.events.length);
   const started = performance.now();
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), budgetMs)));
+  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)));
   const findings = await Promise.race([Promise.resolve(monitor.check(input)), late]);
   clearTimeout(timer);
   const spentMs = Math.round(performance.now() - started);
-  const within = `its time budget of ${budgetMs} ms (${budget.baseMs} ms + ${budget.msPerEvent} ` +
-    `ms per event × ${input.events.length} events)`;
   if (findings === null) {
     return [{
       severity: "warn",
-      message: `${monitor.name}: the check was still running at ${within} and was no longer ` +
+      message: `${monitor.name}: the check was still running at ${words} and was no longer ` +
         "waited for; the rollout was not fully checked",
       evidence: [],
     }];
   }
-  if (spentMs <= budgetMs) return findings;
+  if (spentMs <= ms) return findings;
   return [...findings, {
     severity: "warn",
-    message: `${monitor.name}: the check held the gateway's thread ${spentMs} ms, past ${within}`,
+    message: `${monitor.name}: the check held the gateway's thread ${spentMs} ms, past ${words}`,
     evidence: [],
   }];
 }
