@@ -141,7 +141,19 @@ export async function main(args: string[]): Promise<void> {
         `got '${values["upstream-kind"]}'`,
     );
   }
-  const tokenizer = await loadTokenizer(values.tokenizer ?? "qwen3");
+  // The proxy needs its tokenizer before the first call; the UI only when a page decodes
+  // tokens, so without a proxy a builtin one loads on first use (Qwen3's takes ~1.5 s of CPU at
+  // every start otherwise). A directory is read now, so that a bad one fails the start.
+  const tokenizerName = values.tokenizer ?? "qwen3";
+  const eager = Boolean(values.upstream?.length) || !(tokenizerName in BUILTIN_TOKENIZERS);
+  const tokenizer = eager ? await loadTokenizer(tokenizerName) : null;
+  let lazyTokenizer: Promise<ChatTokenizer> | null = null;
+  const uiTokenizer = tokenizer ??
+    (() =>
+      lazyTokenizer ??= loadTokenizer(tokenizerName).catch((err) => {
+        lazyTokenizer = null;
+        throw err;
+      }));
   if (values.upstream?.length) {
     for (const url of values.upstream) {
       if (!URL.canParse(url)) throw new Error(`--upstream: expected a URL, got '${url}'`);
@@ -162,7 +174,7 @@ export async function main(args: string[]): Promise<void> {
       ...(values.upstream?.length
         ? {
           proxy: {
-            tokenizer,
+            tokenizer: tokenizer!,
             upstream: {
               kind: upstreamKind.data,
               endpoints: values.upstream,
@@ -172,7 +184,7 @@ export async function main(args: string[]): Promise<void> {
           },
         }
         : {}),
-      ...(values["no-ui"] ? {} : { ui: { tokenizer } }),
+      ...(values["no-ui"] ? {} : { ui: { tokenizer: uiTokenizer } }),
     });
   } catch (err) {
     throw new StartError(err instanceof Error ? err.message : String(err), { cause: err });
@@ -209,9 +221,14 @@ export async function main(args: string[]): Promise<void> {
   await stack.close();
 }
 
+const BUILTIN_TOKENIZERS: Record<string, () => Promise<ChatTokenizer>> = {
+  qwen3: loadQwen3Tokenizer,
+  char: loadCharTokenizer,
+};
+
 async function loadTokenizer(name: string): Promise<ChatTokenizer> {
-  if (name === "qwen3") return await loadQwen3Tokenizer();
-  if (name === "char") return await loadCharTokenizer();
+  const builtin = BUILTIN_TOKENIZERS[name];
+  if (builtin) return await builtin();
   try {
     return await loadHfTokenizerFromDir(name);
   } catch (err) {

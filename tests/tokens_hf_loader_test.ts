@@ -64,6 +64,16 @@ Deno.test("hf loader: bad files and fields are named in the error", async () => 
     () => loadHfTokenizer({ ...tokenizerJson, model: {} }, {}),
     /tokenizer\.json: model\.vocab/,
   );
+  // The vocabulary is checked in a plain loop (not z.record): a bad id is still named.
+  const vocab = { ...tokenizerJson.model.vocab, "<bad>": 1.5 };
+  assert.throws(
+    () => loadHfTokenizer({ ...tokenizerJson, model: { ...tokenizerJson.model, vocab } }, {}),
+    /tokenizer\.json: model\.vocab.*<bad>.*non-negative integer id, got 1\.5/,
+  );
+  assert.throws(
+    () => loadHfTokenizer({ ...tokenizerJson, model: { ...tokenizerJson.model, vocab: 7 } }, {}),
+    /tokenizer\.json: model\.vocab/,
+  );
   assert.throws(
     () => loadHfTokenizer(tokenizerJson, { ...tokenizerConfig, chat_template: "{% if %}" }),
     /chat_template "default" does not compile/,

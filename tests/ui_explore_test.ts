@@ -12,6 +12,7 @@ import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
 import { startMonitorRunner } from "../lib/monitors/runner.ts";
 import { defaultMonitors } from "../lib/monitors/defaults.ts";
 import { createUiApp } from "../lib/ui/app.ts";
+import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { metricNames } from "../lib/ui/metrics.ts";
 import { readTfEvents } from "../lib/ui/tfevents.ts";
 import { ADMIN_KEY, compact, get, runRollout, seedRollout, startUiFixture } from "./ui_helpers.ts";
@@ -56,6 +57,32 @@ Deno.test("the tokenizer comes from the run: a char-tokenizer run reads as text"
     const { text } = await get(`${fx.base}/rollouts/c1`);
     // The system prompt, decoded as context tokens: Qwen3's vocabulary would garble it.
     assert.match(text, /<span class="tk ctx"[^>]*>[^<]*You are a careful calculator\./);
+  } finally {
+    await fx.close();
+  }
+});
+
+Deno.test("a tokenizer loader runs when a page first needs it, once, and again after a failure", async () => {
+  let loads = 0;
+  let fail = true;
+  const fx = await startUiFixture({
+    tokenizer: async () => {
+      loads++;
+      if (fail) throw new Error("tokenizer.json: cannot read");
+      return await loadCharTokenizer();
+    },
+    monitors: false,
+  }, { tokenizer: "char" });
+  try {
+    await runRollout(fx, "c1");
+    assert.equal(loads, 0, "nothing loads before a page needs it");
+    await assert.rejects(() => fx.ui.tokenizer(), /tokenizer\.json: cannot read/);
+    fail = false;
+    const chosen = await fx.ui.tokenizer();
+    assert.deepEqual([chosen?.name, chosen?.reason, loads], ["char", "given", 2]);
+    const { text } = await get(`${fx.base}/rollouts/c1`);
+    assert.match(text, /<span class="tk ctx"[^>]*>[^<]*You are a careful calculator\./);
+    assert.equal(loads, 2, "loaded once after the failure");
   } finally {
     await fx.close();
   }

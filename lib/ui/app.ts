@@ -199,16 +199,19 @@ export function createUiApp(context: UiContext, options: UiOptions = {}): UiApp 
     pageContext: async () => ({ base, seq: await store.lastSeq() }),
     tokenizer: () => {
       const given = options.tokenizer;
-      if (given && given !== "auto") {
+      if (typeof given === "object") {
         return Promise.resolve({ tokenizer: given, name: given.name, reason: "given" });
       }
       if (given === undefined) {
         return Promise.resolve({ tokenizer: null, name: "none", reason: "none given" });
       }
-      tokenizer ??= detectRunTokenizer({ runDir: options.runDir ?? null, store }).catch((err) => {
-        tokenizer = null;
-        throw err;
-      });
+      tokenizer ??=
+        (typeof given === "function"
+          ? given().then((t): RunTokenizer => ({ tokenizer: t, name: t.name, reason: "given" }))
+          : detectRunTokenizer({ runDir: options.runDir ?? null, store })).catch((err) => {
+            tokenizer = null;
+            throw err;
+          });
       return tokenizer;
     },
     runs: async () => {

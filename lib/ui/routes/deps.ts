@@ -24,9 +24,10 @@ export interface UiOptions {
   base?: string;
   /**
    * Decodes token ids on the detail page. `"auto"` (the command line's default) reads it from
-   * the run (see `detectRunTokenizer`); without one, ids are shown.
+   * the run (see `detectRunTokenizer`); a function loads it when a page first needs it (once;
+   * again after a failure); without one, ids are shown.
    */
-  tokenizer?: ChatTokenizer | "auto";
+  tokenizer?: ChatTokenizer | "auto" | (() => Promise<ChatTokenizer>);
   /** The run's directory (config, `tokenizer.json`): read for the tokenizer and advantages. */
   runDir?: string;
   /** A metrics JSONL file of `TrainStepMetrics` lines, re-read on each overview render. */
