@@ -185,6 +185,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
       port: options.port ?? 0,
       hostname: options.hostname ?? "127.0.0.1",
       deadlines,
+      service: "gateway",
     });
     serverRef.current = server;
     const sweepMs = options.leaseSweepMs ?? 1_000;

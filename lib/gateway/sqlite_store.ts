@@ -378,15 +378,19 @@ export class SqliteStore implements Store {
   async #begin(): Promise<Group> {
     const deadline = Date.now() + this.#busyTimeoutMs;
     while (!this.#group) {
-      this.#db.exec("PRAGMA busy_timeout = 0");
-      try {
-        this.#db.exec("BEGIN IMMEDIATE");
-      } catch (err) {
-        if (!/locked|busy/i.test(String(err)) || Date.now() > deadline) throw err;
-        await sleep(2);
-        continue;
-      } finally {
-        this.#db.exec(`PRAGMA busy_timeout = ${this.#busyTimeoutMs}`);
+      // An in-memory database is this connection's alone: no other writer to wait for.
+      if (this.#volatile) this.#db.exec("BEGIN IMMEDIATE");
+      else {
+        this.#db.exec("PRAGMA busy_timeout = 0");
+        try {
+          this.#db.exec("BEGIN IMMEDIATE");
+        } catch (err) {
+          if (!/locked|busy/i.test(String(err)) || Date.now() > deadline) throw err;
+          await sleep(2);
+          continue;
+        } finally {
+          this.#db.exec(`PRAGMA busy_timeout = ${this.#busyTimeoutMs}`);
+        }
       }
       const { promise, resolve, reject } = Promise.withResolvers<void>();
       promise.catch(() => {});

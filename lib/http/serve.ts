@@ -53,6 +53,11 @@ export interface GuardedServeOptions {
   bodyGraceMs?: number;
   /** The process's descriptor limit (default: read from `/proc/self/limits`, else 1 024). */
   descriptorLimit?: number;
+  /**
+   * Names the service in the warning logged for a client that leaves before its body has
+   * arrived (`<service>: 499 POST /path: …`; default `serve`).
+   */
+  service?: string;
 }
 
 /** A running guarded server. */
@@ -248,7 +253,7 @@ export async function serveGuarded(
       inFlight--;
       if (inFlight === 0) { for (const wake of [...idle]) wake(); }
     });
-    respond(handler, incoming, outgoing, options.hostname);
+    respond(handler, incoming, outgoing, options.hostname, options.service ?? "serve");
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -307,6 +312,7 @@ async function respond(
   incoming: http.IncomingMessage,
   outgoing: http.ServerResponse,
   hostname: string,
+  service: string,
 ): Promise<void> {
   const gone = new AbortController();
   const leave = () => {
@@ -315,7 +321,18 @@ async function respond(
     }
   };
   outgoing.once("close", leave);
-  const { request, collectedBytes } = toRequest(incoming, hostname, gone.signal);
+  let request: Request;
+  let collectedBytes: number | null;
+  try {
+    ({ request, collectedBytes } = await toRequest(incoming, outgoing, hostname, gone.signal));
+  } catch {
+    // The client left before its (small) body had arrived: no one to answer, nothing ran.
+    console.warn(
+      `${service}: 499 ${incoming.method} ${incoming.url?.split("?")[0]}: the client left ` +
+        "before its body had arrived",
+    );
+    return;
+  }
   // Middleware learns here when the response is over (a concurrency slot is released then).
   const finish = markServed(request, collectedBytes);
   outgoing.once("close", finish);
@@ -341,42 +358,41 @@ const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
 /** Bodies up to this size (declared by `Content-Length`) are collected before the handler runs. */
 const SMALL_BODY_BYTES = 64 * 1024;
 
-/** The body of `incoming`, as a stream that yields it in one piece once it has all arrived. */
-function collect(incoming: http.IncomingMessage, length: number): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      const whole = new Uint8Array(length);
-      let at = 0;
-      incoming.on("data", (chunk: Uint8Array) => {
-        whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
-        at += chunk.byteLength;
-      });
-      incoming.once("end", () => {
-        try {
-          controller.enqueue(whole.subarray(0, Math.min(at, length)));
-          controller.close();
-        } catch { /* cancelled */ }
-      });
-      const fail = () => {
-        try {
-          controller.error(new DOMException("the client closed the connection", "AbortError"));
-        } catch { /* cancelled */ }
-      };
-      incoming.once("aborted", fail);
-      incoming.once("error", fail);
-    },
+/**
+ * The body of `incoming` (of declared `length`), once it has all arrived; rejects when the
+ * client leaves first (a body that never ends is cut by the server's request deadline, which
+ * closes the connection).
+ */
+function collect(
+  incoming: http.IncomingMessage,
+  outgoing: http.ServerResponse,
+  length: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  return new Promise((resolve, reject) => {
+    const whole = new Uint8Array(length);
+    let at = 0;
+    incoming.on("data", (chunk: Uint8Array) => {
+      whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
+      at += chunk.byteLength;
+    });
+    incoming.once("end", () => resolve(whole.subarray(0, Math.min(at, length))));
+    const fail = () => reject(new DOMException("the client closed the connection", "AbortError"));
+    incoming.once("aborted", fail);
+    incoming.once("error", fail);
+    outgoing.once("close", fail);
   });
 }
 
 /**
  * A fetch `Request` over a `node:http` request; its body streams with backpressure, or is
- * collected whole when small (`collectedBytes`: its declared length).
+ * collected whole when small (`collectedBytes`: its declared length), before the handler runs.
  */
-function toRequest(
+async function toRequest(
   incoming: http.IncomingMessage,
+  outgoing: http.ServerResponse,
   hostname: string,
   signal: AbortSignal,
-): { request: Request; collectedBytes: number | null } {
+): Promise<{ request: Request; collectedBytes: number | null }> {
   const headers = new Headers();
   const raw = incoming.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
@@ -388,12 +404,13 @@ function toRequest(
   if (!hasBody || headers.get("content-length") === "0") {
     return { request: new Request(url, { method, headers, signal }), collectedBytes: null };
   }
-  // A small declared body is collected here and handed over whole: a stream per request costs
-  // more than the body (the common case: an events post of a few hundred bytes).
+  // A small declared body is collected here and handed over as bytes: a stream per request
+  // costs more than the body (the common case: an events post of a few hundred bytes).
   const declared = Number(headers.get("content-length") ?? NaN);
   if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
+    const body = await collect(incoming, outgoing, declared);
     return {
-      request: new Request(url, { method, headers, signal, body: collect(incoming, declared) }),
+      request: new Request(url, { method, headers, signal, body }),
       collectedBytes: declared,
     };
   }
@@ -447,9 +464,10 @@ async function writeResponse(
   outgoing.statusCode = response.status;
   if (response.statusText) outgoing.statusMessage = response.statusText;
   const cookies = response.headers.getSetCookie();
-  for (const [name, value] of response.headers) {
+  // forEach, not for-of: Deno's Headers iterator costs ~10 µs more per response.
+  response.headers.forEach((value, name) => {
     if (name !== "set-cookie") outgoing.setHeader(name, value);
-  }
+  });
   if (cookies.length) outgoing.setHeader("set-cookie", cookies);
   const closing = response.headers.get("connection")?.toLowerCase() === "close";
   if (!response.body) {

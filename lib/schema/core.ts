@@ -23,12 +23,17 @@ export * from "./json.ts";
 export * from "./training.ts";
 export * from "./validation.ts";
 
+/** Longest id (rollout, attempt, group, worker). */
+export const MAX_ID_CHARS = 200;
+/** The characters of an id: letters, digits and `. _ : @ -` (it sits in URL paths unescaped). */
+export const ID_PATTERN = /^[A-Za-z0-9._:@-]+$/;
+
 /**
  * Identifier accepted for rollouts, groups, attempts and models: 1–200 URL-safe characters, and
  * not `.` or `..` (a URL path cannot hold those as a segment: `/v1/rollouts/..` is `/v1`).
  */
-export const IdSchema = z.string().min(1).max(200).regex(
-  /^[A-Za-z0-9._:@-]+$/,
+export const IdSchema = z.string().min(1).max(MAX_ID_CHARS).regex(
+  ID_PATTERN,
   "must use only letters, digits and . _ : @ -",
 ).refine((id) => id !== "." && id !== "..", "must not be '.' or '..' (no URL can reach it)");
 

@@ -275,6 +275,11 @@ export const ChangeSchema = z.discriminatedUnion("kind", [
     rollout_id: z.string(),
     attempt_id: z.string(),
     type: EventTypeSchema,
+    /**
+     * The event's key: a reader can tell reins' own (reserved) events from an agent's without
+     * reading each one. Absent from gateways that predate it.
+     */
+    event_key: z.string().nullable().optional(),
     /** For `status` events: the new rollout status. */
     status: RolloutStatusSchema.nullable(),
     created_at: z.number(),

@@ -131,7 +131,12 @@ export class RunIndex {
               this.recentFinished.unshift(change.rollout_id);
               if (this.recentFinished.length > RECENT) this.recentFinished.pop();
             }
-          } else if (change.type === "custom") {
+          } else if (
+            change.type === "custom" &&
+            // An agent's custom events (any key but a reserved one) are not read at all: each
+            // read was work an agent posting events as fast as it can could cause.
+            (change.event_key === undefined || isReservedEventKey(change.event_key))
+          ) {
             await this.#readCustom(change.rollout_id, change.seq);
           } else if (change.type === "model_request") {
             this.recentCalls.push({ seq: change.seq, rollout_id: change.rollout_id });

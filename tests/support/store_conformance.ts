@@ -525,6 +525,15 @@ export async function runStoreConformance(
       }
       const listed = await store.listEvents("a", { type: "reward" });
       assert.deepEqual(listed.map((x) => x.event_key), ["k1", "k2", "k3", "k4"]);
+      // The change feed carries each event's key (null without one).
+      const changed = (await store.changesSince(first[0].seq - 1, 100)).filter((c) =>
+        c.kind === "event" && c.type !== "status"
+      );
+      assert.deepEqual(
+        changed.map((c) => c.kind === "event" ? [c.seq, c.event_key] : null),
+        [...first, ...other, dup[0]].map((x) => [x.seq, x.event_key]),
+      );
+      assert.equal(other[0].event_key, null);
       assert.equal((await store.getRollout("a"))!.reward, 0.4, "the last reward event sets reward");
       // Keys are per rollout: the same key in another rollout is a different event.
       const inB = await store.appendEvents("b", att.b, [e("k1", 1)]);

@@ -83,7 +83,8 @@ export function statements(d: Dialect) {
         seq = excluded.seq`,
     models: `SELECT * FROM ${M} ORDER BY name`,
     model: `SELECT * FROM ${M} WHERE name = $1`,
-    changedEvents: `SELECT seq, rollout_id, attempt_id, type, status, created_at FROM ${E}
+    changedEvents:
+      `SELECT seq, rollout_id, attempt_id, type, event_key, status, created_at FROM ${E}
       WHERE seq > $1 ORDER BY seq LIMIT $2`,
     changedModels: `SELECT name, version, updated_at, seq FROM ${M} WHERE seq > $1
       ORDER BY seq LIMIT $2`,

@@ -206,6 +206,7 @@ export interface ChangeRow {
   rollout_id: string;
   attempt_id: string;
   type: EventType;
+  event_key: string | null;
   status: RolloutStatus | null;
   created_at: number;
 }
