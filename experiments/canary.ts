@@ -309,6 +309,25 @@ const MISMATCH_FIELDS = [
   "is_ess",
 ] as const;
 
+/**
+ * The SFT warm-start cache the loop-cell canaries of one process share: the ablation's and the
+ * mismatch grid's canaries start from the same warm start (same settings, same key), and RL
+ * loads it from the file whether it was just trained or found, so sharing changes no number
+ * and saves the second canary its 300 SFT steps. Removed when the process exits.
+ */
+let sharedSftCache: string | null = null;
+
+function canarySftCache(): string {
+  if (sharedSftCache) return sharedSftCache;
+  const dir = Deno.makeTempDirSync({ prefix: "reins_canary_sft_" });
+  globalThis.addEventListener("unload", () => {
+    try {
+      Deno.removeSync(dir, { recursive: true });
+    } catch { /* already gone */ }
+  });
+  return sharedSftCache = dir;
+}
+
 async function loopCellCanary(
   spec: Extract<CanarySpec, { kind: "loop_cell" | "mismatch_grid" }>,
 ): Promise<unknown> {
@@ -325,7 +344,7 @@ async function loopCellCanary(
   try {
     await using cells = await startLoopCells({
       workDir: `${work}/stack`,
-      cacheDir: `${work}/cache`,
+      cacheDir: canarySftCache(),
       threads: 1,
       concurrency: 1,
       rolloutSeeds: true,
