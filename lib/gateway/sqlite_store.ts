@@ -341,7 +341,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.#closed) return;
-    this.#flush();
+    this.#flush(true);
     this.#closed = true;
     // The last group's fsync runs on; the file and the connection close after it.
     await this.#walSync?.pending()?.catch(() => {});
@@ -436,9 +436,24 @@ export class SqliteStore implements Store {
     }
   }
 
-  #flush(): void {
+  /**
+   * Commits the open group. While the log's previous fsync still runs, a commit now would wait
+   * for the next fsync anyway: the group stays open until that fsync ends (and the writes that
+   * arrive meanwhile join it), so a burst of writers pays one COMMIT per fsync rather than one
+   * per turn of the event loop. `force` commits at once (closing).
+   */
+  #flush(force = false): void {
     const group = this.#group;
     if (!group) return;
+    const running = force ? null : this.#walSync?.running();
+    if (running) {
+      clearImmediate(group.timer);
+      const retry = () => {
+        if (this.#group === group) this.#flush();
+      };
+      running.then(retry, retry);
+      return;
+    }
     this.#group = null;
     clearImmediate(group.timer);
     try {

@@ -60,6 +60,11 @@ export class WalSync {
     return this.#queued ?? this.#syncing;
   }
 
+  /** The fsync running now, if any (one queued behind it is not counted). */
+  running(): Promise<void> | null {
+    return this.#syncing;
+  }
+
   /** Closes the file (after {@link pending} settled). */
   close(): void {
     this.#wal?.close();

@@ -375,8 +375,11 @@ function collect(
       whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
       at += chunk.byteLength;
     });
-    incoming.once("end", () => resolve(whole.subarray(0, Math.min(at, length))));
     const fail = () => reject(new DOMException("the client closed the connection", "AbortError"));
+    incoming.once("end", () => {
+      outgoing.off("close", fail);
+      resolve(whole.subarray(0, Math.min(at, length)));
+    });
     incoming.once("aborted", fail);
     incoming.once("error", fail);
     outgoing.once("close", fail);
