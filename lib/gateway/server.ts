@@ -165,6 +165,7 @@ export async function startGateway(options: StartGatewayOptions = {}): Promise<R
           connections_dropped: serverRef.current?.dropped ?? 0,
           accept_errors: serverRef.current?.acceptErrors ?? 0,
           listen_rearmed: serverRef.current?.rearmed ?? 0,
+          relisten_failures: serverRef.current?.relistenFailures ?? 0,
         };
       },
       store,

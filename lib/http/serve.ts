@@ -30,7 +30,7 @@
  */
 import http from "node:http";
 import type { Socket } from "node:net";
-import { markServed } from "./served_request.ts";
+import { respond } from "./node_bridge.ts";
 
 /** Deadlines of {@link serveGuarded} (see `ServerDeadlinesSchema`). */
 export interface ConnectionDeadlines {
@@ -73,6 +73,8 @@ export interface GuardedServer {
   readonly dropped: number;
   /** Times the listening socket was replaced after a flood (see `rearmAfterFlood`). */
   readonly rearmed: number;
+  /** Binds of a replacement listening socket that failed and were retried. */
+  readonly relistenFailures: number;
   /** Accept errors so far (EMFILE and the like): counted, never fatal. */
   readonly acceptErrors: number;
   /** The total connection cap in force (after fitting it to the descriptor limit). */
@@ -234,6 +236,8 @@ export async function serveGuarded(
   // still queued on the old one are reset and retried by their clients).
   let rearm: ReturnType<typeof setTimeout> | undefined;
   let rearmed = 0;
+  let relistenFailures = 0;
+  let shuttingDown = false;
   const rearmAfterFlood = () => {
     clearTimeout(rearm);
     rearm = setTimeout(() => {
@@ -242,8 +246,13 @@ export async function serveGuarded(
       const { port } = server.address() as { port: number };
       handle.close();
       (server as unknown as { _handle: null })._handle = null;
-      server.listen(port, options.hostname);
       rearmed++;
+      // The descriptors may still be exhausted (EMFILE) or the port taken: a failed bind is
+      // retried with backoff until it holds, never left unbound.
+      listenWithRetry(server, port, options.hostname, {
+        stopped: () => shuttingDown,
+        onFailure: () => relistenFailures++,
+      });
     }, 100);
   };
 
@@ -286,7 +295,11 @@ export async function serveGuarded(
     get rearmed() {
       return rearmed;
     },
+    get relistenFailures() {
+      return relistenFailures;
+    },
     async shutdown() {
+      shuttingDown = true;
       clearTimeout(rearm);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -306,214 +319,79 @@ export async function serveGuarded(
   };
 }
 
-/** Runs `handler` on one request and writes its response, aborting it if the client leaves. */
-async function respond(
-  handler: (request: Request) => Response | Promise<Response>,
-  incoming: http.IncomingMessage,
-  outgoing: http.ServerResponse,
+/** What {@link listenWithRetry} needs of a server (a `node:http` server has it). */
+export interface ListenableServer {
+  readonly listening: boolean;
+  once(event: "error", listener: (error: unknown) => void): unknown;
+  off(event: "error", listener: (error: unknown) => void): unknown;
+  listen(port: number, hostname: string, onListening: () => void): unknown;
+}
+
+/** What {@link listenWithRetry} is told. */
+export interface ListenRetryOptions {
+  /** True once the server is shutting down: no further attempt. */
+  stopped?: () => boolean;
+  /** Called with each failed attempt's error. */
+  onFailure?: (error: unknown) => void;
+  /** First delay between attempts, doubled each time up to `maxDelayMs` (default 50 / 2 000). */
+  firstDelayMs?: number;
+  maxDelayMs?: number;
+}
+
+/**
+ * Listens on `port` again, retrying a failed bind (EMFILE while a flood's descriptors are still
+ * open, EADDRINUSE) with exponential backoff until it holds or `stopped()` says to give up.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { EventEmitter } from "node:events";
+ * import { listenWithRetry } from "./serve.ts";
+ * // A server whose first two binds fail.
+ * class FlakyServer extends EventEmitter {
+ *   listening = false;
+ *   calls = 0;
+ *   listen(_port: number, _host: string, onListening: () => void) {
+ *     this.calls++;
+ *     queueMicrotask(() => {
+ *       if (this.calls < 3) this.emit("error", new Error("EMFILE"));
+ *       else {
+ *         this.listening = true;
+ *         onListening();
+ *       }
+ *     });
+ *   }
+ * }
+ * const server = new FlakyServer();
+ * const failures: unknown[] = [];
+ * await new Promise<void>((resolve) => {
+ *   listenWithRetry(server, 8000, "127.0.0.1", {
+ *     firstDelayMs: 1,
+ *     onFailure: (e) => failures.push(e),
+ *     onListening: resolve,
+ *   });
+ * });
+ * const calls = server.calls;
+ * assert.deepEqual([calls, failures.length, server.listening], [3, 2, true]);
+ * ```
+ */
+export function listenWithRetry(
+  server: ListenableServer,
+  port: number,
   hostname: string,
-  service: string,
-): Promise<void> {
-  const gone = new AbortController();
-  const leave = () => {
-    if (!outgoing.writableFinished) {
-      gone.abort(new DOMException("the client closed the connection", "AbortError"));
-    }
+  options: ListenRetryOptions & { onListening?: () => void } = {},
+  attempt = 0,
+): void {
+  if (server.listening || options.stopped?.()) return;
+  const first = options.firstDelayMs ?? 50;
+  const failed = (error: unknown) => {
+    options.onFailure?.(error);
+    const delay = Math.min(options.maxDelayMs ?? 2_000, first * 2 ** attempt);
+    setTimeout(() => listenWithRetry(server, port, hostname, options, attempt + 1), delay);
   };
-  outgoing.once("close", leave);
-  let request: Request;
-  let collectedBytes: number | null;
-  try {
-    ({ request, collectedBytes } = await toRequest(incoming, outgoing, hostname, gone.signal));
-  } catch {
-    // The client left before its (small) body had arrived: no one to answer, nothing ran.
-    console.warn(
-      `${service}: 499 ${incoming.method} ${incoming.url?.split("?")[0]}: the client left ` +
-        "before its body had arrived",
-    );
-    return;
-  }
-  // Middleware learns here when the response is over (a concurrency slot is released then).
-  const finish = markServed(request, collectedBytes);
-  outgoing.once("close", finish);
-  try {
-    let response: Response;
-    try {
-      response = await handler(request);
-    } catch (error) {
-      console.error("serve: handler failed:", error instanceof Error ? error.message : error);
-      response = new Response(null, { status: 500 });
-    }
-    if (gone.signal.aborted) {
-      await response.body?.cancel().catch(() => {});
-      return;
-    }
-    await writeResponse(response, outgoing, gone.signal);
-  } finally {
-    finish();
-  }
-}
-
-const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
-/** Bodies up to this size (declared by `Content-Length`) are collected before the handler runs. */
-const SMALL_BODY_BYTES = 64 * 1024;
-
-/**
- * The body of `incoming` (of declared `length`), once it has all arrived; rejects when the
- * client leaves first (a body that never ends is cut by the server's request deadline, which
- * closes the connection).
- */
-function collect(
-  incoming: http.IncomingMessage,
-  outgoing: http.ServerResponse,
-  length: number,
-): Promise<Uint8Array<ArrayBuffer>> {
-  return new Promise((resolve, reject) => {
-    const whole = new Uint8Array(length);
-    let at = 0;
-    incoming.on("data", (chunk: Uint8Array) => {
-      whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
-      at += chunk.byteLength;
-    });
-    const fail = () => reject(new DOMException("the client closed the connection", "AbortError"));
-    incoming.once("end", () => {
-      outgoing.off("close", fail);
-      resolve(whole.subarray(0, Math.min(at, length)));
-    });
-    incoming.once("aborted", fail);
-    incoming.once("error", fail);
-    outgoing.once("close", fail);
+  server.once("error", failed);
+  server.listen(port, hostname, () => {
+    server.off("error", failed);
+    options.onListening?.();
   });
-}
-
-/**
- * A fetch `Request` over a `node:http` request; its body streams with backpressure, or is
- * collected whole when small (`collectedBytes`: its declared length), before the handler runs.
- */
-async function toRequest(
-  incoming: http.IncomingMessage,
-  outgoing: http.ServerResponse,
-  hostname: string,
-  signal: AbortSignal,
-): Promise<{ request: Request; collectedBytes: number | null }> {
-  const headers = new Headers();
-  const raw = incoming.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
-  const method = incoming.method ?? "GET";
-  const host = headers.get("host") ?? hostname;
-  const url = `http://${host}${incoming.url ?? "/"}`;
-  const hasBody = !BODYLESS.has(method) || headers.has("content-length") ||
-    headers.has("transfer-encoding");
-  if (!hasBody || headers.get("content-length") === "0") {
-    return { request: new Request(url, { method, headers, signal }), collectedBytes: null };
-  }
-  // A small declared body is collected here and handed over as bytes: a stream per request
-  // costs more than the body (the common case: an events post of a few hundred bytes).
-  const declared = Number(headers.get("content-length") ?? NaN);
-  if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
-    const body = await collect(incoming, outgoing, declared);
-    return {
-      request: new Request(url, { method, headers, signal, body }),
-      collectedBytes: declared,
-    };
-  }
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      incoming.on("data", (chunk: Uint8Array) => {
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        if ((controller.desiredSize ?? 1) <= 0) incoming.pause();
-      });
-      incoming.once("end", () => {
-        try {
-          controller.close();
-        } catch { /* cancelled */ }
-      });
-      incoming.once("error", (error) => {
-        try {
-          controller.error(error);
-        } catch { /* cancelled */ }
-      });
-      incoming.once("aborted", () => {
-        try {
-          controller.error(new DOMException("the client closed the connection", "AbortError"));
-        } catch { /* cancelled */ }
-      });
-    },
-    pull() {
-      incoming.resume();
-    },
-    cancel() {
-      // The handler stopped reading (a refused body): stop reading the socket too.
-      incoming.pause();
-    },
-  }, { highWaterMark: 4 });
-  const request = new Request(url, {
-    method,
-    headers,
-    body,
-    signal,
-    // @ts-ignore: `duplex` is required for a streamed body and not in every lib's types
-    duplex: "half",
-  });
-  return { request, collectedBytes: null };
-}
-
-/** Writes `response` to `outgoing`, waiting for the socket to drain between chunks. */
-async function writeResponse(
-  response: Response,
-  outgoing: http.ServerResponse,
-  signal: AbortSignal,
-): Promise<void> {
-  outgoing.statusCode = response.status;
-  if (response.statusText) outgoing.statusMessage = response.statusText;
-  const cookies = response.headers.getSetCookie();
-  // forEach, not for-of: Deno's Headers iterator costs ~10 µs more per response.
-  response.headers.forEach((value, name) => {
-    if (name !== "set-cookie") outgoing.setHeader(name, value);
-  });
-  if (cookies.length) outgoing.setHeader("set-cookie", cookies);
-  const closing = response.headers.get("connection")?.toLowerCase() === "close";
-  if (!response.body) {
-    outgoing.end();
-    if (closing) outgoing.socket?.destroySoon?.();
-    return;
-  }
-  // A JSON answer is already whole in memory: one write, with its length.
-  if (response.headers.get("content-type")?.startsWith("application/json")) {
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    if (signal.aborted) return;
-    outgoing.setHeader("content-length", bytes.byteLength);
-    outgoing.end(bytes);
-    if (closing) outgoing.socket?.destroySoon?.();
-    return;
-  }
-  const reader = response.body.getReader();
-  const stop = () => reader.cancel(signal.reason).catch(() => {});
-  signal.addEventListener("abort", stop, { once: true });
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      if (!outgoing.write(value)) {
-        await new Promise<void>((resolve) => {
-          const go = () => {
-            outgoing.off("drain", go);
-            outgoing.off("close", go);
-            resolve();
-          };
-          outgoing.on("drain", go);
-          outgoing.on("close", go);
-        });
-      }
-      if (signal.aborted) return;
-    }
-    outgoing.end();
-    // A refused body (413, 408): the rest is not read, the connection ends with the answer.
-    if (closing) outgoing.socket?.destroySoon?.();
-  } catch {
-    // The body failed mid-stream (or the client left): the connection cannot carry on.
-    outgoing.destroy();
-  } finally {
-    signal.removeEventListener("abort", stop);
-  }
 }

@@ -1,0 +1,227 @@
+/**
+ * Between `node:http` and a fetch handler (what `serveGuarded` serves): a `Request` over each
+ * incoming request, its small body collected as bytes, and the handler's `Response` written
+ * back, a JSON answer in one write. Hand-written: `@hono/node-server` does this for Node, but it
+ * replaces the global `Request`/`Response` to go fast, which a library imported into a user's
+ * process must not do, and it knows nothing of `served_request.ts`'s hooks.
+ *
+ * @module
+ */
+import type http from "node:http";
+import { markServed } from "./served_request.ts";
+
+/**
+ * Runs `handler` on one `node:http` request and writes its response, aborting the request's
+ * signal if the client leaves; `service` names the server in the warning logged for a client
+ * that leaves before its body has arrived.
+ */
+export async function respond(
+  handler: (request: Request) => Response | Promise<Response>,
+  incoming: http.IncomingMessage,
+  outgoing: http.ServerResponse,
+  hostname: string,
+  service: string,
+): Promise<void> {
+  const gone = new AbortController();
+  const leave = () => {
+    if (!outgoing.writableFinished) {
+      gone.abort(new DOMException("the client closed the connection", "AbortError"));
+    }
+  };
+  outgoing.once("close", leave);
+  let request: Request;
+  let collectedBytes: number | null;
+  try {
+    ({ request, collectedBytes } = await toRequest(incoming, outgoing, hostname, gone.signal));
+  } catch {
+    // The client left before its (small) body had arrived: no one to answer, nothing ran.
+    console.warn(
+      `${service}: 499 ${incoming.method} ${incoming.url?.split("?")[0]}: the client left ` +
+        "before its body had arrived",
+    );
+    return;
+  }
+  // Middleware learns here when the response is over (a concurrency slot is released then).
+  const finish = markServed(request, collectedBytes);
+  outgoing.once("close", finish);
+  try {
+    let response: Response;
+    try {
+      response = await handler(request);
+    } catch (error) {
+      console.error("serve: handler failed:", error instanceof Error ? error.message : error);
+      response = new Response(null, { status: 500 });
+    }
+    if (gone.signal.aborted) {
+      await response.body?.cancel().catch(() => {});
+      return;
+    }
+    await writeResponse(response, outgoing, gone.signal);
+  } finally {
+    finish();
+  }
+}
+
+const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
+/** Bodies up to this size (declared by `Content-Length`) are collected before the handler runs. */
+const SMALL_BODY_BYTES = 64 * 1024;
+
+/**
+ * The body of `incoming` (of declared `length`), once it has all arrived; rejects when the
+ * client leaves first (a body that never ends is cut by the server's request deadline, which
+ * closes the connection).
+ */
+function collect(
+  incoming: http.IncomingMessage,
+  outgoing: http.ServerResponse,
+  length: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  return new Promise((resolve, reject) => {
+    const whole = new Uint8Array(length);
+    let at = 0;
+    incoming.on("data", (chunk: Uint8Array) => {
+      whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
+      at += chunk.byteLength;
+    });
+    const fail = () => reject(new DOMException("the client closed the connection", "AbortError"));
+    incoming.once("end", () => {
+      outgoing.off("close", fail);
+      resolve(whole.subarray(0, Math.min(at, length)));
+    });
+    incoming.once("aborted", fail);
+    incoming.once("error", fail);
+    outgoing.once("close", fail);
+  });
+}
+
+/**
+ * A fetch `Request` over a `node:http` request; its body streams with backpressure, or is
+ * collected whole when small (`collectedBytes`: its declared length), before the handler runs.
+ */
+async function toRequest(
+  incoming: http.IncomingMessage,
+  outgoing: http.ServerResponse,
+  hostname: string,
+  signal: AbortSignal,
+): Promise<{ request: Request; collectedBytes: number | null }> {
+  const headers = new Headers();
+  const raw = incoming.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+  const method = incoming.method ?? "GET";
+  const host = headers.get("host") ?? hostname;
+  const url = `http://${host}${incoming.url ?? "/"}`;
+  const hasBody = !BODYLESS.has(method) || headers.has("content-length") ||
+    headers.has("transfer-encoding");
+  if (!hasBody || headers.get("content-length") === "0") {
+    return { request: new Request(url, { method, headers, signal }), collectedBytes: null };
+  }
+  // A small declared body is collected here and handed over as bytes: a stream per request
+  // costs more than the body (the common case: an events post of a few hundred bytes).
+  const declared = Number(headers.get("content-length") ?? NaN);
+  if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
+    const body = await collect(incoming, outgoing, declared);
+    return {
+      request: new Request(url, { method, headers, signal, body }),
+      collectedBytes: declared,
+    };
+  }
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      incoming.on("data", (chunk: Uint8Array) => {
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        if ((controller.desiredSize ?? 1) <= 0) incoming.pause();
+      });
+      incoming.once("end", () => {
+        try {
+          controller.close();
+        } catch { /* cancelled */ }
+      });
+      incoming.once("error", (error) => {
+        try {
+          controller.error(error);
+        } catch { /* cancelled */ }
+      });
+      incoming.once("aborted", () => {
+        try {
+          controller.error(new DOMException("the client closed the connection", "AbortError"));
+        } catch { /* cancelled */ }
+      });
+    },
+    pull() {
+      incoming.resume();
+    },
+    cancel() {
+      // The handler stopped reading (a refused body): stop reading the socket too.
+      incoming.pause();
+    },
+  }, { highWaterMark: 4 });
+  const request = new Request(url, {
+    method,
+    headers,
+    body,
+    signal,
+    // @ts-ignore: `duplex` is required for a streamed body and not in every lib's types
+    duplex: "half",
+  });
+  return { request, collectedBytes: null };
+}
+
+/** Writes `response` to `outgoing`, waiting for the socket to drain between chunks. */
+async function writeResponse(
+  response: Response,
+  outgoing: http.ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
+  outgoing.statusCode = response.status;
+  if (response.statusText) outgoing.statusMessage = response.statusText;
+  const cookies = response.headers.getSetCookie();
+  // forEach, not for-of: Deno's Headers iterator costs ~10 µs more per response.
+  response.headers.forEach((value, name) => {
+    if (name !== "set-cookie") outgoing.setHeader(name, value);
+  });
+  if (cookies.length) outgoing.setHeader("set-cookie", cookies);
+  const closing = response.headers.get("connection")?.toLowerCase() === "close";
+  if (!response.body) {
+    outgoing.end();
+    if (closing) outgoing.socket?.destroySoon?.();
+    return;
+  }
+  // A JSON answer is already whole in memory: one write, with its length.
+  if (response.headers.get("content-type")?.startsWith("application/json")) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (signal.aborted) return;
+    outgoing.setHeader("content-length", bytes.byteLength);
+    outgoing.end(bytes);
+    if (closing) outgoing.socket?.destroySoon?.();
+    return;
+  }
+  const reader = response.body.getReader();
+  const stop = () => reader.cancel(signal.reason).catch(() => {});
+  signal.addEventListener("abort", stop, { once: true });
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (!outgoing.write(value)) {
+        await new Promise<void>((resolve) => {
+          const go = () => {
+            outgoing.off("drain", go);
+            outgoing.off("close", go);
+            resolve();
+          };
+          outgoing.on("drain", go);
+          outgoing.on("close", go);
+        });
+      }
+      if (signal.aborted) return;
+    }
+    outgoing.end();
+    // A refused body (413, 408): the rest is not read, the connection ends with the answer.
+    if (closing) outgoing.socket?.destroySoon?.();
+  } catch {
+    // The body failed mid-stream (or the client left): the connection cannot carry on.
+    outgoing.destroy();
+  } finally {
+    signal.removeEventListener("abort", stop);
+  }
+}
