@@ -28,12 +28,11 @@
 import { intFlag, parseFlags, portFlag } from "../lib/flags.ts";
 import { dirname } from "node:path";
 import { UpstreamConfigSchema, UpstreamKindSchema } from "../lib/schema.ts";
-import { loadCharTokenizer } from "../lib/tokens/char.ts";
 import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
-import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { readOrNewKey } from "../lib/http/credentials.ts";
 import { startStack } from "../lib/stack/stack.ts";
+import { BUILTIN_TOKENIZERS } from "../lib/ui/run_tokenizer.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
   [--admin-key-file FILE] [--reporter-key-file FILE] [--print-key]
@@ -145,15 +144,11 @@ export async function main(args: string[]): Promise<void> {
   // tokens, so without a proxy a builtin one loads on first use (Qwen3's takes ~1.5 s of CPU at
   // every start otherwise). A directory is read now, so that a bad one fails the start.
   const tokenizerName = values.tokenizer ?? "qwen3";
-  const eager = Boolean(values.upstream?.length) || !(tokenizerName in BUILTIN_TOKENIZERS);
+  const eager = Boolean(values.upstream?.length) ||
+    !Object.hasOwn(BUILTIN_TOKENIZERS, tokenizerName);
   const tokenizer = eager ? await loadTokenizer(tokenizerName) : null;
-  let lazyTokenizer: Promise<ChatTokenizer> | null = null;
-  const uiTokenizer = tokenizer ??
-    (() =>
-      lazyTokenizer ??= loadTokenizer(tokenizerName).catch((err) => {
-        lazyTokenizer = null;
-        throw err;
-      }));
+  // The UI calls a loader once (again after a failure).
+  const uiTokenizer = tokenizer ?? (() => loadTokenizer(tokenizerName));
   if (values.upstream?.length) {
     for (const url of values.upstream) {
       if (!URL.canParse(url)) throw new Error(`--upstream: expected a URL, got '${url}'`);
@@ -221,14 +216,8 @@ export async function main(args: string[]): Promise<void> {
   await stack.close();
 }
 
-const BUILTIN_TOKENIZERS: Record<string, () => Promise<ChatTokenizer>> = {
-  qwen3: loadQwen3Tokenizer,
-  char: loadCharTokenizer,
-};
-
 async function loadTokenizer(name: string): Promise<ChatTokenizer> {
-  const builtin = BUILTIN_TOKENIZERS[name];
-  if (builtin) return await builtin();
+  if (Object.hasOwn(BUILTIN_TOKENIZERS, name)) return await BUILTIN_TOKENIZERS[name]();
   try {
     return await loadHfTokenizerFromDir(name);
   } catch (err) {

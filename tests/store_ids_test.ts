@@ -3,7 +3,7 @@
  * and whatever it refuses is named by field with the schema's message.
  */
 import assert from "node:assert/strict";
-import { checkId } from "../lib/gateway/store_input.ts";
+import { checkId, isId } from "../lib/gateway/store_input.ts";
 import { IdSchema, MAX_ID_CHARS, ValidationError } from "../lib/schema.ts";
 import { mulberry32 } from "../lib/util/random.ts";
 
@@ -23,7 +23,7 @@ function randomId(random: () => number): string {
   return id;
 }
 
-Deno.test("checkId accepts exactly what IdSchema accepts (20,000 seeded ids and the edges)", () => {
+Deno.test("checkId and isId accept exactly what IdSchema accepts (20,000 seeded ids and the edges)", () => {
   const random = mulberry32(29);
   const ids: unknown[] = [
     "",
@@ -42,6 +42,7 @@ Deno.test("checkId accepts exactly what IdSchema accepts (20,000 seeded ids and 
   let valid = 0;
   for (const id of ids) {
     const expected = IdSchema.safeParse(id);
+    assert.equal(isId(id), expected.success, `isId(${JSON.stringify(id)})`);
     if (expected.success) {
       valid++;
       checkId("rollout_id", id);

@@ -445,9 +445,9 @@ export class SqliteStore implements Store {
   #flush(force = false): void {
     const group = this.#group;
     if (!group) return;
+    clearImmediate(group.timer);
     const running = force ? null : this.#walSync?.running();
     if (running) {
-      clearImmediate(group.timer);
       const retry = () => {
         if (this.#group === group) this.#flush();
       };
@@ -455,7 +455,6 @@ export class SqliteStore implements Store {
       return;
     }
     this.#group = null;
-    clearImmediate(group.timer);
     try {
       this.#db.exec("COMMIT");
     } catch (err) {

@@ -10,6 +10,9 @@
 import type http from "node:http";
 import { markServed } from "./served_request.ts";
 
+/** The abort reason when the client closes its connection first. */
+const clientLeft = () => new DOMException("the client closed the connection", "AbortError");
+
 /**
  * Runs `handler` on one `node:http` request and writes its response, aborting the request's
  * signal if the client leaves; `service` names the server in the warning logged for a client
@@ -25,7 +28,7 @@ export async function respond(
   const gone = new AbortController();
   const leave = () => {
     if (!outgoing.writableFinished) {
-      gone.abort(new DOMException("the client closed the connection", "AbortError"));
+      gone.abort(clientLeft());
     }
   };
   outgoing.once("close", leave);
@@ -83,7 +86,7 @@ function collect(
       whole.set(chunk.subarray(0, Math.max(0, length - at)), at);
       at += chunk.byteLength;
     });
-    const fail = () => reject(new DOMException("the client closed the connection", "AbortError"));
+    const fail = () => reject(clientLeft());
     incoming.once("end", () => {
       outgoing.off("close", fail);
       resolve(whole.subarray(0, Math.min(at, length)));
@@ -143,7 +146,7 @@ async function toRequest(
       });
       incoming.once("aborted", () => {
         try {
-          controller.error(new DOMException("the client closed the connection", "AbortError"));
+          controller.error(clientLeft());
         } catch { /* cancelled */ }
       });
     },

@@ -41,7 +41,8 @@ export interface RunTokenizerSource {
   probeCalls?: number;
 }
 
-const NAMED: Record<string, () => Promise<ChatTokenizer>> = {
+/** The tokenizers reins ships, by the name a config or `--tokenizer` gives. */
+export const BUILTIN_TOKENIZERS: Readonly<Record<string, () => Promise<ChatTokenizer>>> = {
   char: loadCharTokenizer,
   qwen3: loadQwen3Tokenizer,
 };
@@ -57,8 +58,8 @@ const NAMED: Record<string, () => Promise<ChatTokenizer>> = {
  * ```
  */
 export async function loadNamedTokenizer(name: string): Promise<ChatTokenizer> {
-  const named = NAMED[name];
-  if (named) return await named();
+  // Own keys only: a name like `constructor` is not a builtin.
+  if (Object.hasOwn(BUILTIN_TOKENIZERS, name)) return await BUILTIN_TOKENIZERS[name]();
   if (await isFile(join(name, "tokenizer.json"))) return await loadHfTokenizerFromDir(name);
   throw new Error(
     `tokenizer: expected char, qwen3 or a directory holding tokenizer.json, got '${name}'`,
@@ -157,7 +158,7 @@ export async function detectRunTokenizer(source: RunTokenizerSource): Promise<Ru
       const highest = maxId(calls);
       const withText = calls.filter((c) => c.text !== null && c.response.length > 0);
       for (const name of ["char", "qwen3"]) {
-        const tokenizer = await NAMED[name]();
+        const tokenizer = await BUILTIN_TOKENIZERS[name]();
         if (highest >= tokenizer.vocabSize) continue;
         // The stored text leaves out the end-of-turn token that ends the ids.
         const exact = withText.filter((c) => {
