@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { getLlama, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
+import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import { z } from "zod";
 
 /** Where llama.cpp runs: `false` for its prebuilt CPU build, `"cuda"` on a GPU machine. */
@@ -43,7 +43,11 @@ export function loadLlama(gpu: LlamaGpu = false): Promise<Llama> {
   const key = String(gpu);
   let llama = llamas.get(key);
   if (!llama) {
-    llama = getLlama({ gpu, build: "never", logLevel: "error" as never });
+    // Imported here, not at the top: node-llama-cpp costs ~0.5 s to load, and every process that
+    // imports the loop or the engine paid it, whether or not it ever sampled with llama.cpp.
+    llama = import("node-llama-cpp").then(({ getLlama }) =>
+      getLlama({ gpu, build: "never", logLevel: "error" as never })
+    );
     llama.catch(() => llamas.delete(key));
     llamas.set(key, llama);
   }

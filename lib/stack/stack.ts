@@ -15,7 +15,7 @@ import {
   type StartGatewayOptions,
 } from "../gateway/server.ts";
 import { proxyMount, type ProxyMountOptions } from "../proxy/app.ts";
-import { createUi, type Ui, type UiOptions } from "../ui/app.ts";
+import type { Ui, UiOptions } from "../ui/app.ts";
 
 /** Options of {@link startStack}: the gateway's own, plus what to mount on it. */
 export interface StackOptions extends Omit<StartGatewayOptions, "mounts"> {
@@ -58,7 +58,9 @@ export interface RunningStack extends AsyncDisposable {
  */
 export async function startStack(options: StackOptions = {}): Promise<RunningStack> {
   const { proxy, ui: uiOptions, mounts: extra, ...gatewayOptions } = options;
-  const ui = uiOptions ? createUi(uiOptions) : null;
+  // The UI (its charts and tables: Plot, linkedom, polars, ~0.8 s to load) is imported only when
+  // asked for: a training run's stack, a test's or a script's, usually serves none.
+  const ui = uiOptions ? (await import("../ui/app.ts")).createUi(uiOptions) : null;
   const mounts: Mount[] = [
     ...(proxy ? [proxyMount(proxy)] : []),
     ...(ui ? [ui.mount] : []),
