@@ -15,19 +15,10 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import {
-  evaluatePolicy,
-  type LoopContext,
-  readMetrics,
-  terminalProgress,
-  writeToyDataset,
-} from "../lib/loop/mod.ts";
-import { mulberry32 } from "../lib/util/random.ts";
-import { runLoopSupervised, type SupervisedRole, Supervisor } from "../lib/loop/supervisor.ts";
-import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
+import type { LoopContext } from "../lib/loop/mod.ts";
+import type { SupervisedRole, Supervisor } from "../lib/loop/supervisor.ts";
 import type { Rollout } from "../lib/schema.ts";
-import { toyArithmeticTasks } from "../lib/loop/toy.ts";
-import { type ResolvedRun, resolveRun } from "./train_run.ts";
+import type { ResolvedRun } from "./train_run.ts";
 
 const USAGE = `usage: deno task chaos [--quick] [--seed N] [--kills N] [--config FILE]
   --quick        fewer steps (the ≤ 10 minute check): 3 kills, one of each process
@@ -64,6 +55,19 @@ if (!Number.isInteger(seed) || !Number.isInteger(kills) || kills < 0) {
   console.error("chaos: --seed and --kills take whole numbers (see --help)");
   Deno.exit(2);
 }
+
+// The loop's modules (~1 s to load) are imported once the flags are known to be good, so
+// `--help` and a bad flag answer at once.
+const { evaluatePolicy, readMetrics, terminalProgress, writeToyDataset } = await import(
+  "../lib/loop/mod.ts"
+);
+const { mulberry32 } = await import("../lib/util/random.ts");
+const { runLoopSupervised, Supervisor: SupervisorClass } = await import(
+  "../lib/loop/supervisor.ts"
+);
+const { parseConfigText, validateRunConfig } = await import("../lib/loop/run_config.ts");
+const { toyArithmeticTasks } = await import("../lib/loop/toy.ts");
+const { resolveRun } = await import("./train_run.ts");
 
 const configPath = values.config ?? new URL("../configs/chaos.yaml", import.meta.url).pathname;
 const root = await Deno.makeTempDir({ prefix: "reins-chaos-" });
@@ -112,7 +116,7 @@ interface Outcome {
 async function supervisedRun(r: ResolvedRun, schedule: Kill[]) {
   await Deno.mkdir(r.outDir, { recursive: true });
   await writeToyDataset(r.dataDir!, toyArithmeticTasks());
-  const sup = new Supervisor({
+  const sup = new SupervisorClass({
     outDir: r.outDir,
     dataDir: r.dataDir!,
     tokenizer: "char",

@@ -13,8 +13,6 @@
  *
  * @module
  */
-import { codingDatasetTasks, readTaskSet } from "../lib/curation/io.ts";
-import { runCuration } from "../lib/curation/pipeline.ts";
 import { cliMain, existingPath, intFlag, parseFlags, UsageError } from "../lib/flags.ts";
 import { DEFAULT_DATA_DIR } from "../lib/harness/envs/common.ts";
 import type { CurationConfigInput } from "../lib/schema.ts";
@@ -84,6 +82,10 @@ await cliMain("curate", async () => {
   if (values.policy) config.probe.policy = values.policy as "scripted" | "worker";
 
   const name = values.name ?? (values.quick ? "quick" : "full");
+  // The pipeline's modules (the stack, the sandbox, polars: ~1 s to load) are imported once the
+  // flags are known to be good, so `--help` and a bad flag answer at once.
+  const { codingDatasetTasks, readTaskSet } = await import("../lib/curation/io.ts");
+  const { runCuration } = await import("../lib/curation/pipeline.ts");
   let input;
   try {
     input = values.input ? readTaskSet(values.input) : codingDatasetTasks(DEFAULT_DATA_DIR);

@@ -16,8 +16,6 @@
  *
  * @module
  */
-import { parseConfigText, validateRunConfig } from "../lib/loop/run_config.ts";
-import { describeCpu } from "../lib/trainer/mod.ts";
 import {
   chooseRunDir,
   DEMO_USAGE,
@@ -26,9 +24,6 @@ import {
   parseDemoArgs,
 } from "./demo_args.ts";
 import { ensureSystemDeps } from "./ensure_deps.ts";
-import { executeRun, planText, resolveRun } from "./train_run.ts";
-import { readOrCreateKey } from "../lib/http/credentials.ts";
-import { loginLink } from "../lib/ui/mod.ts";
 
 let args: DemoArgs;
 try {
@@ -78,6 +73,15 @@ if (run.replace) {
   console.log(`demo: --overwrite: deleting ${run.dir}`);
   await Deno.remove(run.dir, { recursive: true });
 }
+
+// The run's modules (the loop, the trainer client, the figures, the UI's login link: ~1 s to
+// load) are imported once the flags are known to be good, so `--help` and a bad flag answer at
+// once.
+const { parseConfigText, validateRunConfig } = await import("../lib/loop/run_config.ts");
+const { describeCpu } = await import("../lib/trainer/mod.ts");
+const { executeRun, planText, resolveRun } = await import("./train_run.ts");
+const { readOrCreateKey } = await import("../lib/http/credentials.ts");
+const { loginLink } = await import("../lib/ui/mod.ts");
 
 const presetPath = new URL("../configs/demo.yaml", import.meta.url).pathname;
 const preset = parseConfigText(await Deno.readTextFile(presetPath), presetPath) as {

@@ -1,7 +1,9 @@
 /**
  * Installs what reins' tests, notebooks and demo need when it is missing, and says what it did.
  *
- * The npm side is Deno's own (`nodeModulesDir: auto`); this script covers the system side:
+ * The npm side is Deno's own: `deno install` fills `node_modules` from the lockfile (every task
+ * runs it first; `nodeModulesDir` is `manual` because `auto` re-checked all ~600 installed
+ * packages at every process start, ~0.4–0.9 s each). This script covers the system side:
  * PyTorch for the trainer worker with an optimised BLAS (Debian's python3-torch otherwise
  * runs its matmuls on the reference BLAS, ~50x slower), PostgreSQL for the second store backend, bubblewrap for the
  * sandbox, Chromium for the UI tests, Jupyter for the notebooks and a font for PNG figures.

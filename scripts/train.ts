@@ -14,9 +14,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { parseConfigText, RunConfigError, validateRunConfig } from "../lib/loop/run_config.ts";
 import { nonEmptyDir } from "./demo_args.ts";
-import { executeRun, planText, resolveRun } from "./train_run.ts";
 
 const USAGE = `usage: deno task train --config FILE [flags]
   --config FILE    the run's config (YAML or JSON; see configs/demo.yaml, configs/split.yaml)
@@ -56,6 +54,12 @@ if (values.help) {
 if (!values.config) fail("--config: required");
 if (values.resume && values.overwrite) fail("--resume and --overwrite: choose one");
 
+// The run's modules (the loop, the trainer client, the figures: ~1 s to load) are imported once
+// the flags are known to be good, so `--help` and a bad flag answer at once.
+const { parseConfigText, RunConfigError, validateRunConfig } = await import(
+  "../lib/loop/run_config.ts"
+);
+const { executeRun, planText, resolveRun } = await import("./train_run.ts");
 const path = values.config;
 let resolved;
 try {

@@ -30,6 +30,9 @@ async function freshClone(): Promise<{ dir: string; [Symbol.asyncDispose](): Pro
     stderr: "piped",
   }).output();
   assert.ok(clone.success, new TextDecoder().decode(clone.stderr));
+  // A clone has no node_modules, and nodeModulesDir is manual: install as a user would.
+  const install = await run(dir, ["install", "-q"]);
+  assert.ok(install.ok, install.text);
   return {
     dir,
     [Symbol.asyncDispose]: () => Deno.remove(parent, { recursive: true }),
