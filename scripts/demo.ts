@@ -38,6 +38,15 @@ if (args.help) {
   Deno.exit(0);
 }
 
+// The run's modules (the loop, the trainer client, the figures, the UI's login link: ~1 s to
+// load) are imported once the flags are known to be good, so `--help` and a bad flag answer at
+// once.
+const { parseConfigText, validateRunConfig } = await import("../lib/loop/run_config.ts");
+const { describeCpu } = await import("../lib/trainer/mod.ts");
+const { executeRun, planText, resolveRun } = await import("./train_run.ts");
+const { readOrCreateKey } = await import("../lib/http/credentials.ts");
+const { loginLink } = await import("../lib/ui/mod.ts");
+
 /** torch for the worker: Debian's python3-torch (+ OpenBLAS) via apt, else pip. */
 async function ensureTorch(): Promise<void> {
   const missing = await ensureSystemDeps({ only: ["torch", "blas", "fonts"] });
@@ -73,15 +82,6 @@ if (run.replace) {
   console.log(`demo: --overwrite: deleting ${run.dir}`);
   await Deno.remove(run.dir, { recursive: true });
 }
-
-// The run's modules (the loop, the trainer client, the figures, the UI's login link: ~1 s to
-// load) are imported once the flags are known to be good, so `--help` and a bad flag answer at
-// once.
-const { parseConfigText, validateRunConfig } = await import("../lib/loop/run_config.ts");
-const { describeCpu } = await import("../lib/trainer/mod.ts");
-const { executeRun, planText, resolveRun } = await import("./train_run.ts");
-const { readOrCreateKey } = await import("../lib/http/credentials.ts");
-const { loginLink } = await import("../lib/ui/mod.ts");
 
 const presetPath = new URL("../configs/demo.yaml", import.meta.url).pathname;
 const preset = parseConfigText(await Deno.readTextFile(presetPath), presetPath) as {
