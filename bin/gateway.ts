@@ -28,11 +28,9 @@
 import { intFlag, parseFlags, portFlag } from "../lib/flags.ts";
 import { dirname } from "node:path";
 import { UpstreamConfigSchema, UpstreamKindSchema } from "../lib/schema.ts";
-import { loadHfTokenizerFromDir } from "../lib/tokens/hf.ts";
-import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { readOrNewKey } from "../lib/http/credentials.ts";
 import { startStack } from "../lib/stack/stack.ts";
-import { BUILTIN_TOKENIZERS } from "../lib/ui/run_tokenizer.ts";
+import { BUILTIN_TOKENIZERS, loadTokenizerFlag } from "../lib/ui/run_tokenizer.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
   [--admin-key-file FILE] [--reporter-key-file FILE] [--print-key]
@@ -146,9 +144,9 @@ export async function main(args: string[]): Promise<void> {
   const tokenizerName = values.tokenizer ?? "qwen3";
   const eager = Boolean(values.upstream?.length) ||
     !Object.hasOwn(BUILTIN_TOKENIZERS, tokenizerName);
-  const tokenizer = eager ? await loadTokenizer(tokenizerName) : null;
+  const tokenizer = eager ? await loadTokenizerFlag(tokenizerName) : null;
   // The UI calls a loader once (again after a failure).
-  const uiTokenizer = tokenizer ?? (() => loadTokenizer(tokenizerName));
+  const uiTokenizer = tokenizer ?? (() => loadTokenizerFlag(tokenizerName));
   if (values.upstream?.length) {
     for (const url of values.upstream) {
       if (!URL.canParse(url)) throw new Error(`--upstream: expected a URL, got '${url}'`);
@@ -214,18 +212,6 @@ export async function main(args: string[]): Promise<void> {
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
   await stack.close();
-}
-
-async function loadTokenizer(name: string): Promise<ChatTokenizer> {
-  if (Object.hasOwn(BUILTIN_TOKENIZERS, name)) return await BUILTIN_TOKENIZERS[name]();
-  try {
-    return await loadHfTokenizerFromDir(name);
-  } catch (err) {
-    throw new Error(
-      `--tokenizer: expected qwen3, char or a tokenizer directory, got '${name}' ` +
-        `(${err instanceof Error ? err.message : err})`,
-    );
-  }
 }
 
 /** A failure to start with valid arguments (a store that cannot open): no usage after it. */

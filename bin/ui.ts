@@ -19,7 +19,7 @@ import { readOrCreateKey } from "../lib/gateway/auth.ts";
 import { startStack } from "../lib/stack/stack.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loginLink } from "../lib/ui/auth.ts";
-import { loadNamedTokenizer } from "../lib/ui/run_tokenizer.ts";
+import { loadTokenizerFlag } from "../lib/ui/run_tokenizer.ts";
 
 async function isFile(path: string): Promise<boolean> {
   return await Deno.stat(path).then((s) => s.isFile, () => false);
@@ -89,9 +89,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
     ? "auto"
     : values.tokenizer === "none"
     ? undefined
-    : await loadNamedTokenizer(values.tokenizer).catch((error) => {
-      throw new Error(`--${(error as Error).message}`);
-    });
+    : await loadTokenizerFlag(values.tokenizer);
   // A UI over a file that is not there would show an empty store and leave a stray database
   // behind: say so instead, unless asked to create one.
   const db = values.db;

@@ -55,6 +55,10 @@ Deno.test("cli: bad flags exit 2 naming the flag", async () => {
       [["--synchronous", "OFF"], /--synchronous: expected FULL or NORMAL/],
       [["--db", "a.db", "--postgres", "postgres://x"], /--db and --postgres/],
       [["--nope"], /Unknown option '--nope'/],
+      [
+        ["--db", ":memory:", "--tokenizer", "gpt"],
+        /--tokenizer: expected char, qwen3 or a directory holding tokenizer\.json, got 'gpt'/,
+      ],
     ] as const
   ) {
     const out = await new Deno.Command(Deno.execPath(), {

@@ -236,8 +236,8 @@ export function newEventRow(
  * ```
  */
 export function checkId(field: string, id: unknown): void {
-  // Every store call checks its ids: only one `isId` refuses goes to the schema, which names
-  // what is wrong.
+  // Every store call checks its ids with the fast `isId`; only an id it refuses goes through
+  // the schema, which names what is wrong.
   if (!isId(id)) parseOrThrow(IdSchema, id, field);
 }
 

@@ -59,11 +59,6 @@ export class WordCache implements PieceCache {
   clear(): void {
     this.#words.clear();
   }
-
-  /** Words held now. */
-  get size(): number {
-    return this.#words.size;
-  }
 }
 
 function isPieceCache(value: unknown): value is PieceCache {

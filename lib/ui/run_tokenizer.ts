@@ -66,6 +66,28 @@ export async function loadNamedTokenizer(name: string): Promise<ChatTokenizer> {
   );
 }
 
+/**
+ * {@link loadNamedTokenizer} for a command line's `--tokenizer` flag (the gateway's and the
+ * UI's): every error names the flag, and the name when the directory itself is bad.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { loadTokenizerFlag } from "./run_tokenizer.ts";
+ * await assert.rejects(loadTokenizerFlag("gpt"), /^Error: --tokenizer: expected char, qwen3/);
+ * ```
+ */
+export async function loadTokenizerFlag(name: string): Promise<ChatTokenizer> {
+  try {
+    return await loadNamedTokenizer(name);
+  } catch (error) {
+    const message = (error as Error).message;
+    throw new Error(
+      message.startsWith("tokenizer: ") ? `--${message}` : `--tokenizer: ${name}: ${message}`,
+    );
+  }
+}
+
 async function isFile(path: string): Promise<boolean> {
   try {
     return (await Deno.stat(path)).isFile;
