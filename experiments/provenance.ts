@@ -234,12 +234,25 @@ interface DenoInfo {
   }[];
 }
 
-/** `name@version` of an `npm:` specifier (`npm:/@scope/name@1.2.3/sub` too). */
+/** A file of an installed npm package: `node_modules/.deno/<dir>/node_modules/<name>/…`. */
+const INSTALLED_NPM = /\/node_modules\/\.deno\/([^/]+)\/node_modules\/((?:@[^/]+\/)?[^/]+)\//;
+
+/**
+ * `name@version` of an npm import as `deno info` reports it: an `npm:` specifier
+ * (`npm:/@scope/name@1.2.3/sub` too) under `nodeModulesDir: auto`, the installed file under
+ * `manual` (the store folder is `<name with / as +>@<version>`, plus `_<peer>` suffixes).
+ */
 function npmName(specifier: string): string | null {
-  if (!specifier.startsWith("npm:")) return null;
-  const rest = specifier.slice(4).replace(/^\//, "");
-  const parts = rest.split("/");
-  return rest.startsWith("@") ? `${parts[0]}/${parts[1]}` : parts[0];
+  if (specifier.startsWith("npm:")) {
+    const rest = specifier.slice(4).replace(/^\//, "");
+    const parts = rest.split("/");
+    return rest.startsWith("@") ? `${parts[0]}/${parts[1]}` : parts[0];
+  }
+  const installed = INSTALLED_NPM.exec(decodeURIComponent(specifier));
+  if (!installed) return null;
+  const [, dir, name] = installed;
+  const prefix = `${name.replace("/", "+")}@`;
+  return dir.startsWith(prefix) ? `${name}@${dir.slice(prefix.length).split("_")[0]}` : null;
 }
 
 /** The in-scope local files of an entry point's graph and the npm packages they import. */
@@ -303,6 +316,8 @@ async function expandPattern(pattern: string, root: string, what: string): Promi
  * assert.ok("experiments/power.ts" in fp.files);
  * assert.ok(!("lib/loop/run.ts" in fp.files)); // not imported, not hashed
  * assert.equal(fp.rule, "numerics-v1");
+ * // The npm packages it imports, by version (under nodeModulesDir manual as under auto).
+ * assert.ok(fp.npm.includes("@stdlib/stats-base-dists-t-quantile@0.2.3"), String(fp.npm));
  * ```
  */
 export async function codeFingerprint(
