@@ -284,3 +284,28 @@ Deno.test("passthrough (vLLM): answers in every flavor match the published wire 
     assert.equal(completion.choices[0].logprobs, null);
     assert.equal(completion.choices[0].text, "Eight.");
   }));
+
+Deno.test("passthrough (vLLM): answers and refusals through the gateway carry the security headers", () =>
+  withFakeVllm(async (fx) => {
+    const url = `${fx.openaiBase}/chat/completions`;
+    const body = JSON.stringify({ model: "policy", messages: [{ role: "user", content: "hi" }] });
+    const answered = await fetch(url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${fx.token}`, "content-type": "application/json" },
+      body,
+    });
+    await answered.arrayBuffer();
+    const refused = await fetch(url, {
+      method: "POST",
+      headers: { authorization: "Bearer not-a-token", "content-type": "application/json" },
+      body,
+    });
+    await refused.arrayBuffer();
+    assert.deepEqual([answered.status, refused.status], [200, 401]);
+    // Set once, by the gateway's own middleware (the mounted proxy does not repeat them).
+    for (const res of [answered, refused]) {
+      assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+      assert.equal(res.headers.get("x-frame-options"), "SAMEORIGIN");
+      assert.equal(res.headers.get("cross-origin-resource-policy"), "same-origin");
+    }
+  }));

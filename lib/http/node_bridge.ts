@@ -107,24 +107,32 @@ async function toRequest(
   hostname: string,
   signal: AbortSignal,
 ): Promise<{ request: Request; collectedBytes: number | null }> {
-  const headers = new Headers();
+  // Node has parsed the head already: read what is needed from it, and put the raw pairs
+  // straight into the request's own headers (a `Headers` passed as `init.headers` would be
+  // copied once more, entry by entry, by the `Request` constructor).
   const raw = incoming.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
   const method = incoming.method ?? "GET";
-  const host = headers.get("host") ?? hostname;
+  const nodeHeaders = incoming.headers;
+  const host = nodeHeaders.host ?? hostname;
   const url = `http://${host}${incoming.url ?? "/"}`;
-  const hasBody = !BODYLESS.has(method) || headers.has("content-length") ||
-    headers.has("transfer-encoding");
-  if (!hasBody || headers.get("content-length") === "0") {
-    return { request: new Request(url, { method, headers, signal }), collectedBytes: null };
+  const length = nodeHeaders["content-length"];
+  const chunked = nodeHeaders["transfer-encoding"] !== undefined;
+  const hasBody = !BODYLESS.has(method) || length !== undefined || chunked;
+  const withHeaders = (request: Request) => {
+    const headers = request.headers;
+    for (let i = 0; i < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+    return request;
+  };
+  if (!hasBody || length === "0") {
+    return { request: withHeaders(new Request(url, { method, signal })), collectedBytes: null };
   }
   // A small declared body is collected here and handed over as bytes: a stream per request
   // costs more than the body (the common case: an events post of a few hundred bytes).
-  const declared = Number(headers.get("content-length") ?? NaN);
-  if (declared <= SMALL_BODY_BYTES && !headers.has("transfer-encoding")) {
+  const declared = Number(length ?? NaN);
+  if (declared <= SMALL_BODY_BYTES && !chunked) {
     const body = await collect(incoming, outgoing, declared);
     return {
-      request: new Request(url, { method, headers, signal, body }),
+      request: withHeaders(new Request(url, { method, signal, body })),
       collectedBytes: declared,
     };
   }
@@ -158,14 +166,15 @@ async function toRequest(
       incoming.pause();
     },
   }, { highWaterMark: 4 });
-  const request = new Request(url, {
-    method,
-    headers,
-    body,
-    signal,
-    // @ts-ignore: `duplex` is required for a streamed body and not in every lib's types
-    duplex: "half",
-  });
+  const request = withHeaders(
+    new Request(url, {
+      method,
+      body,
+      signal,
+      // @ts-ignore: `duplex` is required for a streamed body and not in every lib's types
+      duplex: "half",
+    }),
+  );
   return { request, collectedBytes: null };
 }
 

@@ -44,28 +44,42 @@ export async function decodeRequest(
 export const OFF_THREAD_MIN_CHARS = 16_384;
 
 /**
- * A prompt this long starts the tokenizer worker (without waiting for it): starting a thread
- * holds this one ~0.1–0.4 s and loading the tokenizer costs a second or two of CPU, which a
- * proxy that never sees a long prompt should not pay (nor every test that builds one).
+ * The tokenizer worker as the encoder's offload, or `null` when the tokenizer has none. One
+ * worker serves every proxy of this process that shares `tokenizer` (a test process builds
+ * dozens): a thread and a vocabulary each would cost 40–100 ms of this thread to start and the
+ * tokenizer's memory again.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { loadCharTokenizer } from "../tokens/char.ts";
+ * import { tokenizerOffload } from "./prepare.ts";
+ * const tokenizer = await loadCharTokenizer();
+ * const offload = tokenizerOffload(tokenizer)!;
+ * assert.equal(tokenizerOffload(tokenizer), offload); // one worker per tokenizer
+ * const text = "abc ".repeat(offload.minChars);
+ * assert.deepEqual(await offload.encode(text), tokenizer.encode(text));
+ * ```
  */
-export const WARM_WORKER_CHARS = 4_096;
-
-/** The tokenizer worker as the encoder's offload, or `null` when the tokenizer has none. */
 export function tokenizerOffload(
   tokenizer: ChatTokenizer,
 ): (ChunkOffload & { warm(): void }) | null {
+  if (OFFLOADS.has(tokenizer)) return OFFLOADS.get(tokenizer)!;
   const worker = encodeWorkerFor(tokenizer);
-  return worker && {
+  const offload = worker && {
     minChars: OFF_THREAD_MIN_CHARS,
-    encode: (chunk) => worker.encode(chunk),
+    encode: (chunk: string) => worker.encode(chunk),
     warm: () => worker.warm(),
   };
+  OFFLOADS.set(tokenizer, offload);
+  return offload;
 }
+
+const OFFLOADS = new WeakMap<ChatTokenizer, (ChunkOffload & { warm(): void }) | null>();
 
 /** `tokenizer.encode(text)`, on the worker when the text is long. */
 export function encodeOffThread(ctx: ProxyContext, text: string): Promise<Uint32Array> {
   const offload = ctx.offload;
-  if (offload && text.length >= WARM_WORKER_CHARS) offload.warm();
   return offload && text.length >= offload.minChars
     ? offload.encode(text)
     : Promise.resolve(ctx.tokenizer.encode(text));
@@ -99,7 +113,6 @@ async function tokenize(
         const rendered = ctx.offload
           ? await encoder.renderAndEncodeOffThread(request.messages, render, ctx.offload)
           : encoder.renderAndEncode(request.messages, render);
-        if (ctx.offload && rendered.text.length >= WARM_WORKER_CHARS) ctx.offload.warm();
         promptIds = rendered.ids;
         text = rendered.text;
       } catch (err) {
