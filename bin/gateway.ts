@@ -31,6 +31,7 @@ import { UpstreamConfigSchema, UpstreamKindSchema } from "../lib/schema.ts";
 import { readOrNewKey } from "../lib/http/credentials.ts";
 import { startStack } from "../lib/stack/stack.ts";
 import { BUILTIN_TOKENIZERS, loadTokenizerFlag } from "../lib/ui/run_tokenizer.ts";
+import { monitorsWithModules } from "../lib/monitors/module.ts";
 
 const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] [--host H]
   [--admin-key-file FILE] [--reporter-key-file FILE] [--print-key]
@@ -39,7 +40,9 @@ const USAGE = `usage: deno task gateway [--db FILE | --postgres URL] [--port N] 
    [--upstream-timeout-ms N] [--upstream-retries N]]
   [--headers-timeout-ms N] [--body-timeout-ms N] [--idle-timeout-ms N]
   [--max-concurrent-per-token N] [--max-connections N] [--max-connections-per-client N]
-  [--tokenizer qwen3|char|DIR] [--no-ui]`;
+  [--tokenizer qwen3|char|DIR] [--no-ui] [--monitors-module FILE]...
+  --monitors-module FILE  also run the monitors FILE's monitors() returns in the UI's monitor
+                          runner, on the checking thread under the time budget (repeatable)`;
 
 /**
  * Runs the gateway until SIGINT/SIGTERM.
@@ -76,6 +79,7 @@ export async function main(args: string[]): Promise<void> {
       "upstream-kind": { type: "string", default: "token_level" },
       tokenizer: { type: "string", default: "qwen3" },
       "no-ui": { type: "boolean", default: false },
+      "monitors-module": { type: "string", multiple: true },
     },
     USAGE,
   );
@@ -107,6 +111,12 @@ export async function main(args: string[]): Promise<void> {
   if (values.db && values.postgres) {
     throw new Error("--db and --postgres: give one store, not both");
   }
+  const modules = values["monitors-module"] ?? [];
+  if (modules.length && values["no-ui"]) {
+    throw new Error("--monitors-module: the monitors run in the UI's runner; drop --no-ui");
+  }
+  // Loaded before anything is created: a broken module fails the start with no side effects.
+  const monitors = modules.length ? await monitorsWithModules(modules) : undefined;
   const db = values.db ?? (values.postgres ? undefined : "runs/gateway.db");
   // Only the default location is created; a --db whose directory is missing is refused (by the
   // store, naming the directory) rather than silently created.
@@ -177,7 +187,9 @@ export async function main(args: string[]): Promise<void> {
           },
         }
         : {}),
-      ...(values["no-ui"] ? {} : { ui: { tokenizer: uiTokenizer } }),
+      ...(values["no-ui"]
+        ? {}
+        : { ui: { tokenizer: uiTokenizer, ...(monitors ? { monitors } : {}) } }),
     });
   } catch (err) {
     throw new StartError(err instanceof Error ? err.message : String(err), { cause: err });

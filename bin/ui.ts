@@ -16,6 +16,7 @@
 import { dirname } from "node:path";
 import { parseFlags, portFlag } from "../lib/flags.ts";
 import { readOrCreateKey } from "../lib/gateway/auth.ts";
+import { monitorsWithModules } from "../lib/monitors/module.ts";
 import { startStack } from "../lib/stack/stack.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 import { loginLink } from "../lib/ui/auth.ts";
@@ -31,14 +32,17 @@ async function isDirectory(path: string): Promise<boolean> {
 
 const USAGE = `usage: deno run -A bin/ui.ts --db FILE [--create] [--port N] [--host H]
   [--tokenizer auto|qwen3|char|none|DIR] [--run-dir DIR] [--metrics FILE.jsonl]
-  [--runs-dir DIR] [--no-monitors] [--admin-key-file FILE]
+  [--runs-dir DIR] [--no-monitors] [--monitors-module FILE]... [--admin-key-file FILE]
   --db FILE        the run's SQLite store, e.g. runs/demo/gateway.db (:memory: for an empty one)
   --create         create FILE when it does not exist (otherwise a missing file is an error)
   --tokenizer T    how token ids are decoded; auto (default) reads it from the run: its
                    tokenizer.json or config.json, else the stored calls
   --run-dir DIR    the run's directory (default: the folder of --db)
   --metrics FILE   the run's metrics.jsonl (default: DIR/metrics.jsonl when it exists)
-  --runs-dir DIR   list the runs under DIR (e.g. runs/ or experiments/results) on /ui/runs`;
+  --runs-dir DIR   list the runs under DIR (e.g. runs/ or experiments/results) on /ui/runs
+  --monitors-module FILE
+                   also run the monitors FILE's monitors() returns, on the checking thread
+                   under the time budget like the built-ins (repeatable)`;
 
 /** Options of {@link main} besides the command line. */
 export interface UiCliOptions {
@@ -78,12 +82,18 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
       metrics: { type: "string" },
       "runs-dir": { type: "string" },
       "no-monitors": { type: "boolean", default: false },
+      "monitors-module": { type: "string", multiple: true },
       "admin-key-file": { type: "string" },
     },
     USAGE,
   );
   if (!values) return;
   const port = portFlag(values.port);
+  const modules = values["monitors-module"] ?? [];
+  if (modules.length && values["no-monitors"]) {
+    throw new Error("--monitors-module: cannot be given with --no-monitors");
+  }
+  const monitors = modules.length ? await monitorsWithModules(modules) : undefined;
   // Checked before anything starts: a bad name fails here, not on the first page.
   const tokenizer: ChatTokenizer | "auto" | undefined = values.tokenizer === "auto"
     ? "auto"
@@ -138,6 +148,7 @@ export async function main(args: string[], options: UiCliOptions = {}): Promise<
       ...(metrics ? { metricsPath: metrics } : {}),
       ...(values["runs-dir"] ? { runsDir: values["runs-dir"] } : {}),
       ...(values["no-monitors"] ? { monitors: false as const } : {}),
+      ...(monitors ? { monitors } : {}),
     },
   });
   const gateway = stack.gateway;

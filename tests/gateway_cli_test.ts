@@ -59,6 +59,14 @@ Deno.test("cli: bad flags exit 2 naming the flag", async () => {
         ["--db", ":memory:", "--tokenizer", "gpt"],
         /--tokenizer: expected char, qwen3 or a directory holding tokenizer\.json, got 'gpt'/,
       ],
+      [
+        ["--db", ":memory:", "--monitors-module", "tests/fixtures/no_such_monitors.ts"],
+        /--monitors-module: monitor module file:.*no_such_monitors\.ts: could not be imported/,
+      ],
+      [
+        ["--db", ":memory:", "--no-ui", "--monitors-module", "tests/fixtures/spinning_monitors.ts"],
+        /--monitors-module: the monitors run in the UI's runner; drop --no-ui/,
+      ],
     ] as const
   ) {
     const out = await new Deno.Command(Deno.execPath(), {
@@ -99,6 +107,70 @@ Deno.test("cli: --upstream serves the proxy at /proxy, and the UI answers at /ui
   } finally {
     await gw.stop("SIGTERM");
     await upstream.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: --monitors-module runs a module's monitors on the checking thread; an endless check is stopped, the gateway keeps answering", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "reins-gw-cli-" });
+  const key = "ra_cli_monitor_key_abcdef";
+  const gw = await spawnGatewayProcess([
+    "--db",
+    `${dir}/x.db`,
+    "--port",
+    "0",
+    "--lease-sweep-ms",
+    "0",
+    "--monitors-module",
+    "tests/fixtures/spinning_monitors.ts",
+  ], { REINS_ADMIN_KEY: key });
+  try {
+    const client = new GatewayClient(gw.url, { apiKey: key });
+    await client.createRollouts([
+      { rollout_id: "calm", input: {} },
+      { rollout_id: "spin", input: {} },
+    ]);
+    for (const { rollout, attempt } of await client.claim({ worker: "w", limit: 2 })) {
+      const text = rollout.rollout_id === "spin" ? "spin, spin, spin" : "ran the tests";
+      await client.postEvents(rollout.rollout_id, attempt.attempt_id, [
+        { type: "log", payload: { stream: "stdout", text } },
+      ]);
+      await client.transition(rollout.rollout_id, {
+        to: "succeeded",
+        expected_version: rollout.version,
+      });
+    }
+    // The endless check holds its own thread for its budget (1 s + 5 ms per event), not the
+    // gateway's: health answers meanwhile, and the flags arrive once it is stopped.
+    const flagsOf = async (id: string) => {
+      const event = (await client.listEvents(id, { type: "custom" })).find((e) =>
+        (e.payload as { name?: string }).name === "monitor_flags"
+      );
+      return (event?.payload as { data?: { flags?: Array<{ monitor: string; message: string }> } })
+        ?.data?.flags;
+    };
+    let flags: Record<string, string[]> = {};
+    for (let i = 0; i < 200 && Object.keys(flags).length < 2; i++) {
+      const started = performance.now();
+      const health = await fetch(`${gw.url}/v1/health`);
+      assert.equal(health.status, 200);
+      await health.body?.cancel();
+      assert.ok(performance.now() - started < 2_000, "the gateway answered within 2 s");
+      flags = {};
+      for (const id of ["calm", "spin"]) {
+        const found = await flagsOf(id);
+        if (found) flags[id] = found.filter((f) => f.monitor === "spins").map((f) => f.message);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(flags.calm, ["spins: looked, on the checking thread"]);
+    assert.equal(flags.spin?.length, 1, JSON.stringify(flags));
+    assert.match(
+      flags.spin[0],
+      /^spins: the check ran past its time budget of \d+ ms \(1000 ms \+ 5 ms per event/,
+    );
+  } finally {
+    await gw.stop("SIGTERM");
     await Deno.remove(dir, { recursive: true });
   }
 });

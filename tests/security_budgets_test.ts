@@ -13,10 +13,12 @@
  * | the same path through the built-in monitors on their thread | no lag here |
  * | a check past the monitor time budget | stopped, a `warn` finding naming the budget |
  * | a custom monitor (on the gateway's thread) that never answers / holds the thread | no longer waited for / kept, each with a `warn` finding |
+ * | a custom monitor from a module (`loadMonitorModule`) that loops forever | stopped on the checking thread at the budget, a `warn` finding |
  */
 import assert from "node:assert/strict";
 import { defaultMonitors } from "../lib/monitors/defaults.ts";
 import { runMonitors } from "../lib/monitors/runner.ts";
+import { loadMonitorModule } from "../lib/monitors/module.ts";
 import { offThreadMonitors } from "../lib/monitors/off_thread.ts";
 import type { Monitor } from "../lib/monitors/types.ts";
 import type { RolloutEvent } from "../lib/schema.ts";
@@ -301,4 +303,70 @@ Deno.test("budgets: a custom monitor on the gateway's thread is held to the budg
   } finally {
     await off.close();
   }
+});
+
+Deno.test("budgets: a custom monitor from a module runs on the checking thread, where an endless check is stopped", async () => {
+  const custom = await loadMonitorModule(
+    new URL("./fixtures/spinning_monitors.ts", import.meta.url),
+  );
+  const budget = { baseMs: 200, msPerEvent: 0 };
+  const off = offThreadMonitors([...defaultMonitors(), ...custom], budget);
+  try {
+    off.warm();
+    const clean = await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors, budget);
+    assert.deepEqual(clean.map((f) => `${f.monitor}: ${f.message}`), [
+      "spins: spins: looked, on the checking thread",
+    ]);
+    // A log saying "spin" sends the check into a synchronous loop: on the gateway's thread it
+    // would hold every request for good; here the thread is stopped at the budget.
+    let flags: Awaited<ReturnType<typeof runMonitors>> = [];
+    const lag = await maxLagDuring(async () => {
+      flags = await runMonitors(
+        { rollout: finishedRollout, events: attackEvents("spin", 1) },
+        off.monitors,
+        budget,
+      );
+    });
+    assert.ok(lag < LAG_BOUND_MS, `event loop held ${lag.toFixed(0)} ms`);
+    const spins = flags.filter((f) => f.monitor === "spins");
+    assert.equal(spins.length, 1, JSON.stringify(flags));
+    assert.equal(spins[0].severity, "warn");
+    assert.match(spins[0].message, /ran past its time budget of 200 ms .* and was stopped/);
+    // A fresh thread (with the module imported again) checks the next rollout in full.
+    const after = await runMonitors({ rollout: finishedRollout, events: [] }, off.monitors, budget);
+    assert.deepEqual(after.map((f) => f.message), ["spins: looked, on the checking thread"]);
+  } finally {
+    await off.close();
+  }
+});
+
+Deno.test("budgets: a monitor module that cannot serve is refused at load, naming the module and field", async () => {
+  const url = (source: string) => `data:text/javascript,${encodeURIComponent(source)}`;
+  const cases: Array<[string, RegExp]> = [
+    ["export const monitors = [];", /expected it to export a function monitors\(\)/],
+    ["export function monitors() { return {}; }", /monitors\(\) returned object, not a list/],
+    [
+      "export function monitors() { return [{ name: 'Bad Name', check() { return []; } }]; }",
+      /monitors\(\)\[0\]\.name: expected a snake_case name .* got "Bad Name"/,
+    ],
+    [
+      "export function monitors() { return [{ name: 'x', check: 1 }]; }",
+      /monitors\(\)\[0\]\.check: expected a function/,
+    ],
+    [
+      "export function monitors() { return [{ name: 'test_edit', check() { return []; } }]; }",
+      /monitors\(\)\[0\]\.name: 'test_edit' is a built-in monitor's name/,
+    ],
+    [
+      "export function monitors() { const m = { name: 'x', check() { return []; } }; return [m, m]; }",
+      /monitors\(\)\[1\]\.name: 'x' is used twice/,
+    ],
+  ];
+  for (const [source, expected] of cases) {
+    await assert.rejects(loadMonitorModule(url(source)), expected, source);
+  }
+  await assert.rejects(
+    loadMonitorModule("./no/such/monitors.ts"),
+    /monitor module file:\/\/.*\/no\/such\/monitors\.ts: could not be imported/,
+  );
 });

@@ -58,6 +58,24 @@ Deno.test("ui cli refuses bad flags naming them", async () => {
     main(["--db", ":memory:", "--port", "0", "--tokenizer", "gpt"]),
     /--tokenizer: expected char, qwen3 or a directory holding tokenizer\.json, got 'gpt'/,
   );
+  const spinning = "tests/fixtures/spinning_monitors.ts";
+  await assert.rejects(
+    main(["--db", ":memory:", "--port", "0", "--no-monitors", "--monitors-module", spinning]),
+    /--monitors-module: cannot be given with --no-monitors/,
+  );
+  await assert.rejects(
+    main([
+      "--db",
+      ":memory:",
+      "--port",
+      "0",
+      "--monitors-module",
+      spinning,
+      "--monitors-module",
+      spinning,
+    ]),
+    /--monitors-module: tests\/fixtures\/spinning_monitors\.ts: monitor 'spins' is named by another module/,
+  );
 });
 
 Deno.test("ui cli without --db, or with a missing file, refuses and creates nothing", async () => {

@@ -48,6 +48,7 @@ export {
   offThreadMonitors,
 } from "./off_thread.ts";
 export { emptyAnswerMonitor } from "./empty_answer.ts";
+export { loadMonitorModule, monitorModuleOf, monitorsWithModules } from "./module.ts";
 export { gitNetworkMonitor, type GitNetworkOptions } from "./git_network.ts";
 export { logprobMonitor, type LogprobOptions } from "./logprob.ts";
 export { mismatchFindings, mismatchMonitor } from "./mismatch.ts";

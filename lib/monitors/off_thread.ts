@@ -6,14 +6,16 @@
  * terminated, a fresh one takes the next check) and reported as a `warn` finding of that
  * monitor naming the budget: making a monitor slow shows up, it does not silence it.
  *
- * The worker builds its own {@link defaultMonitors} and finds each by name, so only monitors
- * made by `defaultMonitors()` run here (they carry a mark); any other monitor runs where it is
- * called. Runs through `node:worker_threads` so that it can be unref'd while idle.
+ * The worker builds its own {@link defaultMonitors}, imports the modules of custom monitors
+ * loaded with `loadMonitorModule` (`module.ts`), and finds each by name, so only monitors that
+ * carry one of those marks run here; any other monitor runs where it is called. Runs through
+ * `node:worker_threads` so that it can be unref'd while idle.
  *
  * @module
  */
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import { defaultMonitors, isBuiltIn } from "./defaults.ts";
+import { monitorModuleOf } from "./module.ts";
 import type { Finding, Monitor, MonitorInput } from "./types.ts";
 
 /** How long one monitor may check one rollout: `baseMs + msPerEvent × events`. */
@@ -79,7 +81,8 @@ export interface OffThreadMonitors {
 
 /**
  * Facades for `monitors` that run on a worker thread under `budget`: those made by
- * {@link defaultMonitors}; any other monitor is returned as it is.
+ * {@link defaultMonitors} or loaded by `loadMonitorModule`; any other monitor is returned as it
+ * is.
  *
  * @example
  * ```ts
@@ -102,6 +105,11 @@ export function offThreadMonitors(
   monitors: readonly Monitor[],
   budget: MonitorBudget = DEFAULT_MONITOR_BUDGET,
 ): OffThreadMonitors {
+  const onThread = (monitor: Monitor) =>
+    isBuiltIn(monitor) || monitorModuleOf(monitor) !== undefined;
+  const modules = [
+    ...new Set(monitors.map(monitorModuleOf).filter((href): href is string => href !== undefined)),
+  ];
   let worker: Worker | null = null;
   let sentInput: MonitorInput | null = null;
   let nextId = 0;
@@ -116,7 +124,9 @@ export function offThreadMonitors(
   };
   const start = (): Worker => {
     if (worker) return worker;
-    const started = new Worker(new URL(import.meta.url), { workerData: { monitors: true } });
+    const started = new Worker(new URL(import.meta.url), {
+      workerData: { monitors: true, modules } satisfies ThreadData,
+    });
     started.unref();
     started.on("message", (reply: Reply) => {
       const waiter = pending.get(reply.id);
@@ -204,13 +214,13 @@ export function offThreadMonitors(
 
   return {
     monitors: monitors.map((monitor) => {
-      if (!isBuiltIn(monitor)) return monitor;
+      if (!onThread(monitor)) return monitor;
       const facade: Monitor = { name: monitor.name, check: (input) => check(monitor.name, input) };
       BUDGETED.add(facade);
       return facade;
     }),
     warm() {
-      if (monitors.some(isBuiltIn)) start();
+      if (monitors.some(onThread)) start();
     },
     async close() {
       const running = worker;
@@ -245,9 +255,23 @@ function roughSize(event: unknown): number {
   return size;
 }
 
-/** The worker's side: the built-in monitors by name, one check at a time. */
-function runWorker(port: NonNullable<typeof parentPort>): void {
+/** What the checking thread is started with. */
+interface ThreadData {
+  monitors: true;
+  /** URLs of the modules of custom monitors (`loadMonitorModule`). */
+  modules: string[];
+}
+
+/** The worker's side: the built-in and module monitors by name, one check at a time. */
+function runWorker(port: NonNullable<typeof parentPort>, modules: readonly string[]): void {
   const byName = new Map(defaultMonitors().map((m) => [m.name, m]));
+  // The modules load before the first check starts its clock; a module that fails here fails
+  // each of its checks (the runner turns that into an `info` flag naming the error).
+  const ready = Promise.all(modules.map(async (href) => {
+    const exported = await import(href) as { monitors(): Monitor[] | Promise<Monitor[]> };
+    for (const monitor of await exported.monitors()) byName.set(monitor.name, monitor);
+  }));
+  ready.catch(() => {});
   let input: { rollout: MonitorInput["rollout"]; events: unknown[] } | null = null;
   port.on("message", async (request: Request) => {
     if ("part" in request) {
@@ -256,11 +280,14 @@ function runWorker(port: NonNullable<typeof parentPort>): void {
       for (const event of events) input.events.push(event);
       return;
     }
-    const monitor = byName.get(request.name);
+    // The input this check was sent for, whatever parts arrive while the modules load.
+    const checked = input;
     try {
-      if (!monitor || !input) throw new Error(`no built-in monitor '${request.name}'`);
+      await ready;
+      const monitor = byName.get(request.name);
+      if (!monitor || !checked) throw new Error(`no monitor '${request.name}' on the thread`);
       port.postMessage({ id: request.id, started: true } satisfies Reply);
-      const findings = await monitor.check(input as MonitorInput);
+      const findings = await monitor.check(checked as MonitorInput);
       port.postMessage({ id: request.id, findings } satisfies Reply);
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);
@@ -269,6 +296,6 @@ function runWorker(port: NonNullable<typeof parentPort>): void {
   });
 }
 
-if (!isMainThread && parentPort && (workerData as { monitors?: boolean } | undefined)?.monitors) {
-  runWorker(parentPort);
+if (!isMainThread && parentPort && (workerData as ThreadData | undefined)?.monitors) {
+  runWorker(parentPort, (workerData as ThreadData).modules ?? []);
 }
