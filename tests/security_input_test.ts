@@ -10,6 +10,8 @@
  * | a model endpoint `javascript:alert(1)` | stored | 400 `endpoints[0]` |
  * | a config typo `config.max_attemps` | silently ignored | 400 naming `config.max_attemps` |
  */
+import { jsonDepth } from "../lib/http/body.ts";
+import { mulberry32 } from "./fixtures/algo/samples.ts";
 import assert from "node:assert/strict";
 import { openPostgresStore } from "../lib/gateway/postgres_store.ts";
 import { startGateway } from "../lib/gateway/server.ts";
@@ -330,4 +332,37 @@ Deno.test("security (input): the gateway's HTTP app answers 400 naming the field
   } finally {
     await gw.close();
   }
+});
+
+Deno.test("jsonDepth: the jumping scan counts what a character-by-character scan counts (random JSON-like texts)", () => {
+  // The plain scan, kept here as the reference.
+  const reference = (text: string) => {
+    let depth = 0;
+    let deepest = 0;
+    let inString = false;
+    for (let i = 0; i < text.length; i++) {
+      const ch = text[i];
+      if (inString) {
+        if (ch === "\\") i++;
+        else if (ch === '"') inString = false;
+      } else if (ch === '"') inString = true;
+      else if (ch === "[" || ch === "{") deepest = Math.max(deepest, ++depth);
+      else if (ch === "]" || ch === "}") depth--;
+    }
+    return deepest;
+  };
+  const rand = mulberry32(29);
+  const dense = ['"', "\\", "[", "]", "{", "}", "a", ","];
+  // Long runs of plain characters, so that the scan jumps, and escapes around them.
+  const sparse = [...dense, ..."b".repeat(40)];
+  for (let n = 0; n < 20_000; n++) {
+    const alphabet = n % 2 ? dense : sparse;
+    const length = Math.floor(rand() * 300);
+    let text = "";
+    for (let i = 0; i < length; i++) text += alphabet[Math.floor(rand() * alphabet.length)];
+    assert.equal(jsonDepth(text), reference(text), JSON.stringify(text));
+  }
+  // A real body with escapes in its one long string.
+  const body = JSON.stringify({ messages: [{ content: `${"x".repeat(5_000)}\\"[{`.repeat(50) }] });
+  assert.equal(jsonDepth(body), 3);
 });

@@ -166,17 +166,49 @@ export function bodyLimits(limits: BodyLimits | (() => BodyLimits)): MiddlewareH
  * import assert from "node:assert/strict";
  * import { jsonDepth } from "./body.ts";
  * assert.equal(jsonDepth('{"a": [1, {"b": "[[["}]}'), 3);
+ * assert.equal(jsonDepth('["\\\\", ["x\\"[{"]]'), 2); // escaped quotes, escaped backslashes
  * ```
  */
 export function jsonDepth(text: string, stopAbove = Infinity): number {
   let depth = 0;
   let deepest = 0;
   let inString = false;
+  // Inside a string, far from escapes, jump to its end with native searches (a 1.5 MB prompt is
+  // one string: ~3 ms by hand, ~0.05 ms so); near an escape, scan the next characters by hand,
+  // so that an escape-dense string costs what it did. The next quote and backslash positions
+  // are cached until passed: every character is searched at most once, the scan stays linear.
+  let byHand = 0;
+  let nextQuote = -1;
+  let nextSlash = -1;
   for (let i = 0; i < text.length; i++) {
+    if (inString && byHand === 0) {
+      if (nextQuote < i) {
+        nextQuote = text.indexOf('"', i);
+        if (nextQuote < 0) return deepest; // never closed: JSON.parse reports it
+      }
+      if (nextSlash < i) {
+        const slash = text.indexOf("\\", i);
+        nextSlash = slash < 0 ? Infinity : slash;
+      }
+      if (nextQuote < nextSlash) {
+        i = nextQuote;
+        inString = false;
+      } else {
+        i = nextSlash + 1; // the escaped character
+        byHand = 64;
+      }
+      continue;
+    }
     const ch = text.charCodeAt(i);
     if (inString) {
-      if (ch === 92 /* \ */) i++;
-      else if (ch === 34 /* " */) inString = false;
+      byHand--;
+      if (ch === 92 /* \ */) {
+        i++;
+        byHand = 64;
+      } else if (ch === 34 /* " */) {
+        inString = false;
+        byHand = 0;
+      }
     } else if (ch === 34) {
       inString = true;
     } else if (ch === 91 /* [ */ || ch === 123 /* { */) {
