@@ -160,7 +160,10 @@ function stringChars(value: unknown, limit: number, sum = 0): number {
     return sum;
   }
   for (const key in value) {
-    sum = stringChars((value as Record<string, unknown>)[key], limit, sum + key.length);
+    const item = (value as Record<string, unknown>)[key];
+    // Keys JSON.stringify leaves out are not counted: the sum stays a lower bound.
+    if (item === undefined || typeof item === "function" || typeof item === "symbol") continue;
+    sum = stringChars(item, limit, sum + key.length);
     if (sum > limit) return sum;
   }
   return sum;
@@ -189,6 +192,9 @@ function stringChars(value: unknown, limit: number, sum = 0): number {
  * assert.throws(() => checkPromptBytes(ctx, ask("x".repeat(40))), /prompt is 70 bytes, more/);
  * assert.throws(() => checkPromptBytes(ctx, ask("é".repeat(30))), /prompt is 90 bytes, more/);
  * checkPromptBytes(ctx, ask("2+2?")); // within the limit
+ * // Keys JSON leaves out (undefined values) are not counted against it.
+ * const unset = { messages: [{ role: "user", content: "x".repeat(20), [`${"k".repeat(60)}`]: undefined }], tools: [] };
+ * checkPromptBytes(ctx, unset as unknown as Parameters<typeof checkPromptBytes>[1]);
  * ```
  */
 export function checkPromptBytes(ctx: ProxyContext, request: NormalizedRequest): void {
