@@ -133,3 +133,56 @@ async function waitFor(fn: () => Promise<boolean>): Promise<void> {
   }
   throw new Error("timed out");
 }
+
+Deno.test("serve: the head goes out as the handler wrote it: status text, each cookie, one content-length", async () => {
+  const server = await serveGuarded((request) => {
+    const path = new URL(request.url).pathname;
+    const headers = new Headers({ "content-type": "application/json", "x-kind": path });
+    headers.append("set-cookie", "a=1");
+    headers.append("set-cookie", "b=2");
+    // A JSON answer and a plain one that state their length, and one without a body.
+    if (path === "/json") headers.set("content-length", "7");
+    if (path === "/text") {
+      headers.set("content-type", "text/plain");
+      headers.set("content-length", "5");
+    }
+    if (path === "/empty") return new Response(null, { status: 204, headers });
+    return new Response(path === "/text" ? "hello" : '{"a":1}', {
+      status: 201,
+      statusText: "Made",
+      headers,
+    });
+  }, { hostname: "127.0.0.1", port: 0, deadlines: DEADLINES });
+  try {
+    for (const [path, body] of [["/json", '{"a":1}'], ["/text", "hello"], ["/empty", ""]]) {
+      const conn = await Deno.connect({ port: server.addr.port });
+      await conn.write(
+        new TextEncoder().encode(`GET ${path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`),
+      );
+      let raw = "";
+      const buf = new Uint8Array(4096);
+      for (;;) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        raw += new TextDecoder().decode(buf.subarray(0, n));
+      }
+      conn.close();
+      const [head, rest] = raw.split("\r\n\r\n");
+      const lines = head.toLowerCase().split("\r\n");
+      assert.equal(lines[0], path === "/empty" ? "http/1.1 204 no content" : "http/1.1 201 made");
+      assert.deepEqual(lines.filter((l) => l.startsWith("set-cookie:")), [
+        "set-cookie: a=1",
+        "set-cookie: b=2",
+      ]);
+      assert.ok(lines.includes(`x-kind: ${path}`), head);
+      const lengths = lines.filter((l) => l.startsWith("content-length:"));
+      if (path === "/empty") assert.equal(rest, "");
+      else {
+        assert.deepEqual(lengths, [`content-length: ${body.length}`], head);
+        assert.equal(rest, body);
+      }
+    }
+  } finally {
+    await server.shutdown();
+  }
+});

@@ -184,29 +184,42 @@ async function writeResponse(
   outgoing: http.ServerResponse,
   signal: AbortSignal,
 ): Promise<void> {
-  outgoing.statusCode = response.status;
-  if (response.statusText) outgoing.statusMessage = response.statusText;
-  const cookies = response.headers.getSetCookie();
-  // forEach, not for-of: Deno's Headers iterator costs ~10 µs more per response.
+  // The head goes out in one `writeHead` with the raw pairs (not one `setHeader` each: Node
+  // would validate and store every header in its own map first). `forEach` yields each
+  // set-cookie apart and the others combined; it is also ~10 µs cheaper than for-of here.
+  const head: string[] = [];
+  let closing = false;
+  let json = false;
+  let length: string | null = null;
   response.headers.forEach((value, name) => {
-    if (name !== "set-cookie") outgoing.setHeader(name, value);
+    // Held back: a JSON answer states its own (once), anything else the handler's.
+    if (name === "content-length") return void (length = value);
+    head.push(name, value);
+    if (name === "connection") closing = value.toLowerCase() === "close";
+    else if (name === "content-type") json = value.startsWith("application/json");
   });
-  if (cookies.length) outgoing.setHeader("set-cookie", cookies);
-  const closing = response.headers.get("connection")?.toLowerCase() === "close";
+  if (length !== null && !(json && response.body)) head.push("content-length", length);
+  const writeHead = () =>
+    response.statusText
+      ? outgoing.writeHead(response.status, response.statusText, head)
+      : outgoing.writeHead(response.status, head);
   if (!response.body) {
+    writeHead();
     outgoing.end();
     if (closing) outgoing.socket?.destroySoon?.();
     return;
   }
   // A JSON answer is already whole in memory: one write, with its length.
-  if (response.headers.get("content-type")?.startsWith("application/json")) {
+  if (json) {
     const bytes = new Uint8Array(await response.arrayBuffer());
     if (signal.aborted) return;
-    outgoing.setHeader("content-length", bytes.byteLength);
+    head.push("content-length", String(bytes.byteLength));
+    writeHead();
     outgoing.end(bytes);
     if (closing) outgoing.socket?.destroySoon?.();
     return;
   }
+  writeHead();
   const reader = response.body.getReader();
   const stop = () => reader.cancel(signal.reason).catch(() => {});
   signal.addEventListener("abort", stop, { once: true });
