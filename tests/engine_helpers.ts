@@ -73,7 +73,11 @@ export async function startDemoPolicy(options: DemoPolicyOptions = {}): Promise<
       await worker.client.optimStep();
     }
     const promptLength = 32;
-    const sampled = await Promise.all(Array.from({ length: sequences }, async (_, k) => {
+    // One at a time: the worker batches concurrent requests as they arrive, and a batch's
+    // layout moves its logits by float rounding, enough to flip a sampled token. Sampled alone,
+    // the seeded sequences are the same in every run, however loaded the machine.
+    const sampled: number[][] = [];
+    for (let k = 0; k < sequences; k++) {
       const start = (k * 7919) % (ids.length - promptLength);
       const prompt = ids.slice(start, start + promptLength);
       const out = await worker.client.generate({
@@ -81,8 +85,8 @@ export async function startDemoPolicy(options: DemoPolicyOptions = {}): Promise<
         max_tokens: sequenceLength - promptLength,
         seed: 1000 + k,
       });
-      return [...prompt, ...out.ids];
-    }));
+      sampled.push([...prompt, ...out.ids]);
+    }
     const checkpoint = join(dir, "policy.pt");
     await worker.client.save(checkpoint);
     return {
