@@ -73,9 +73,9 @@ export async function startDemoPolicy(options: DemoPolicyOptions = {}): Promise<
       await worker.client.optimStep();
     }
     const promptLength = 32;
-    // One at a time: the worker batches concurrent requests as they arrive, and a batch's
-    // layout moves its logits by float rounding, enough to flip a sampled token. Sampled alone,
-    // the seeded sequences are the same in every run, however loaded the machine.
+    // One at a time: the worker batches concurrent requests as they arrive, so their batch
+    // layout could depend on the machine's timing (not seen to change a sample: 3 rounds of 8
+    // concurrent generations equalled the 8 alone). Sampled alone, it cannot.
     const sampled: number[][] = [];
     for (let k = 0; k < sequences; k++) {
       const start = (k * 7919) % (ids.length - promptLength);

@@ -174,7 +174,7 @@ export function jsonDepth(text: string, stopAbove = Infinity): number {
   let deepest = 0;
   let inString = false;
   // Inside a string, far from escapes, jump to its end with native searches (a 1.5 MB prompt is
-  // one string: ~3 ms by hand, ~0.05 ms so); near an escape, scan the next characters by hand,
+  // one string: ~5.5 ms by hand, ~0.12 ms so); near an escape, scan the next characters by hand,
   // so that an escape-dense string costs what it did. The next quote and backslash positions
   // are cached until passed: every character is searched at most once, the scan stays linear.
   let byHand = 0;

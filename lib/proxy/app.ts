@@ -75,8 +75,8 @@ export interface ProxyDeps {
   deadlines?: ServerDeadlinesInput;
   /**
    * Whether this app sets the security response headers itself (default true). The gateway's
-   * mount turns it off: the gateway's own middleware already sets them on every route, and
-   * setting each twice costs ~25 µs per call.
+   * mount turns it off: the gateway's own middleware already sets them on every route, so the
+   * proxy's would only set the same ten headers again (~5 µs per call in a profile).
    */
   secureHeaders?: boolean;
 }
