@@ -120,6 +120,12 @@ export const RuntimeSchema = z.object({
   /** torch's default intra-op threads on this machine (a run's own count is in its config). */
   torch_threads: z.number().int().nullable(),
   device: z.string(),
+  /**
+   * The CPU's model and the instruction sets that pick float kernels (OpenBLAS, llama.cpp and
+   * torch choose AVX2 or AVX-512 code by them), e.g. `Intel(R) Xeon(R) … (avx avx2 avx512f fma)`;
+   * null where it was not recorded (records before it was) or cannot be read.
+   */
+  cpu: z.string().nullable().default(null),
 });
 /** The runtime a result was computed on. */
 export type Runtime = z.infer<typeof RuntimeSchema>;
@@ -504,6 +510,57 @@ except Exception:
 print(json.dumps(out))
 `;
 
+/** The CPU flags that change which float kernels the numerical libraries run. */
+const KERNEL_FLAGS = [
+  "sse4_2",
+  "avx",
+  "avx2",
+  "fma",
+  "f16c",
+  "avx512f",
+  "avx512bw",
+  "avx512vl",
+  "avx512dq",
+  "avx512_vnni",
+  "avx512_bf16",
+  "avx512_fp16",
+  "amx_tile",
+  "amx_bf16",
+  "amx_int8",
+  "asimd",
+  "sve",
+] as const;
+
+/**
+ * This machine's CPU as {@link RuntimeSchema}'s `cpu` describes it, from `/proc/cpuinfo`
+ * (null elsewhere, or when it cannot be read).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cpuKind } from "./provenance.ts";
+ * const text = "model name\t: Some CPU @ 2.80GHz\nflags\t\t: fpu avx2 sse4_2 avx fma ht\n";
+ * assert.equal(cpuKind(text), "Some CPU @ 2.80GHz (sse4_2 avx avx2 fma)");
+ * assert.equal(cpuKind(""), null);
+ * ```
+ */
+export function cpuKind(cpuinfo: string): string | null {
+  const field = (name: string) =>
+    cpuinfo.split("\n").find((l) => l.startsWith(name))?.split(":").slice(1).join(":").trim();
+  const model = field("model name") ?? field("Model") ?? field("CPU part");
+  if (!model) return null;
+  const flags = new Set((field("flags") ?? field("Features") ?? "").split(/\s+/));
+  return `${model} (${KERNEL_FLAGS.filter((f) => flags.has(f)).join(" ")})`;
+}
+
+function readCpuKind(): string | null {
+  try {
+    return cpuKind(Deno.readTextFileSync("/proc/cpuinfo"));
+  } catch {
+    return null;
+  }
+}
+
 let runtimeCache: Promise<Runtime> | null = null;
 
 /**
@@ -543,6 +600,7 @@ export function runtimeInfo(root: string = REPO_ROOT): Promise<Runtime> {
       blas: (py.blas as string) ?? null,
       torch_threads: (py.torch_threads as number) ?? null,
       device: (py.device as string) ?? "cpu",
+      cpu: readCpuKind(),
     };
   })();
   return runtimeCache;
@@ -550,11 +608,23 @@ export function runtimeInfo(root: string = REPO_ROOT): Promise<Runtime> {
 
 /**
  * The runtime fields that differ between two records, in words (empty: none that matter to
- * the numbers — Deno, torch, numpy, Python, BLAS, architecture, device).
+ * the numbers — Deno, torch, numpy, Python, BLAS, architecture, device, CPU kind; a CPU that
+ * was not recorded reads `unrecorded`).
  */
 export function runtimeDifference(a: Runtime, b: Runtime): string {
-  const keys = ["deno", "python", "torch", "numpy", "blas", "arch", "device"] as const;
-  return keys.filter((k) => a[k] !== b[k]).map((k) => `${k} ${a[k]} → ${b[k]}`).join(", ");
+  const keys = ["deno", "python", "torch", "numpy", "blas", "arch", "device", "cpu"] as const;
+  const show = (v: string | null) => v ?? "unrecorded";
+  return keys.filter((k) => a[k] !== b[k]).map((k) => `${k} ${show(a[k])} → ${show(b[k])}`)
+    .join(", ");
+}
+
+/**
+ * Whether two runtimes are one numeric platform: every field of {@link runtimeDifference}
+ * equal, the CPU kind recorded on both. Only there is a canary expected to reproduce bit for
+ * bit (`canary.ts`).
+ */
+export function samePlatform(a: Runtime, b: Runtime): boolean {
+  return a.cpu !== null && b.cpu !== null && runtimeDifference(a, b) === "";
 }
 
 /**

@@ -9,12 +9,20 @@
  * | `confirmed` | the fingerprint moved, and the canary (`canary.ts`) reproduced its outputs exactly     |
  * | `stale`     | the canary differs (the first differing number and the changed files are named), or the fingerprint moved and no canary was recorded |
  *
+ * A canary is compared with its reference from this numeric platform (`canary.ts`: the
+ * recording, or one recorded for another CPU kind). On a platform none was recorded on, a
+ * difference proves nothing: the canary is reported *unchecked* there (the state is then what
+ * the fingerprint and the recorded confirmations say, never a failure), and
+ * `--record-platform` adds this platform's reference, computed by the code the results were
+ * recorded or confirmed on (`canary_platform.ts`), then checks this checkout against it.
+ *
  * A confirmation can be recorded into `provenance.json` (`--record`): the newer code the result
  * was confirmed on; a later check of that same code takes the recorded confirmation instead of
  * rerunning the canary (`--all-canaries` reruns them all, as CI does). Canary reruns are cached per (result, fingerprint, commit, diff) under
  * `runs/canary-cache/`, so the notebooks reuse what `results:check` ran.
  *
- * Usage: `deno run -A experiments/results_status.ts [--all-canaries] [--record] [dir...]`
+ * Usage: `deno run -A experiments/results_status.ts [--all-canaries] [--record]
+ * [--record-platform] [dir...]`
  * (default: every folder under `experiments/results/` with a `provenance.json`). Exit 1 when a
  * canary differs (the one staleness CI fails on: a result without a canary is reported stale,
  * not failed), 2 on bad arguments.
@@ -38,6 +46,7 @@ import {
   sha256Hex,
   writeProvenanceFile,
 } from "./provenance.ts";
+import { recordPlatform } from "./canary_platform.ts";
 import { DEFAULT_RESULTS_DIR } from "./results.ts";
 
 /** What {@link resultStatus} found. */
@@ -58,6 +67,8 @@ export interface ResultStatus {
   provenance: Provenance | null;
   /** The recorded code hash, 12 hex digits. */
   code: string;
+  /** The canary was rerun and no reference from this platform exists to compare it with. */
+  unchecked: boolean;
 }
 
 /** Options of {@link resultStatus}. */
@@ -111,6 +122,7 @@ export async function resultStatus(
       canary_failed: false,
       provenance: null,
       code: "none",
+      unchecked: false,
     };
   }
   const code = provenance.code.hash.slice(0, 12);
@@ -127,6 +139,7 @@ export async function resultStatus(
       canary_failed: false,
       provenance,
       code,
+      unchecked: false,
     };
   }
   const confirmed = provenance.confirmations.find((c) => c.code_hash === current.hash);
@@ -143,6 +156,7 @@ export async function resultStatus(
       canary_failed: false,
       provenance,
       code,
+      unchecked: false,
     };
   }
   const record = await readCanary(dir);
@@ -158,6 +172,7 @@ export async function resultStatus(
       canary_failed: false,
       provenance,
       code,
+      unchecked: false,
     };
   }
   if (!record) {
@@ -173,6 +188,7 @@ export async function resultStatus(
       canary_failed: false,
       provenance,
       code,
+      unchecked: false,
     };
   }
   const git = await gitState(root);
@@ -203,24 +219,46 @@ export async function resultStatus(
       canary_failed: false,
       provenance,
       code,
+      unchecked: false,
     };
   }
-  const runtime = outcome.runtime_changed
-    ? `; the runtime differs from the recording (${outcome.runtime_changed}), so bit-exact ` +
-      "agreement was not expected"
-    : "";
+  if (!outcome.platform_recorded) {
+    // No reference from this platform: the difference may be the CPU's alone.
+    const why =
+      `the canary cannot be checked on this platform (${
+        outcome.runtime.cpu ?? "CPU kind unreadable"
+      }): no reference was recorded on it, and it differs from the ${outcome.reference} ` +
+      `(runtime: ${outcome.runtime_changed || "same"}) at ${outcome.difference}`;
+    const state = !moved ? "current" : confirmed ? "confirmed" : "stale";
+    return {
+      dir,
+      state,
+      reason: state === "stale"
+        ? `${what}, and ${why} — rerun \`${provenance.command}\``
+        : `${
+          state === "current" ? "same code" : `${what}, confirmed on a recorded platform`
+        }; ${why}`,
+      diff,
+      canary: outcome,
+      canary_failed: false,
+      provenance,
+      code,
+      unchecked: true,
+    };
+  }
   return {
     dir,
     state: "stale",
     reason: `the canary differs at ${outcome.difference}; ${
       files.length ? `files changed since the results: ${files.join(", ")}` : "no file in the " +
         "numerics scope changed (a change outside it, e.g. a service layer, altered the numbers)"
-    }${runtime} — rerun \`${provenance.command}\``,
+    } (compared with the ${outcome.reference}) — rerun \`${provenance.command}\``,
     diff,
     canary: outcome,
     canary_failed: true,
     provenance,
     code,
+    unchecked: false,
   };
 }
 
@@ -268,6 +306,7 @@ async function main(): Promise<number> {
     options: {
       "all-canaries": { type: "boolean", default: false },
       record: { type: "boolean", default: false },
+      "record-platform": { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
     allowPositionals: true,
@@ -275,8 +314,13 @@ async function main(): Promise<number> {
   });
   if (values.help) {
     console.log(
-      "usage: deno task results:check [--all-canaries] [--record] [dir...]\n" +
-        "  checks every committed result set: current, confirmed by its canary, or stale",
+      "usage: deno task results:check [--all-canaries] [--record] [--record-platform] [dir...]\n" +
+        "  checks every committed result set: current, confirmed by its canary, or stale\n" +
+        "  --all-canaries    rerun every canary, even of current or confirmed results\n" +
+        "  --record          record the confirmations (the code a canary reproduced on)\n" +
+        "  --record-platform where this platform has no canary reference, compute one in a\n" +
+        "                    clean checkout of the commit the results were recorded or\n" +
+        "                    confirmed on, then check this checkout against it",
     );
     return 0;
   }
@@ -285,8 +329,12 @@ async function main(): Promise<number> {
     : await resultDirs();
   let stale = 0;
   let failed = 0;
+  let unchecked = 0;
   for (const dir of dirs) {
-    const s = await resultStatus(dir, { alwaysCanary: values["all-canaries"] });
+    if (values["record-platform"]) console.log(`${relative(dir)}: ${await recordPlatform(dir)}`);
+    const s = await resultStatus(dir, {
+      alwaysCanary: values["all-canaries"] || values["record-platform"],
+    });
     const tag = s.state === "stale"
       ? "STALE    "
       : s.state === "confirmed"
@@ -295,13 +343,17 @@ async function main(): Promise<number> {
     console.log(`${tag} ${relative(dir)}: ${s.reason}`);
     if (s.state === "stale") stale++;
     if (s.canary_failed) failed++;
+    if (s.unchecked) unchecked++;
     if (values.record && (await recordConfirmation(s))) {
       console.log(`          recorded the confirmation in ${relative(dir)}/provenance.json`);
     }
   }
   console.log(
     `${dirs.length - stale}/${dirs.length} result sets current or confirmed; ` +
-      `${failed} canar${failed === 1 ? "y" : "ies"} differ`,
+      `${failed} canar${failed === 1 ? "y" : "ies"} differ` +
+      (unchecked
+        ? `; ${unchecked} unchecked (no reference from this platform: \`--record-platform\`)`
+        : ""),
   );
   return failed ? 1 : 0;
 }

@@ -6,8 +6,21 @@
  * state machine of `resultStatus` on a tiny repository.
  */
 import assert from "node:assert/strict";
-import { firstDifference, MECHANISM_CANARY } from "../experiments/canary.ts";
-import { REPO_ROOT, writeProvenance } from "../experiments/provenance.ts";
+import {
+  type CanaryRecord,
+  compareWithReferences,
+  firstDifference,
+  MECHANISM_CANARY,
+  readCanary,
+  TORCH_CANARY,
+} from "../experiments/canary.ts";
+import { canaryAtCommit, recordPlatform } from "../experiments/canary_platform.ts";
+import {
+  REPO_ROOT,
+  type Runtime,
+  runtimeInfo,
+  writeProvenance,
+} from "../experiments/provenance.ts";
 import { recordConfirmation, resultStatus } from "../experiments/results_status.ts";
 
 async function run(cwd: string, args: string[]): Promise<{ ok: boolean; text: string }> {
@@ -128,14 +141,15 @@ Deno.test("results: current → confirmed by the canary (recorded) → stale whe
           recorded_at: "2026-12-02T00:00:00Z",
         }),
       );
-    const exact = (outputs: unknown) => (record: { outputs: unknown }) =>
+    // The rerun on this machine, compared as `rerunCanary` compares (the test's runtime is the
+    // recording's: the same platform).
+    const exact = (outputs: unknown) => (record: CanaryRecord) =>
       Promise.resolve({
-        exact: firstDifference(record.outputs, outputs, "outputs") === null,
-        difference: firstDifference(record.outputs, outputs, "outputs"),
+        ...compareWithReferences(record, outputs, runtime),
         seconds: 0.1,
-        runtime_changed: "",
         runtime,
         git,
+        outputs,
       });
     await canary({ loss: [0.25, 0.5] });
     const options = { root, cache: false, rerun: exact({ loss: [0.25, 0.5] }) };
@@ -160,4 +174,127 @@ Deno.test("results: current → confirmed by the canary (recorded) → stale whe
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+});
+
+Deno.test("results: a canary is checked against its own platform's reference; elsewhere it is unchecked until the vouched commit computes one", async () => {
+  const root = await Deno.makeTempDir({ prefix: "reins_platform_" });
+  try {
+    await Deno.mkdir(`${root}/experiments`);
+    await Deno.mkdir(`${root}/lib/algo`, { recursive: true });
+    await Deno.writeTextFile(
+      `${root}/experiments/a.ts`,
+      'import { b } from "../lib/algo/b.ts";\nconsole.log(b);\n',
+    );
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 1;\n");
+    const dir = `${root}/results/x`;
+    await writeProvenance(dir, {
+      command: "deno run experiments/a.ts",
+      config: {},
+      code: { entries: ["experiments/a.ts"] },
+    }, root);
+    // The results' code was confirmed on a clean commit (the one a reference is computed at).
+    const provenance = JSON.parse(await Deno.readTextFile(`${dir}/provenance.json`));
+    const git = { commit: null, dirty: false, diff_sha256: null };
+    provenance.confirmations.push({
+      git: { commit: "c0ffee0", dirty: false, diff_sha256: null },
+      code_hash: provenance.code.hash,
+      changed: [],
+      runtime: provenance.runtime,
+      at: "2026-12-02T00:00:00Z",
+    });
+    await Deno.writeTextFile(`${dir}/provenance.json`, JSON.stringify(provenance));
+    // Recorded before the CPU kind was: a legacy recording, of no known platform.
+    const legacy: Runtime = { ...provenance.runtime, cpu: null };
+    await Deno.writeTextFile(
+      `${dir}/canary.json`,
+      JSON.stringify({
+        spec: TORCH_CANARY,
+        outputs: { entropy: [0.148] },
+        seconds: 1,
+        git,
+        runtime: legacy,
+        recorded_at: "2026-12-02T00:00:00Z",
+      }),
+    );
+    // This machine computes other numbers with the same code (as an AVX-512 Xeon did: canary.ts).
+    const here = await runtimeInfo(root);
+    assert.ok(here.cpu, "this machine's CPU kind is read from /proc/cpuinfo");
+    const on = (runtime: Runtime, outputs: unknown) => (record: CanaryRecord) =>
+      Promise.resolve({
+        ...compareWithReferences(record, outputs, runtime),
+        seconds: 0.1,
+        runtime,
+        git,
+      });
+    const options = { root, cache: false, alwaysCanary: true };
+
+    const unchecked = await resultStatus(dir, {
+      ...options,
+      rerun: on(here, { entropy: [0.197] }),
+    });
+    assert.equal(unchecked.state, "current", "same code: the result stays current");
+    assert.equal(unchecked.canary_failed, false, "a CPU never seen is not a failure");
+    assert.equal(unchecked.unchecked, true);
+    assert.ok(
+      unchecked.reason.includes(
+        `cannot be checked on this platform (${here.cpu}): no reference was recorded on it, and ` +
+          `it differs from the recording (runtime: cpu unrecorded → ${here.cpu}) at ` +
+          "outputs.entropy[0]: recorded 0.148, now 0.197",
+      ),
+      unchecked.reason,
+    );
+
+    const ran: string[] = [];
+    const runAt = (commit: string) => {
+      ran.push(commit);
+      return Promise.resolve({ entropy: [0.197] });
+    };
+    assert.match(
+      await recordPlatform(dir, { root, runAt }),
+      /recorded this platform's reference in .*canary\.json \(computed at c0ffee0/,
+    );
+    assert.deepEqual(ran, ["c0ffee0"], "computed by the vouched commit, not by this checkout");
+    const record = (await readCanary(dir))!;
+    assert.equal(record.platforms.length, 1);
+    assert.deepEqual(record.platforms[0].outputs, { entropy: [0.197] });
+    assert.equal(record.platforms[0].git.commit, "c0ffee0");
+    assert.deepEqual(record.outputs, { entropy: [0.148] }, "the recording is kept as it was");
+    assert.match(await recordPlatform(dir, { root, runAt }), /^nothing to record: this platform/);
+    assert.equal(ran.length, 1);
+
+    const exact = await resultStatus(dir, { ...options, rerun: on(here, { entropy: [0.197] }) });
+    assert.equal(exact.canary?.exact, true, exact.reason);
+    // A code change that moves this platform's numbers now fails here.
+    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 2;\n");
+    const failed = await resultStatus(dir, { ...options, rerun: on(here, { entropy: [0.2] }) });
+    assert.equal(failed.state, "stale");
+    assert.equal(failed.canary_failed, true);
+    assert.match(
+      failed.reason,
+      /differs at outputs\.entropy\[0\]: recorded 0\.197, now 0\.2; files changed .*lib\/algo\/b\.ts \(compared with the platform /,
+    );
+    // On a CPU kind with no reference, changed and unconfirmed code is shown stale, not failed.
+    const kindC: Runtime = { ...here, cpu: "Kind C (asimd)" };
+    const third = await resultStatus(dir, { ...options, rerun: on(kindC, { entropy: [0.3] }) });
+    assert.equal(third.state, "stale");
+    assert.equal(third.canary_failed, false);
+    assert.equal(third.unchecked, true);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test({
+  name:
+    "canaries: a reference is computed in a clean clone of the vouched commit (HEAD reproduces the mechanism recording)",
+  sanitizeResources: false,
+  fn: async () => {
+    const head = new TextDecoder().decode(
+      (await new Deno.Command("git", { args: ["rev-parse", "HEAD"], cwd: REPO_ROOT }).output())
+        .stdout,
+    ).trim();
+    const record = (await readCanary(`${REPO_ROOT}/experiments/results/mechanism_quick`))!;
+    const outputs = await canaryAtCommit(head, record.spec);
+    assert.equal(firstDifference(record.outputs, outputs, "outputs"), null);
+  },
 });
