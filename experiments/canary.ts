@@ -25,10 +25,9 @@
  * platform: the recording, plus `platforms`, each the outputs of code whose fingerprint was
  * already vouched for: `canary_platform.ts` computes it in a clean checkout of the commit the
  * results were recorded or confirmed on, so every reference is what the results' code computes
- * there. A rerun
- * is exact when it equals any reference bit for bit; it *differs* (and CI fails) only when a
- * reference from this very platform exists; with none, the canary is *unchecked* here, and
- * says so. Recordings made before the CPU kind was recorded belong to no known platform: a
+ * there. A rerun is exact when it equals any reference bit for bit; it *differs* (and CI fails)
+ * only when a reference from this very platform exists; with none, the canary is *unchecked*
+ * here, and says so. Recordings made before the CPU kind was recorded belong to no known platform: a
  * machine that reproduces one exactly can record it as its own reference, so that a later
  * difference there fails. The `mechanism` kind runs in TypeScript alone and is one platform
  * everywhere.
@@ -493,6 +492,40 @@ export interface CanaryOutcome {
   git: GitState;
 }
 
+/** One reference of a canary: its name in messages, its outputs and where they were computed. */
+export interface CanaryReference {
+  /** `recording`, or `platform <cpu>`. */
+  name: string;
+  outputs: unknown;
+  runtime: Runtime;
+}
+
+function references(record: CanaryRecord): CanaryReference[] {
+  return [
+    { name: "recording", outputs: record.outputs, runtime: record.runtime },
+    ...record.platforms.map((p) => ({
+      name: `platform ${p.runtime.cpu ?? "unrecorded"}`,
+      outputs: p.outputs,
+      runtime: p.runtime,
+    })),
+  ];
+}
+
+/**
+ * The canary's reference from the platform of `runtime` (undefined: none recorded there).
+ * The mechanism testbed is TypeScript alone (IEEE doubles, V8's own `Math` functions): one
+ * platform everywhere, so its recording is every machine's reference.
+ */
+export function platformReference(
+  record: CanaryRecord,
+  runtime: Runtime,
+): CanaryReference | undefined {
+  const all = references(record);
+  return record.spec.kind === "mechanism"
+    ? all[0]
+    : all.find((r) => samePlatform(r.runtime, runtime));
+}
+
 /**
  * Compares a rerun's outputs with every reference of a canary (see the module doc).
  *
@@ -530,21 +563,10 @@ export function compareWithReferences(
   CanaryOutcome,
   "exact" | "difference" | "platform_recorded" | "reference" | "runtime_changed"
 > {
-  const references = [
-    { name: "recording", outputs: record.outputs, runtime: record.runtime },
-    ...record.platforms.map((p) => ({
-      name: `platform ${p.runtime.cpu ?? "unrecorded"}`,
-      outputs: p.outputs,
-      runtime: p.runtime,
-    })),
-  ];
-  const matched = references.find((r) => firstDifference(r.outputs, now) === null);
-  // The mechanism testbed is TypeScript alone (IEEE doubles, V8's own Math functions): one
-  // platform everywhere, so its recording is every machine's reference.
-  const own = record.spec.kind === "mechanism"
-    ? references[0]
-    : references.find((r) => samePlatform(r.runtime, runtime));
-  const compared = matched ?? own ?? references[0];
+  const all = references(record);
+  const matched = all.find((r) => firstDifference(r.outputs, now) === null);
+  const own = platformReference(record, runtime);
+  const compared = matched ?? own ?? all[0];
   return {
     exact: matched !== undefined,
     difference: matched ? null : firstDifference(compared.outputs, now, "outputs"),

@@ -16,16 +16,10 @@ import {
   type CanaryRecord,
   type CanarySpec,
   type PlatformReference,
+  platformReference,
   readCanary,
 } from "./canary.ts";
-import {
-  type Provenance,
-  readProvenance,
-  relative,
-  REPO_ROOT,
-  runtimeInfo,
-  samePlatform,
-} from "./provenance.ts";
+import { type Provenance, readProvenance, relative, REPO_ROOT, runtimeInfo } from "./provenance.ts";
 
 /** A clean commit whose code the results' provenance vouches for, with its code hash. */
 export interface VouchedCommit {
@@ -127,17 +121,13 @@ export async function recordPlatform(
   const provenance = await readProvenance(dir);
   const record: CanaryRecord | null = await readCanary(dir);
   if (!provenance || !record) return "no provenance or canary: nothing to record";
-  if (record.spec.kind === "mechanism") {
-    return "nothing to record: the mechanism canary is one platform everywhere";
-  }
   const runtime = await runtimeInfo(root);
+  // The mechanism canary's recording is every platform's reference (`platformReference`).
+  const own = platformReference(record, runtime);
+  if (own) return `nothing to record: this platform has its reference (the ${own.name})`;
   if (runtime.cpu === null) {
     throw new Error("this machine's CPU kind cannot be read: a platform reference needs one");
   }
-  const own = samePlatform(record.runtime, runtime)
-    ? "the recording"
-    : record.platforms.find((p) => samePlatform(p.runtime, runtime))?.recorded_at;
-  if (own) return `nothing to record: this platform has its reference (${own})`;
   const vouched = vouchedCommit(provenance);
   if (!vouched) {
     throw new Error(

@@ -111,22 +111,31 @@ Deno.test("canaries: the first difference is exact and named by its path", () =>
   assert.equal(firstDifference([1, 2], [1]), "(root): recorded 2 items, now 1");
 });
 
+/**
+ * A tiny repository (root): `experiments/a.ts` imports `lib/algo/b.ts` (`b = 1`), and a result
+ * set (dir) whose provenance fingerprints them.
+ */
+async function tinyResultSet(prefix: string): Promise<{ root: string; dir: string }> {
+  const root = await Deno.makeTempDir({ prefix });
+  await Deno.mkdir(`${root}/experiments`);
+  await Deno.mkdir(`${root}/lib/algo`, { recursive: true });
+  await Deno.writeTextFile(
+    `${root}/experiments/a.ts`,
+    'import { b } from "../lib/algo/b.ts";\nconsole.log(b);\n',
+  );
+  await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 1;\n");
+  const dir = `${root}/results/x`;
+  await writeProvenance(dir, {
+    command: "deno run experiments/a.ts",
+    config: {},
+    code: { entries: ["experiments/a.ts"] },
+  }, root);
+  return { root, dir };
+}
+
 Deno.test("results: current → confirmed by the canary (recorded) → stale when the canary differs", async () => {
-  const root = await Deno.makeTempDir({ prefix: "reins_status_" });
+  const { root, dir } = await tinyResultSet("reins_status_");
   try {
-    await Deno.mkdir(`${root}/experiments`);
-    await Deno.mkdir(`${root}/lib/algo`, { recursive: true });
-    await Deno.writeTextFile(
-      `${root}/experiments/a.ts`,
-      'import { b } from "../lib/algo/b.ts";\nconsole.log(b);\n',
-    );
-    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 1;\n");
-    const dir = `${root}/results/x`;
-    await writeProvenance(dir, {
-      command: "deno run experiments/a.ts",
-      config: {},
-      code: { entries: ["experiments/a.ts"] },
-    }, root);
     const runtime = JSON.parse(await Deno.readTextFile(`${dir}/provenance.json`)).runtime;
     const git = { commit: null, dirty: false, diff_sha256: null };
     const canary = (outputs: unknown) =>
@@ -177,21 +186,8 @@ Deno.test("results: current → confirmed by the canary (recorded) → stale whe
 });
 
 Deno.test("results: a canary is checked against its own platform's reference; elsewhere it is unchecked until the vouched commit computes one", async () => {
-  const root = await Deno.makeTempDir({ prefix: "reins_platform_" });
+  const { root, dir } = await tinyResultSet("reins_platform_");
   try {
-    await Deno.mkdir(`${root}/experiments`);
-    await Deno.mkdir(`${root}/lib/algo`, { recursive: true });
-    await Deno.writeTextFile(
-      `${root}/experiments/a.ts`,
-      'import { b } from "../lib/algo/b.ts";\nconsole.log(b);\n',
-    );
-    await Deno.writeTextFile(`${root}/lib/algo/b.ts`, "export const b = 1;\n");
-    const dir = `${root}/results/x`;
-    await writeProvenance(dir, {
-      command: "deno run experiments/a.ts",
-      config: {},
-      code: { entries: ["experiments/a.ts"] },
-    }, root);
     // The results' code was confirmed on a clean commit (the one a reference is computed at).
     const provenance = JSON.parse(await Deno.readTextFile(`${dir}/provenance.json`));
     const git = { commit: null, dirty: false, diff_sha256: null };
