@@ -133,10 +133,9 @@ Deno.test("connections: a flood past the descriptor limit is capped; the process
     10_000,
     "the gateway's stats",
   );
-  // Over-cap connections were closed at accept (those still queued when the listening socket was
-  // replaced after the flood were reset instead).
+  // Over-cap connections were closed at accept. (The gateway's own accept loop keeps accepting
+  // through a flood; only the node:http engine needs its listening socket replaced after one.)
   assert.ok(stats.connections_dropped > 0, JSON.stringify(stats));
-  assert.ok(stats.listen_rearmed >= 1, JSON.stringify(stats));
   child.kill("SIGTERM");
   await child.status;
   await lines.cancel();

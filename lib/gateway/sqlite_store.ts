@@ -139,6 +139,12 @@ export class SqliteStore implements Store {
   /** An in-memory database: nothing to make durable, so a write is answered before its commit. */
   readonly #volatile: boolean;
   #checkpointer: Checkpointer | null = null;
+  /**
+   * The store-wide `seq` counter while a group transaction holds the write lock: read once per
+   * group, advanced here, written back before a statement that reads or bumps it and before the
+   * commit. An `UPDATE ... RETURNING` per event cost ~12 µs, a third of storing a small event.
+   */
+  #seq: { value: number; dirty: boolean } | null = null;
   readonly #tokens: TokenStore = {
     get: (seq) => this.#pendingCache.get(seq) ?? this.#cache.get(seq),
     set: (seq, tokens) => this.#cacheSet(seq, tokens),
@@ -356,7 +362,18 @@ export class SqliteStore implements Store {
 
   /** Runs a shared flow on this connection (inside whatever transaction is open). */
   #flow<T>(flow: Flow<T>): T {
-    return runSync(flow, (q: Query) => this.#stmt(q.sql).all(...(q.params as SQLInputValue[])));
+    return runSync(flow, (q: Query) => {
+      if (q.sql.includes("counters")) this.#syncSeq();
+      return this.#stmt(q.sql).all(...(q.params as SQLInputValue[]));
+    });
+  }
+
+  /** Writes an advanced `seq` back to its row and forgets it (the row is the truth again). */
+  #syncSeq(): void {
+    if (this.#seq?.dirty) {
+      this.#stmt("UPDATE counters SET value = ? WHERE name = 'seq'").run(this.#seq.value);
+    }
+    this.#seq = null;
   }
 
   /**
@@ -392,6 +409,8 @@ export class SqliteStore implements Store {
           this.#db.exec(`PRAGMA busy_timeout = ${this.#busyTimeoutMs}`);
         }
       }
+      // Another process may have taken seqs since this connection last held the lock.
+      this.#seq = null;
       const { promise, resolve, reject } = Promise.withResolvers<void>();
       promise.catch(() => {});
       // setImmediate runs once the requests that arrived with this one were handled, so they
@@ -417,11 +436,14 @@ export class SqliteStore implements Store {
     if (!this.#group) throw new StoreError("internal", "write outside a group transaction");
     this.#db.exec("SAVEPOINT op");
     this.#opCacheKeys = [];
+    // Rolling back to the savepoint restores the counter's row; this restores what was cached.
+    const seqBefore = this.#seq && { ...this.#seq };
     try {
       const out = fn();
       this.#db.exec("RELEASE op");
       return out;
     } catch (err) {
+      this.#seq = seqBefore;
       try {
         this.#db.exec("ROLLBACK TO op");
         this.#db.exec("RELEASE op");
@@ -456,8 +478,10 @@ export class SqliteStore implements Store {
     }
     this.#group = null;
     try {
+      this.#syncSeq();
       this.#db.exec("COMMIT");
     } catch (err) {
+      this.#seq = null;
       try {
         this.#db.exec("ROLLBACK");
       } catch {
@@ -497,10 +521,15 @@ export class SqliteStore implements Store {
   }
 
   #nextSeq(): number {
-    const row = this.#stmt(
-      "UPDATE counters SET value = value + 1 WHERE name = 'seq' RETURNING value",
-    ).get() as { value: number };
-    return row.value;
+    if (!this.#seq) {
+      const row = this.#stmt("SELECT value FROM counters WHERE name = 'seq'").get() as {
+        value: number;
+      };
+      this.#seq = { value: row.value, dirty: false };
+    }
+    this.#seq.value++;
+    this.#seq.dirty = true;
+    return this.#seq.value;
   }
 
   #insertEvent(

@@ -1,8 +1,8 @@
 /**
  * The HTTP layer every reins service and client shares: one error type ({@link HttpError}),
  * credentials and auth middleware, byte-counted streaming body limits, per-key concurrency
- * caps, connection deadlines in front of `Deno.serve`, SSE read and write, one line reader and
- * one retry policy.
+ * caps, a server with connection deadlines and caps (our own HTTP/1.1 engine, or `node:http`),
+ * SSE read and write, one line reader and one retry policy.
  *
  * @example
  * ```ts
@@ -30,5 +30,5 @@ export {
 export { LineSplitter, readLines } from "./lines.ts";
 export { backoffDelay, retry } from "./retry.ts";
 export { sleep } from "../util/time.ts";
-export { type GuardedServer, serveGuarded } from "./serve.ts";
+export { type GuardedServer, type ServeEngine, serveGuarded } from "./serve.ts";
 export { readSse, sseStream } from "./sse.ts";

@@ -3,26 +3,26 @@
  * connection and no second HTTP hop.
  *
  * `Deno.serve` has no header-read, body-read or idle timeout, and no hook before a request
- * arrives, so it can neither close a half-sent request nor cap connections per client. Deno's
- * `node:http` server is Node's own (llhttp, the same timers): {@link serveGuarded} serves
- * through it and maps the deadlines onto it:
+ * arrives, so it can neither close a half-sent request nor cap connections per client.
+ * {@link serveGuarded} serves through one of two engines with the same deadlines and caps:
  *
- * - `headers_timeout_ms` → `headersTimeout` (a head, or a fresh connection's first byte
- *   onwards, that takes longer is answered 408 and closed);
- * - `body_timeout_ms` → `requestTimeout` = headers + body + a grace period, so the app's own
- *   408 (`lib/http/body.ts`) goes out first;
- * - `idle_timeout_ms` → `keepAliveTimeout` (a kept-alive connection with nothing in flight);
- * - `max_header_bytes` → `maxHeaderSize` (431 above it).
+ * - `conn` (the default): our own HTTP/1.1 engine on `Deno.listen` (`./conn_serve.ts`, a strict
+ *   parser in `./http1.ts`), every deadline and cap on our side of the socket;
+ * - `node`: Deno's `node:http` server (Node's own parser and timers), the engine before it, kept
+ *   as a fallback (`engine: "node"` or `REINS_HTTP_ENGINE=node`). Its deadlines map onto Node's:
+ *   `headers_timeout_ms` → `headersTimeout`, `body_timeout_ms` → `requestTimeout` (headers +
+ *   body + a grace period, so the app's own 408 from `lib/http/body.ts` goes out first),
+ *   `idle_timeout_ms` → `keepAliveTimeout`, `max_header_bytes` → `maxHeaderSize` (431).
  *
  * Connections are capped per client address (`max_connections_per_client`, an over-cap
  * connection gets a 503 and is closed) and in total (`max_connections`, lowered to what the
  * process's descriptor limit allows: half of `RLIMIT_NOFILE` less a reserve, since a proxied
  * call holds a second socket upstream). Deno itself panics when a descriptor cannot be had,
  * so the cap is what keeps the process alive under a connection flood. Accept errors do not
- * stop the server: Node's accept loop backs off and continues, and they are counted.
+ * stop the server: they are counted, and accepting goes on after a pause.
  *
  * The bridge between `node:http` and a fetch handler (`Request` in, `Response` out) is written
- * here (about 100 lines) rather than taken from `@hono/node-server`: that package replaces the
+ * in `./node_bridge.ts` rather than taken from `@hono/node-server`: that package replaces the
  * global `Request`/`Response` by default and logs to the console on client aborts, and the
  * bridge must abort the request's signal with a clear reason when the client leaves.
  *
@@ -31,18 +31,13 @@
 import http from "node:http";
 import type { Socket } from "node:net";
 import { respond } from "./node_bridge.ts";
+import { serveConnections } from "./conn_serve.ts";
+import type { ConnectionDeadlines } from "./serve_types.ts";
 
-/** Deadlines of {@link serveGuarded} (see `ServerDeadlinesSchema`). */
-export interface ConnectionDeadlines {
-  headers_timeout_ms: number;
-  body_timeout_ms: number;
-  idle_timeout_ms: number;
-  max_header_bytes: number;
-  /** Connections open at once from one client address (default 256). */
-  max_connections_per_client?: number;
-  /** Connections open at once in total (default 4 096; lowered to fit `RLIMIT_NOFILE`). */
-  max_connections?: number;
-}
+export type { ConnectionDeadlines } from "./serve_types.ts";
+
+/** The engines {@link serveGuarded} serves with. */
+export type ServeEngine = "conn" | "node";
 
 /** Options of {@link serveGuarded}. */
 export interface GuardedServeOptions {
@@ -58,6 +53,12 @@ export interface GuardedServeOptions {
    * arrived (`<service>: 499 POST /path: …`; default `serve`).
    */
   service?: string;
+  /**
+   * `conn` (default): our own HTTP/1.1 engine on `Deno.listen` (`./conn_serve.ts`); `node`:
+   * `node:http`, the engine before it (about twice the CPU per request), kept as a fallback.
+   * The default can be set with `REINS_HTTP_ENGINE`.
+   */
+  engine?: ServeEngine;
 }
 
 /** A running guarded server. */
@@ -126,6 +127,21 @@ export function connectionCapFor(wanted: number, limit: number): number {
   return Math.max(1, Math.min(wanted, Math.floor((limit - RESERVED_DESCRIPTORS) / 2)));
 }
 
+/** The engine `REINS_HTTP_ENGINE` names (`conn` when unset or unreadable). */
+function defaultEngine(): ServeEngine {
+  let named: string | undefined;
+  try {
+    named = Deno.env.get("REINS_HTTP_ENGINE");
+  } catch {
+    // No permission to read the environment: the default.
+  }
+  if (named === undefined || named === "") return "conn";
+  if (named !== "conn" && named !== "node") {
+    throw new Error(`REINS_HTTP_ENGINE: must be 'conn' or 'node', not '${named}'`);
+  }
+  return named;
+}
+
 function plainAnswer(status: string): string {
   return `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`;
 }
@@ -162,6 +178,18 @@ export async function serveGuarded(
     limit,
   );
   const perClient = deadlines.max_connections_per_client ?? DEFAULT_MAX_PER_CLIENT;
+  const engine = options.engine ?? defaultEngine();
+  if (engine === "conn") {
+    return serveConnections(handler, {
+      hostname: options.hostname,
+      port: options.port,
+      deadlines,
+      bodyGraceMs,
+      maxConnections,
+      perClient,
+      service: options.service ?? "serve",
+    });
+  }
   const shortest = Math.min(deadlines.headers_timeout_ms, deadlines.body_timeout_ms);
   const server = http.createServer({
     headersTimeout: deadlines.headers_timeout_ms,

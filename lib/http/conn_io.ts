@@ -1,0 +1,303 @@
+/**
+ * The reading and writing half of `./conn_serve.ts`: the bytes of one connection (one read
+ * posted at a time), a request body collected whole or streamed (chunked or of a declared
+ * length), and a `Response` written as HTTP/1.1.
+ *
+ * @module
+ */
+import { STATUS_CODES } from "node:http";
+import { chunkSize, latin1 } from "./http1.ts";
+import { clientLeft } from "./serve_types.ts";
+
+const encoder = new TextEncoder();
+/** Longest chunk-size line or trailer line of a chunked body. */
+const MAX_CHUNK_LINE = 4_096;
+/** Largest piece handed to a streamed body at once. */
+const STREAM_PIECE = 64 * 1024;
+
+/**
+ * A connection's one deadline: `expire` runs once `at` (ms since the epoch) has passed. The
+ * server checks every clock on one interval (as Node's `connectionsCheckingInterval` does): a
+ * timer per request cost ~10 µs of CPU, more than the parsing.
+ */
+export interface Clock {
+  at: number;
+  expire: () => void;
+}
+
+/** The bytes read from one connection and not yet used; at most one read is posted at a time. */
+export class Inbound {
+  #buf = new Uint8Array(16 * 1024);
+  #start = 0;
+  #end = 0;
+  #reading: Promise<boolean> | null = null;
+  ended = false;
+
+  constructor(readonly conn: Deno.Conn) {}
+
+  get size(): number {
+    return this.#end - this.#start;
+  }
+
+  view(): Uint8Array {
+    return this.#buf.subarray(this.#start, this.#end);
+  }
+
+  consume(n: number): void {
+    this.#start += n;
+    if (this.#start === this.#end) this.#start = this.#end = 0;
+  }
+
+  /** Takes up to `n` buffered bytes (a copy). */
+  take(n: number): Uint8Array {
+    const out = this.#buf.slice(this.#start, this.#start + Math.min(n, this.size));
+    this.consume(out.byteLength);
+    return out;
+  }
+
+  /** Reads once more (or joins the read already posted); false at the end of the stream. */
+  fill(): Promise<boolean> {
+    if (this.#reading) return this.#reading;
+    if (this.ended) return Promise.resolve(false);
+    if (this.#end === this.#buf.length) {
+      if (this.#start > 0) {
+        this.#buf.copyWithin(0, this.#start, this.#end);
+        this.#end -= this.#start;
+        this.#start = 0;
+      } else {
+        const grown = new Uint8Array(this.#buf.length * 2);
+        grown.set(this.#buf);
+        this.#buf = grown;
+      }
+    }
+    const target = this.#buf.subarray(this.#end);
+    this.#reading = this.conn.read(target).then((n) => {
+      this.#reading = null;
+      if (n === null) {
+        this.ended = true;
+        return false;
+      }
+      this.#end += n;
+      return true;
+    }, () => {
+      this.#reading = null;
+      this.ended = true;
+      return false;
+    });
+    return this.#reading;
+  }
+}
+
+export async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let at = 0;
+  while (at < bytes.byteLength) at += await conn.write(bytes.subarray(at));
+}
+
+export function plainAnswer(status: number, closing = true): Uint8Array {
+  return encoder.encode(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\n` +
+      `${closing ? "connection: close\r\n" : ""}content-length: 0\r\n\r\n`,
+  );
+}
+
+const NO_BODY_STATUS = new Set([204, 304]);
+
+/**
+ * Writes `response` as the answer to a `method` request; resolves true when all of it went out.
+ * `closing`: the connection ends after it (said in the head).
+ */
+export async function writeResponse(
+  conn: Deno.Conn,
+  response: Response,
+  method: string,
+  closing: boolean,
+  gone: AbortSignal,
+): Promise<boolean> {
+  const status = response.status;
+  let head = `HTTP/1.1 ${status} ${response.statusText || STATUS_CODES[status] || "Unknown"}\r\n`;
+  let json = false;
+  let length: string | null = null;
+  response.headers.forEach((value, name) => {
+    // Framing is ours: the handler's length is used only for a streamed body of that length.
+    if (name === "content-length") return void (length = value);
+    if (name === "transfer-encoding" || name === "connection" || name === "keep-alive") return;
+    if (name === "content-type") json = value.startsWith("application/json");
+    head += `${name}: ${value}\r\n`;
+  });
+  if (closing) head += "connection: close\r\n";
+  const body = response.body;
+  const bodiless = method === "HEAD" || NO_BODY_STATUS.has(status) || status < 200;
+  if (!body || (bodiless && !json)) {
+    if (body) await body.cancel().catch(() => {});
+    if (!NO_BODY_STATUS.has(status) && status >= 200 && (!body || length !== null)) {
+      head += `content-length: ${body ? length : 0}\r\n`;
+    }
+    await writeAll(conn, encoder.encode(head + "\r\n"));
+    return true;
+  }
+  // A JSON answer is already whole in memory: one write, with its length.
+  if (json) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    if (gone.aborted) return false;
+    head += `content-length: ${bytes.byteLength}\r\n\r\n`;
+    if (bodiless) {
+      await writeAll(conn, encoder.encode(head));
+      return true;
+    }
+    const whole = new Uint8Array(head.length + bytes.byteLength);
+    encoder.encodeInto(head, whole);
+    whole.set(bytes, head.length);
+    await writeAll(conn, whole);
+    return true;
+  }
+  const chunked = length === null;
+  head += chunked ? "transfer-encoding: chunked\r\n\r\n" : `content-length: ${length}\r\n\r\n`;
+  await writeAll(conn, encoder.encode(head));
+  const reader = body.getReader();
+  const stop = () => void reader.cancel(gone.reason).catch(() => {});
+  gone.addEventListener("abort", stop, { once: true });
+  try {
+    let sent = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (gone.aborted) return false;
+      if (value.byteLength === 0) continue;
+      sent += value.byteLength;
+      if (chunked) {
+        const size = encoder.encode(`${value.byteLength.toString(16)}\r\n`);
+        const piece = new Uint8Array(size.byteLength + value.byteLength + 2);
+        piece.set(size);
+        piece.set(value, size.byteLength);
+        piece.set([13, 10], size.byteLength + value.byteLength);
+        await writeAll(conn, piece);
+      } else await writeAll(conn, value);
+    }
+    if (chunked) await writeAll(conn, encoder.encode("0\r\n\r\n"));
+    // A body shorter than the length its head declared cannot end a message: the caller closes.
+    return chunked || sent === Number(length);
+  } finally {
+    gone.removeEventListener("abort", stop);
+  }
+}
+
+/** A declared body of `length` bytes, whole; "late" past `deadlineMs`, "gone" if the client left. */
+export async function collect(
+  inbound: Inbound,
+  length: number,
+  deadlineMs: number,
+  clock: Clock,
+): Promise<Uint8Array<ArrayBuffer> | "late" | "gone"> {
+  const whole = new Uint8Array(length);
+  let at = 0;
+  // Most bodies are in the buffer with their head: no deadline to set for those.
+  const first = inbound.take(length);
+  whole.set(first);
+  at = first.byteLength;
+  if (at === length) return whole;
+  const late = Promise.withResolvers<"late">();
+  clock.at = Date.now() + deadlineMs;
+  clock.expire = () => late.resolve("late");
+  try {
+    for (;;) {
+      const piece = inbound.take(length - at);
+      whole.set(piece, at);
+      at += piece.byteLength;
+      if (at === length) return whole;
+      const more = await Promise.race([inbound.fill(), late.promise]);
+      if (more === "late") return "late";
+      if (!more) return "gone";
+    }
+  } finally {
+    clock.at = Infinity;
+  }
+}
+
+/**
+ * A request body streamed from the connection: `length` bytes, or chunked when null. `ended`
+ * is called once it has been read to its end; `leave` when the client goes first.
+ */
+export function streamBody(
+  inbound: Inbound,
+  length: number | null,
+  ended: () => void,
+  leave: () => void,
+): ReadableStream<Uint8Array> {
+  let remaining = length ?? 0;
+  let inChunk = length !== null;
+  let finished = false;
+  /** A whole line (without CRLF), or null when the client left; throws past MAX_CHUNK_LINE. */
+  const line = async (): Promise<string | null> => {
+    for (;;) {
+      const view = inbound.view();
+      const lf = view.indexOf(10);
+      if (lf >= 0) {
+        if (lf === 0 || view[lf - 1] !== 13) throw new TypeError("chunked body: malformed line");
+        const text = latin1(view.subarray(0, lf - 1));
+        inbound.consume(lf + 1);
+        return text;
+      }
+      if (view.byteLength > MAX_CHUNK_LINE) throw new TypeError("chunked body: line too long");
+      if (!await inbound.fill()) return null;
+    }
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        for (;;) {
+          if (finished) return;
+          if (inChunk && remaining > 0) {
+            if (inbound.size === 0 && !await inbound.fill()) {
+              leave();
+              return controller.error(clientLeft());
+            }
+            const piece = inbound.take(Math.min(remaining, STREAM_PIECE));
+            remaining -= piece.byteLength;
+            controller.enqueue(piece);
+            return;
+          }
+          if (length !== null) {
+            // A declared length, all read.
+            finished = true;
+            ended();
+            return controller.close();
+          }
+          if (inChunk) {
+            // The CRLF after a chunk's data.
+            const after = await line();
+            if (after === null) throw clientLeft();
+            if (after !== "") throw new TypeError("chunked body: no CRLF after a chunk");
+            inChunk = false;
+          }
+          const sizeLine = await line();
+          if (sizeLine === null) throw clientLeft();
+          const size = chunkSize(sizeLine);
+          if (size === null) throw new TypeError("chunked body: malformed chunk size");
+          if (size > 0) {
+            remaining = size;
+            inChunk = true;
+            continue;
+          }
+          // The last chunk: trailers (ignored) up to an empty line.
+          let trailerBytes = 0;
+          for (;;) {
+            const trailer = await line();
+            if (trailer === null) throw clientLeft();
+            if (trailer === "") break;
+            trailerBytes += trailer.length;
+            if (trailerBytes > MAX_CHUNK_LINE) {
+              throw new TypeError("chunked body: trailers too long");
+            }
+          }
+          finished = true;
+          ended();
+          return controller.close();
+        }
+      } catch (error) {
+        finished = true;
+        if (error instanceof DOMException && error.name === "AbortError") leave();
+        controller.error(error);
+      }
+    },
+  }, { highWaterMark: 0 });
+}
