@@ -6,6 +6,8 @@
  * changes being measured; paired in one process they agree to a few hundredths of a ms.
  *
  * Usage: `deno run -A benches/proxy_ab.ts --before ../before [--after .] [--requests 2000] [--file]`
+ * (a checkout from before `lib/stack/` existed, wave 1's, is started through its own
+ * `startGateway` and `proxyMount`).
  *
  * Prints `name: value` lines: `ab_direct_p50_ms`, `ab_before_overhead_p50_ms`,
  * `ab_after_overhead_p50_ms` (the proxied p50 less the direct p50), the same at p99, and with
@@ -16,6 +18,7 @@
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { existsSync } from "node:fs";
 import { startBenchProxy, startFastVllm } from "./proxy_fixture.ts";
 
 const { values: args } = parseArgs({
@@ -45,9 +48,24 @@ const tokenizer = await loadQwen3Tokenizer();
 
 const upstream = await startFastVllm(tokenizer);
 
+/**
+ * A checkout's `startStack`; wave 1's checkouts have none, and mount the proxy on
+ * `startGateway` themselves (`proxyMount`), which is what this adapter does for them.
+ */
+async function startStackOf(root: string) {
+  if (existsSync(`${root}/lib/stack/stack.ts`)) {
+    return (await import(moduleUrl(root, "lib/stack/stack.ts"))).startStack;
+  }
+  const { startGateway } = await import(moduleUrl(root, "lib/gateway/server.ts"));
+  const { proxyMount } = await import(moduleUrl(root, "lib/proxy/app.ts"));
+  return async ({ proxy, ...options }: { proxy: unknown }) => ({
+    gateway: await startGateway({ ...options, mounts: [proxyMount(proxy)] }),
+  });
+}
+
 /** One checkout's gateway + proxy, with one claimed attempt to call through. */
 async function startCheckout(root: string, db: string | undefined) {
-  const { startStack } = await import(moduleUrl(root, "lib/stack/stack.ts"));
+  const startStack = await startStackOf(root);
   const { capabilityToken } = await import(moduleUrl(root, "lib/gateway/auth.ts"));
   const proxy = await startBenchProxy(
     { startStack, capabilityToken },

@@ -46,9 +46,12 @@ Deno.test("sqlite store: seqs stay unique and reused after a failed batch, with 
       payload: { name: "n", data: { value } },
     });
     await assert.rejects(a.appendEvents("r", aid, [log("x"), keyed(1), keyed(2)]), /k/);
+    // One event alone is written without a savepoint: refused before its insert, it takes no seq.
+    await a.appendEvents("r", aid, [keyed(1)]);
+    await assert.rejects(a.appendEvents("r", aid, [keyed(2)]), /k/);
     // The other handle's next event takes the seq right after the last stored one.
     const [fromB] = await b.appendEvents("r", aid, [log("b")]);
-    assert.equal(fromB.seq, seqs[2] + 1);
+    assert.equal(fromB.seq, seqs[2] + 2);
     // Writers on both handles at once: every seq distinct, none below what was stored.
     const concurrent = await Promise.all([
       a.appendEvents("r", aid, [log("a1"), log("a2")]),

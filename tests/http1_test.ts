@@ -247,3 +247,39 @@ Deno.test("conn engine: chunked bodies, pipelining, keep-alive, 100-continue, HE
     await server.shutdown();
   }
 });
+
+Deno.test("conn engine: a malformed or overlong chunked body is a 400 or 413 naming the body, and nothing is stored", async () => {
+  const { startGateway } = await import("../lib/gateway/server.ts");
+  const gw = await startGateway({ adminKey: "admin-key-for-chunks", leaseSweepMs: 0 });
+  try {
+    const port = Number(new URL(gw.url).port);
+    const post = (chunks: string) =>
+      exchange(
+        port,
+        "POST /v1/rollouts HTTP/1.1\r\nhost: x\r\nauthorization: Bearer admin-key-for-chunks\r\n" +
+          "content-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n" +
+          chunks,
+      );
+    const malformed = await post('5\r\n{"rol\r\nzz\r\nlouts":[]}\r\n0\r\n\r\n');
+    assert.match(
+      malformed,
+      /^HTTP\/1\.1 400 [\s\S]*malformed chunked encoding \(a malformed chunk size\)/,
+    );
+    assert.match(malformed, /"field":"body"/);
+    const overlong = await post(`5;${"x".repeat(5_000)}\r\n{"rol\r\n`);
+    assert.match(overlong, /^HTTP\/1\.1 413 [\s\S]*longer than 4096 bytes/);
+    const bareLf = await post('5\n{"rol\r\n');
+    assert.match(bareLf, /^HTTP\/1\.1 400 [\s\S]*LF without CR/);
+    // A well-formed chunked body is stored, and only it.
+    const json = JSON.stringify({ rollouts: [{ input: 1, rollout_id: "chunked-ok" }] });
+    const pieces = [json.slice(0, 7), json.slice(7, 30), json.slice(30)];
+    const good = await post(
+      pieces.map((p) => `${p.length.toString(16)}\r\n${p}\r\n`).join("") + "0\r\n\r\n",
+    );
+    assert.match(good, /^HTTP\/1\.1 200 /);
+    const listed = await gw.store.listRollouts({ limit: 10 });
+    assert.deepEqual(listed.items.map((r) => r.rollout_id), ["chunked-ok"]);
+  } finally {
+    await gw.close();
+  }
+});

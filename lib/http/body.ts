@@ -30,7 +30,8 @@ export const DEFAULT_MAX_JSON_DEPTH = 128;
 
 /**
  * `stream`, cut with a 413 once more than `maxBytes` went through it, with a 408 when it has
- * not ended `deadlineMs` after the first read, and with a 499 when the client's side fails.
+ * not ended `deadlineMs` after the first read, and with a 499 when the client's side fails (an
+ * {@link HttpError} the source fails with, the server's verdict on the body, passes through).
  * The source is cancelled in each case, so a never-ending body stops being read at the limit.
  *
  * @example
@@ -77,6 +78,8 @@ export function limitStream(
         chunk = await reader.read();
       } catch (error) {
         if (timedOut) return;
+        // The server's own verdict on the body (a malformed chunked encoding) stands.
+        if (error instanceof HttpError) return fail(controller, error);
         return fail(
           controller,
           new HttpError(499, "body: the client closed the connection mid-body", {

@@ -8,6 +8,20 @@
 import { STATUS_CODES } from "node:http";
 import { chunkSize, latin1 } from "./http1.ts";
 import { clientLeft } from "./serve_types.ts";
+import { HttpError } from "../util/error.ts";
+
+/** A chunked body the client framed wrongly: the handler's read of it fails with a 400. */
+const malformedChunk = (what: string) =>
+  new HttpError(400, `body: malformed chunked encoding (${what})`, { field: "body" });
+/** A chunk-size line (its extensions) or trailers past {@link MAX_CHUNK_LINE}: 413. */
+const chunkTooLong = (what: string) =>
+  new HttpError(
+    413,
+    `body: ${what} of the chunked encoding is longer than ${MAX_CHUNK_LINE} bytes`,
+    {
+      field: "body",
+    },
+  );
 
 const encoder = new TextEncoder();
 /** Longest chunk-size line or trailer line of a chunked body. */
@@ -227,17 +241,18 @@ export function streamBody(
   let inChunk = length !== null;
   let finished = false;
   /** A whole line (without CRLF), or null when the client left; throws past MAX_CHUNK_LINE. */
-  const line = async (): Promise<string | null> => {
+  const line = async (what: string): Promise<string | null> => {
     for (;;) {
       const view = inbound.view();
       const lf = view.indexOf(10);
+      if (lf > MAX_CHUNK_LINE) throw chunkTooLong(what);
       if (lf >= 0) {
-        if (lf === 0 || view[lf - 1] !== 13) throw new TypeError("chunked body: malformed line");
+        if (lf === 0 || view[lf - 1] !== 13) throw malformedChunk("a line ends in LF without CR");
         const text = latin1(view.subarray(0, lf - 1));
         inbound.consume(lf + 1);
         return text;
       }
-      if (view.byteLength > MAX_CHUNK_LINE) throw new TypeError("chunked body: line too long");
+      if (view.byteLength > MAX_CHUNK_LINE) throw chunkTooLong(what);
       if (!await inbound.fill()) return null;
     }
   };
@@ -264,15 +279,15 @@ export function streamBody(
           }
           if (inChunk) {
             // The CRLF after a chunk's data.
-            const after = await line();
+            const after = await line("the line after a chunk");
             if (after === null) throw clientLeft();
-            if (after !== "") throw new TypeError("chunked body: no CRLF after a chunk");
+            if (after !== "") throw malformedChunk("no CRLF after a chunk");
             inChunk = false;
           }
-          const sizeLine = await line();
+          const sizeLine = await line("a chunk-size line");
           if (sizeLine === null) throw clientLeft();
           const size = chunkSize(sizeLine);
-          if (size === null) throw new TypeError("chunked body: malformed chunk size");
+          if (size === null) throw malformedChunk("a malformed chunk size");
           if (size > 0) {
             remaining = size;
             inChunk = true;
@@ -281,12 +296,12 @@ export function streamBody(
           // The last chunk: trailers (ignored) up to an empty line.
           let trailerBytes = 0;
           for (;;) {
-            const trailer = await line();
+            const trailer = await line("a trailer line");
             if (trailer === null) throw clientLeft();
             if (trailer === "") break;
             trailerBytes += trailer.length;
             if (trailerBytes > MAX_CHUNK_LINE) {
-              throw new TypeError("chunked body: trailers too long");
+              throw chunkTooLong("the trailers");
             }
           }
           finished = true;

@@ -166,9 +166,11 @@ export function serveConnections(
       };
     };
     const disarm = () => void (clock.at = Infinity);
+    /** The 408 going out once a head's deadline passed; the connection ends after it. */
+    let answering: Promise<void> | null = null;
     const headExpired = () => {
       timedOut++;
-      lingerClose(conn, inbound, close, 408);
+      answering = lingerClose(conn, inbound, close, 408);
     };
     try {
       // The first head must arrive within the header deadline.
@@ -193,7 +195,7 @@ export function serveConnections(
             disarm();
             return await lingerClose(conn, inbound, close, 431);
           }
-          if (!await inbound.fill() || expired) return;
+          if (!await inbound.fill() || expired) return void await answering;
         }
         disarm();
         if (end > deadlines.max_header_bytes) {
@@ -379,16 +381,19 @@ export function serveConnections(
       } catch { /* closed */ }
       await accepting;
       if (inFlight > 0) {
-        let wait: ReturnType<typeof setTimeout> | undefined;
-        await new Promise<void>((resolve) => {
-          idle.add(resolve);
-          wait = setTimeout(resolve, 1_000);
-        });
-        clearTimeout(wait);
+        await atMost(new Promise<void>((resolve) => idle.add(resolve)), 1_000);
         idle.clear();
       }
       for (const close of open) close();
-      await Promise.all([...finished]);
+      // A handler that ignores its aborted signal is not waited for past a second.
+      await atMost(Promise.all([...finished]), 1_000);
     },
   };
+}
+
+/** Waits for `promise`, or `ms` at most. */
+async function atMost(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
