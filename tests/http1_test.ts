@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { chunkSize, headEnd, HeadError, parseHead } from "../lib/http/http1.ts";
 import { serveGuarded } from "../lib/http/serve.ts";
 import { mulberry32 } from "../lib/util/random.ts";
+import { untilClosed } from "./support/raw_conn.ts";
 
 const encode = (text: string) => new TextEncoder().encode(text);
 
@@ -111,25 +112,11 @@ const DEADLINES = {
   max_header_bytes: 8_192,
 };
 
-/** Everything a raw connection receives until the server closes it. */
-async function exchange(port: number, ...writes: Array<string | Uint8Array>): Promise<string> {
+/** Everything a raw connection receives, after `writes`, until the server closes it. */
+async function exchange(port: number, ...writes: string[]): Promise<string> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  for (const w of writes) await conn.write(typeof w === "string" ? encode(w) : w);
-  const buf = new Uint8Array(65_536);
-  let got = "";
-  const timer = setTimeout(() => conn.close(), 10_000);
-  try {
-    for (;;) {
-      const n = await conn.read(buf);
-      if (n === null) break;
-      got += new TextDecoder().decode(buf.subarray(0, n));
-    }
-  } catch { /* closed by the timer */ }
-  clearTimeout(timer);
-  try {
-    conn.close();
-  } catch { /* closed */ }
-  return got;
+  for (const w of writes) await conn.write(encode(w));
+  return await untilClosed(conn, 10_000);
 }
 
 async function echoServer() {

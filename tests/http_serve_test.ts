@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { serveGuarded } from "../lib/http/serve.ts";
+import { untilClosed } from "./support/raw_conn.ts";
 import { Hono } from "hono";
 import { bodyLimits } from "../lib/http/body.ts";
 import { concurrencyCap } from "../lib/http/concurrency.ts";
@@ -193,28 +194,6 @@ for (const engine of ["conn", "node"] as const) {
       await server.shutdown();
     }
   });
-}
-
-/** Everything a raw connection receives until the server closes it (or `ms` pass: "open"). */
-async function untilClosed(conn: Deno.Conn, ms: number): Promise<string> {
-  const buf = new Uint8Array(4096);
-  let got = "";
-  const timer = setTimeout(() => {
-    got += "[still open]";
-    conn.close();
-  }, ms);
-  try {
-    for (;;) {
-      const n = await conn.read(buf);
-      if (n === null) break;
-      got += new TextDecoder().decode(buf.subarray(0, n));
-    }
-  } catch { /* closed by the timer */ }
-  clearTimeout(timer);
-  try {
-    conn.close();
-  } catch { /* closed */ }
-  return got;
 }
 
 for (const engine of ["conn", "node"] as const) {

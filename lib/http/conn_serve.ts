@@ -2,10 +2,10 @@
  * `serveGuarded`'s own engine: HTTP/1.1 on connections from `Deno.listen`, with every deadline,
  * cap and count on our side of the socket, and no second hop.
  *
- * Why: the server's CPU per small POST to a trivial JSON handler (client in another process,
- * 64 at once, 2026-12-03, two alternating runs on a 2-core machine): `node:http` (Node's parser,
- * streams and writer in JavaScript, plus the `Request`/`Response` bridge) 83 and 88 µs, this
- * engine 72 and 81 µs, `Deno.serve` 16 and 18 µs. `Deno.serve` itself cannot be used: it
+ * Why: the server's CPU per small POST to a trivial JSON handler (`deno task bench:serve`: client
+ * in another process, 64 at once; 2026-12-03, two rounds on a 2-core machine): `node:http`
+ * (Node's parser, streams and writer in JavaScript, plus the `Request`/`Response` bridge) 88.3
+ * and 71.2 µs, this engine 68.3 and 69.4 µs, `Deno.serve` 17.5 and 16.5 µs. `Deno.serve` itself cannot be used: it
  * accepts its own connections, so it has no cap per client, no deadline for a head or an idle
  * connection, and no way to close one. What is left here is mostly the public `Request`
  * constructor and one read and one write per request. The parser is `./http1.ts` (strict,
@@ -31,8 +31,8 @@
 import { headEnd, HeadError, leadingBlankLines, parseHead } from "./http1.ts";
 import type { RequestHead } from "./http1.ts";
 import { markServed } from "./served_request.ts";
-import { clientLeft, SMALL_BODY_BYTES } from "./serve_types.ts";
-import type { EngineServer, EngineSettings } from "./serve_types.ts";
+import { answerOf, clientLeft, guardedServer, newCounts, SMALL_BODY_BYTES } from "./serve_types.ts";
+import type { EngineSettings, GuardedServer } from "./serve_types.ts";
 import {
   type Clock,
   collect,
@@ -52,7 +52,7 @@ const LINGER_BYTES = 1024 * 1024;
 export function serveConnections(
   handler: (request: Request) => Response | Promise<Response>,
   settings: EngineSettings,
-): EngineServer {
+): GuardedServer {
   const { deadlines } = settings;
   const listener = Deno.listen({ hostname: settings.hostname, port: settings.port });
   /** How to close each open connection. */
@@ -60,10 +60,7 @@ export function serveConnections(
   const finished = new Set<Promise<void>>();
   const perAddress = new Map<string, number>();
   const idle = new Set<() => void>();
-  let timedOut = 0;
-  let refused = 0;
-  let dropped = 0;
-  let acceptErrors = 0;
+  const counts = newCounts();
   let inFlight = 0;
   let shuttingDown = false;
   const clocks = new Set<Clock>();
@@ -85,14 +82,14 @@ export function serveConnections(
 
   const onConnection = (conn: Deno.Conn) => {
     if (open.size >= settings.maxConnections) {
-      dropped++;
+      counts.dropped++;
       conn.close();
       return;
     }
     const address = (conn.remoteAddr as Deno.NetAddr).hostname;
     const fromAddress = perAddress.get(address) ?? 0;
     if (fromAddress >= settings.perClient) {
-      refused++;
+      counts.refused++;
       writeAll(conn, plainAnswer(503)).catch(() => {}).finally(() => {
         try {
           conn.close();
@@ -169,7 +166,7 @@ export function serveConnections(
     /** The 408 going out once a head's deadline passed; the connection ends after it. */
     let answering: Promise<void> | null = null;
     const headExpired = () => {
-      timedOut++;
+      counts.timedOut++;
       answering = lingerClose(conn, inbound, close, 408);
     };
     try {
@@ -256,7 +253,7 @@ export function serveConnections(
         if (declared > 0 || !["GET", "HEAD"].includes(head.method)) {
           const collected = await collect(inbound, declared, bodyDeadline, clock);
           if (collected === "late") {
-            timedOut++;
+            counts.timedOut++;
             await writeAll(conn, plainAnswer(408)).catch(() => {});
             return "linger";
           }
@@ -275,7 +272,7 @@ export function serveConnections(
         clock.at = Date.now() + bodyDeadline;
         clock.expire = () => {
           if (bodyDone) return;
-          timedOut++;
+          counts.timedOut++;
           close();
         };
         body = streamBody(inbound, head.chunked ? null : declared!, () => {
@@ -301,13 +298,7 @@ export function serveConnections(
       // While the handler runs, a posted read learns whether the client leaves.
       if (bodyDone) inbound.fill().then((more) => more || leave());
       finish = markServed(request, collectedBytes);
-      let response: Response;
-      try {
-        response = await handler(request);
-      } catch (error) {
-        console.error("serve: handler failed:", error instanceof Error ? error.message : error);
-        response = new Response(null, { status: 500 });
-      }
+      const response = await answerOf(handler, request);
       if (gone.signal.aborted) {
         await response.body?.cancel().catch(() => {});
         return "close";
@@ -342,7 +333,7 @@ export function serveConnections(
         conn = await listener.accept();
       } catch (error) {
         if (shuttingDown || error instanceof Deno.errors.BadResource) return;
-        acceptErrors++;
+        counts.acceptErrors++;
         await new Promise((resolve) => setTimeout(resolve, pause));
         pause = Math.min(1_000, pause * 2);
         continue;
@@ -353,26 +344,11 @@ export function serveConnections(
   })();
 
   const addr = listener.addr as Deno.NetAddr;
-  return {
+  return guardedServer({
     addr: { transport: "tcp", hostname: addr.hostname, port: addr.port },
-    get connections() {
-      return open.size;
-    },
-    get timedOut() {
-      return timedOut;
-    },
-    get refused() {
-      return refused;
-    },
-    get dropped() {
-      return dropped;
-    },
-    get acceptErrors() {
-      return acceptErrors;
-    },
+    counts,
+    connections: () => open.size,
     maxConnections: settings.maxConnections,
-    rearmed: 0,
-    relistenFailures: 0,
     async shutdown(): Promise<void> {
       shuttingDown = true;
       clearInterval(sweep);
@@ -388,7 +364,7 @@ export function serveConnections(
       // A handler that ignores its aborted signal is not waited for past a second.
       await atMost(Promise.all([...finished]), 1_000);
     },
-  };
+  });
 }
 
 /** Waits for `promise`, or `ms` at most. */

@@ -3,9 +3,9 @@
  * (`./conn_serve.ts`).
  *
  * Hand-written because no reachable package parses HTTP/1.1 for Deno without bringing its own
- * server: `node:http`'s parser comes only with Node's server (three times the CPU per request
- * here, see `./conn_serve.ts`), and `Deno.serve`'s lives in Rust behind a server that accepts its
- * own connections. The parser is strict where leniency lets two parties read one message two ways
+ * server: `node:http`'s parser comes only with Node's server and its streams (more CPU per
+ * request than this engine, see `./conn_serve.ts`), and `Deno.serve`'s lives in Rust behind a
+ * server that accepts its own connections. The parser is strict where leniency lets two parties read one message two ways
  * (RFC 9112 §6.3, §11.2): a request with both `Content-Length` and `Transfer-Encoding`, a
  * `Transfer-Encoding` other than `chunked`, differing lengths, a folded or malformed header line,
  * a bare LF, a control character: each is a 400 (or 501), and the connection closes after it.

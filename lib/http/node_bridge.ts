@@ -9,9 +9,7 @@
  */
 import type http from "node:http";
 import { markServed } from "./served_request.ts";
-
-/** The abort reason when the client closes its connection first. */
-const clientLeft = () => new DOMException("the client closed the connection", "AbortError");
+import { answerOf, clientLeft, SMALL_BODY_BYTES } from "./serve_types.ts";
 
 /**
  * Runs `handler` on one `node:http` request and writes its response, aborting the request's
@@ -48,13 +46,7 @@ export async function respond(
   const finish = markServed(request, collectedBytes);
   outgoing.once("close", finish);
   try {
-    let response: Response;
-    try {
-      response = await handler(request);
-    } catch (error) {
-      console.error("serve: handler failed:", error instanceof Error ? error.message : error);
-      response = new Response(null, { status: 500 });
-    }
+    const response = await answerOf(handler, request);
     if (gone.signal.aborted) {
       await response.body?.cancel().catch(() => {});
       return;
@@ -66,8 +58,6 @@ export async function respond(
 }
 
 const BODYLESS = new Set(["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"]);
-/** Bodies up to this size (declared by `Content-Length`) are collected before the handler runs. */
-const SMALL_BODY_BYTES = 64 * 1024;
 
 /**
  * The body of `incoming` (of declared `length`), once it has all arrived; rejects when the

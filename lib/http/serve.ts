@@ -32,9 +32,10 @@ import http from "node:http";
 import type { Socket } from "node:net";
 import { respond } from "./node_bridge.ts";
 import { serveConnections } from "./conn_serve.ts";
-import type { ConnectionDeadlines } from "./serve_types.ts";
+import { guardedServer, newCounts } from "./serve_types.ts";
+import type { ConnectionDeadlines, GuardedServer } from "./serve_types.ts";
 
-export type { ConnectionDeadlines } from "./serve_types.ts";
+export type { ConnectionDeadlines, GuardedServer } from "./serve_types.ts";
 
 /** The engines {@link serveGuarded} serves with. */
 export type ServeEngine = "conn" | "node";
@@ -59,29 +60,6 @@ export interface GuardedServeOptions {
    * The default can be set with `REINS_HTTP_ENGINE`.
    */
   engine?: ServeEngine;
-}
-
-/** A running guarded server. */
-export interface GuardedServer {
-  addr: Deno.NetAddr;
-  /** Connections open now (for tests and benches). */
-  readonly connections: number;
-  /** Requests closed by a header or request deadline so far. */
-  readonly timedOut: number;
-  /** Connections refused by the per-client cap so far (answered 503). */
-  readonly refused: number;
-  /** Connections closed at accept by the total cap so far (no answer: nothing to spare). */
-  readonly dropped: number;
-  /** Times the listening socket was replaced after a flood (see `rearmAfterFlood`). */
-  readonly rearmed: number;
-  /** Binds of a replacement listening socket that failed and were retried. */
-  readonly relistenFailures: number;
-  /** Accept errors so far (EMFILE and the like): counted, never fatal. */
-  readonly acceptErrors: number;
-  /** The total connection cap in force (after fitting it to the descriptor limit). */
-  readonly maxConnections: number;
-  /** Stops accepting, lets requests in flight finish (1 s at most), then closes every connection. */
-  shutdown(): Promise<void>;
 }
 
 /** Descriptors kept free for everything but client sockets (store, upstream pool, files). */
@@ -203,17 +181,15 @@ export async function serveGuarded(
   // The total cap is ours, not `server.maxConnections`: with it, Deno 2.9.6's accept loop
   // sometimes stopped for good during a flood (the listen queue full, the process idle;
   // tests/security_connections_test.ts). Closing over-cap sockets here keeps it accepting.
-  let dropped = 0;
+  const counts = newCounts();
   const sockets = new Set<Socket>();
   const perAddress = new Map<string, number>();
-  let timedOut = 0;
-  let refused = 0;
   let inFlight = 0;
   const idle = new Set<() => void>();
 
   server.on("connection", (socket: Socket) => {
     if (sockets.size >= maxConnections) {
-      dropped++;
+      counts.dropped++;
       socket.destroy();
       rearmAfterFlood();
       return;
@@ -221,7 +197,7 @@ export async function serveGuarded(
     const address = socket.remoteAddress ?? "";
     const open = perAddress.get(address) ?? 0;
     if (open >= perClient) {
-      refused++;
+      counts.refused++;
       socket.end(plainAnswer("503 Service Unavailable"));
       socket.destroySoon?.();
       return;
@@ -238,7 +214,7 @@ export async function serveGuarded(
   // Node's own answers to a bad or late request, counted (a listener replaces the default).
   server.on("clientError", (error: Error & { code?: string }, socket: Socket) => {
     const code = error.code ?? "";
-    if (code === "ERR_HTTP_REQUEST_TIMEOUT") timedOut++;
+    if (code === "ERR_HTTP_REQUEST_TIMEOUT") counts.timedOut++;
     const status = code === "ERR_HTTP_REQUEST_TIMEOUT"
       ? "408 Request Timeout"
       : code === "HPE_HEADER_OVERFLOW"
@@ -255,16 +231,13 @@ export async function serveGuarded(
     setTimeout(() => socket.destroy(), 1_000).unref?.();
   });
   // An accept error (EMFILE, ECONNABORTED) must not take the process down; Node retries.
-  let acceptErrors = 0;
-  server.on("error", () => acceptErrors++);
+  server.on("error", () => counts.acceptErrors++);
   // Deno 2.9.6's accept loop stops for good, silently, when an accept fails with EMFILE: a
   // flood accepted faster than this thread closes the sockets over the cap reaches the
   // descriptor limit in one batch. Once a flood's burst of drops is over, the listening socket
   // is replaced by a fresh one on the same port (connections already open are untouched; those
   // still queued on the old one are reset and retried by their clients).
   let rearm: ReturnType<typeof setTimeout> | undefined;
-  let rearmed = 0;
-  let relistenFailures = 0;
   let shuttingDown = false;
   const rearmAfterFlood = () => {
     clearTimeout(rearm);
@@ -274,12 +247,12 @@ export async function serveGuarded(
       const { port } = server.address() as { port: number };
       handle.close();
       (server as unknown as { _handle: null })._handle = null;
-      rearmed++;
+      counts.rearmed++;
       // The descriptors may still be exhausted (EMFILE) or the port taken: a failed bind is
       // retried with backoff until it holds, never left unbound.
       listenWithRetry(server, port, options.hostname, {
         stopped: () => shuttingDown,
-        onFailure: () => relistenFailures++,
+        onFailure: () => counts.relistenFailures++,
       });
     }, 100);
   };
@@ -302,30 +275,11 @@ export async function serveGuarded(
   });
   const address = server.address() as { address: string; port: number };
 
-  return {
+  return guardedServer({
     addr: { transport: "tcp", hostname: address.address, port: address.port },
-    get connections() {
-      return sockets.size;
-    },
-    get timedOut() {
-      return timedOut;
-    },
-    get refused() {
-      return refused;
-    },
-    get dropped() {
-      return dropped;
-    },
-    get acceptErrors() {
-      return acceptErrors;
-    },
+    counts,
+    connections: () => sockets.size,
     maxConnections,
-    get rearmed() {
-      return rearmed;
-    },
-    get relistenFailures() {
-      return relistenFailures;
-    },
     async shutdown() {
       shuttingDown = true;
       clearTimeout(rearm);
@@ -344,7 +298,7 @@ export async function serveGuarded(
       for (const socket of sockets) socket.destroy();
       await closed;
     },
-  };
+  });
 }
 
 /** What {@link listenWithRetry} needs of a server (a `node:http` server has it). */

@@ -21,3 +21,21 @@ export async function readAll(conn: Deno.Conn, onFirstBytes?: () => void): Promi
     text += new TextDecoder().decode(buf.subarray(0, n));
   }
 }
+
+/**
+ * Everything `conn` receives until the server closes it; after `ms` the test closes it and the
+ * text ends with `[still open]`.
+ */
+export async function untilClosed(conn: Deno.Conn, ms: number): Promise<string> {
+  let stillOpen = false;
+  const timer = setTimeout(() => {
+    stillOpen = true;
+    conn.close();
+  }, ms);
+  const text = await readAll(conn);
+  clearTimeout(timer);
+  try {
+    conn.close();
+  } catch { /* closed */ }
+  return stillOpen ? `${text}[still open]` : text;
+}
