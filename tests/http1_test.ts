@@ -125,6 +125,9 @@ async function echoServer() {
     const url = new URL(request.url);
     const body = request.body ? await request.text() : "";
     seen.push(`${request.method} ${url.pathname} ${body}`);
+    if (url.pathname === "/bye") {
+      return new Response("bye", { headers: { connection: "close" } });
+    }
     if (url.pathname === "/stream") {
       const parts = ["one ", "two ", "three"];
       return new Response(
@@ -189,6 +192,8 @@ Deno.test("conn engine: chunked bodies, pipelining, keep-alive, 100-continue, HE
     assert.equal(answers.length, 3, got);
     assert.match(answers[0], /"body":"abcde"/);
     assert.match(answers[1], /"path":"\/next"/);
+    // A kept connection says how long it stays open idle (5 s here), as node:http does.
+    assert.match(answers[1], /keep-alive: timeout=5\r\n/);
     assert.match(answers[2], /connection: close[\s\S]*"path":"\/last"/);
     // Expect: 100-continue gets its interim answer before the body is sent.
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
@@ -211,6 +216,14 @@ Deno.test("conn engine: chunked bodies, pipelining, keep-alive, 100-continue, HE
     const head = await exchange(port, "HEAD /h HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     assert.match(head, /^HTTP\/1\.1 200 [\s\S]*content-length: \d+\r\n/i);
     assert.equal(head.split("\r\n\r\n")[1], "");
+    // A handler's `connection: close` ends the connection after its answer; a request pipelined
+    // behind it is not served.
+    const bye = await exchange(
+      port,
+      "GET /bye HTTP/1.1\r\nhost: x\r\n\r\nGET /after HTTP/1.1\r\nhost: x\r\n\r\n",
+    );
+    assert.match(bye, /^HTTP\/1\.1 200 [\s\S]*connection: close\r\n[\s\S]*\r\nbye\r\n0\r\n\r\n$/);
+    assert.ok(!seen.some((line) => line.startsWith("GET /after")), JSON.stringify(seen));
     // HTTP/1.0 closes after one answer.
     const old = await exchange(port, "GET /old HTTP/1.0\r\n\r\n");
     assert.match(old, /^HTTP\/1\.1 200 [\s\S]*connection: close/);

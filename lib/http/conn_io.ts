@@ -118,13 +118,15 @@ const NO_BODY_STATUS = new Set([204, 304]);
 
 /**
  * Writes `response` as the answer to a `method` request; resolves true when all of it went out.
- * `closing`: the connection ends after it (said in the head).
+ * `connectionLine` says in the head whether the connection ends after it (`connection: close`) or
+ * how long it stays open idle (`keep-alive: timeout=N`, as `node:http` says: a client that pools
+ * connections, undici, then stops reusing one before the server closes it under a request).
  */
 export async function writeResponse(
   conn: Deno.Conn,
   response: Response,
   method: string,
-  closing: boolean,
+  connectionLine: string,
   gone: AbortSignal,
 ): Promise<boolean> {
   const status = response.status;
@@ -138,7 +140,7 @@ export async function writeResponse(
     if (name === "content-type") json = value.startsWith("application/json");
     head += `${name}: ${value}\r\n`;
   });
-  if (closing) head += "connection: close\r\n";
+  head += connectionLine;
   const body = response.body;
   const bodiless = method === "HEAD" || NO_BODY_STATUS.has(status) || status < 200;
   if (!body || (bodiless && !json)) {

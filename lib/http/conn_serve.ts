@@ -64,6 +64,7 @@ export function serveConnections(
   let inFlight = 0;
   let shuttingDown = false;
   const clocks = new Set<Clock>();
+  const keepAliveLine = `keep-alive: timeout=${Math.floor(deadlines.idle_timeout_ms / 1_000)}\r\n`;
   // How often the clocks are read: the precision of every deadline.
   const shortest = Math.min(
     deadlines.headers_timeout_ms,
@@ -304,11 +305,18 @@ export function serveConnections(
         return "close";
       }
       // Answered before the body was read to its end (a 413, 408 or 429 while it streams): the
-      // rest is not read, the connection ends with the answer.
-      const closing = !head.keepAlive || !bodyDone || shuttingDown;
+      // rest is not read, the connection ends with the answer; so it does when the handler says.
+      const closing = !head.keepAlive || !bodyDone || shuttingDown ||
+        response.headers.get("connection")?.toLowerCase() === "close";
       let complete = false;
       try {
-        complete = await writeResponse(conn, response, head.method, closing, gone.signal);
+        complete = await writeResponse(
+          conn,
+          response,
+          head.method,
+          closing ? "connection: close\r\n" : keepAliveLine,
+          gone.signal,
+        );
       } catch {
         leave();
         return "close";
