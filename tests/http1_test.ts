@@ -283,3 +283,30 @@ Deno.test("conn engine: a malformed or overlong chunked body is a 400 or 413 nam
     await gw.close();
   }
 });
+
+Deno.test("conn engine: a client that asks for a large answer and never reads it is closed at the idle deadline", async () => {
+  const big = new Uint8Array(32 * 1024 * 1024);
+  const server = await serveGuarded(() => new Response(big), {
+    hostname: "127.0.0.1",
+    port: 0,
+    engine: "conn",
+    deadlines: { ...DEADLINES, idle_timeout_ms: 300 },
+  });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
+  try {
+    await conn.write(encode("GET /big HTTP/1.1\r\nhost: x\r\n\r\n"));
+    // The answer fills the socket buffers and the server's write stops moving; it is closed
+    // a deadline later (with a generous bound for a loaded machine), counted as timed out.
+    const started = performance.now();
+    while (server.connections > 0 && performance.now() - started < 10_000) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal(server.connections, 0, "the connection is still open");
+    assert.ok(server.timedOut >= 1, `timedOut ${server.timedOut}`);
+  } finally {
+    try {
+      conn.close();
+    } catch { /* closed */ }
+    await server.shutdown();
+  }
+});

@@ -117,13 +117,14 @@ export function plainAnswer(status: number, closing = true): Uint8Array {
 const NO_BODY_STATUS = new Set([204, 304]);
 
 /**
- * Writes `response` as the answer to a `method` request; resolves true when all of it went out.
+ * Writes `response` as the answer to a `method` request through `write` (all of the bytes, or a
+ * rejection); resolves true when all of it went out.
  * `connectionLine` says in the head whether the connection ends after it (`connection: close`) or
  * how long it stays open idle (`keep-alive: timeout=N`, as `node:http` says: a client that pools
  * connections, undici, then stops reusing one before the server closes it under a request).
  */
 export async function writeResponse(
-  conn: Deno.Conn,
+  write: (bytes: Uint8Array) => Promise<void>,
   response: Response,
   method: string,
   connectionLine: string,
@@ -148,7 +149,7 @@ export async function writeResponse(
     if (!NO_BODY_STATUS.has(status) && status >= 200 && (!body || length !== null)) {
       head += `content-length: ${body ? length : 0}\r\n`;
     }
-    await writeAll(conn, encoder.encode(head + "\r\n"));
+    await write(encoder.encode(head + "\r\n"));
     return true;
   }
   // A JSON answer is already whole in memory: one write, with its length.
@@ -157,18 +158,18 @@ export async function writeResponse(
     if (gone.aborted) return false;
     head += `content-length: ${bytes.byteLength}\r\n\r\n`;
     if (bodiless) {
-      await writeAll(conn, encoder.encode(head));
+      await write(encoder.encode(head));
       return true;
     }
     const whole = new Uint8Array(head.length + bytes.byteLength);
     encoder.encodeInto(head, whole);
     whole.set(bytes, head.length);
-    await writeAll(conn, whole);
+    await write(whole);
     return true;
   }
   const chunked = length === null;
   head += chunked ? "transfer-encoding: chunked\r\n\r\n" : `content-length: ${length}\r\n\r\n`;
-  await writeAll(conn, encoder.encode(head));
+  await write(encoder.encode(head));
   const reader = body.getReader();
   const stop = () => void reader.cancel(gone.reason).catch(() => {});
   gone.addEventListener("abort", stop, { once: true });
@@ -186,10 +187,10 @@ export async function writeResponse(
         piece.set(size);
         piece.set(value, size.byteLength);
         piece.set([13, 10], size.byteLength + value.byteLength);
-        await writeAll(conn, piece);
-      } else await writeAll(conn, value);
+        await write(piece);
+      } else await write(value);
     }
-    if (chunked) await writeAll(conn, encoder.encode("0\r\n\r\n"));
+    if (chunked) await write(encoder.encode("0\r\n\r\n"));
     // A body shorter than the length its head declared cannot end a message: the caller closes.
     return chunked || sent === Number(length);
   } finally {

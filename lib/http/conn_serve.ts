@@ -311,7 +311,7 @@ export function serveConnections(
       let complete = false;
       try {
         complete = await writeResponse(
-          conn,
+          (bytes) => writeWithin(conn, bytes, clock, close),
           response,
           head.method,
           closing ? "connection: close\r\n" : keepAliveLine,
@@ -330,6 +330,35 @@ export function serveConnections(
       if (inFlight === 0) { for (const wake of [...idle]) wake(); }
     }
   }
+
+  /**
+   * Writes `bytes`, closing the connection when the client takes none of them for
+   * `idle_timeout_ms` (each write that moves bytes starts the time again): a client that asks for
+   * an answer and never reads it would otherwise hold its connection for ever. The connection's
+   * clock is put back as it was after the write.
+   */
+  const writeWithin = async (
+    conn: Deno.Conn,
+    bytes: Uint8Array,
+    clock: Clock,
+    close: () => void,
+  ): Promise<void> => {
+    const { at: before, expire } = clock;
+    clock.expire = () => {
+      counts.timedOut++;
+      close();
+    };
+    try {
+      let at = 0;
+      while (at < bytes.byteLength) {
+        clock.at = Date.now() + deadlines.idle_timeout_ms;
+        at += await conn.write(bytes.subarray(at));
+      }
+    } finally {
+      clock.at = before;
+      clock.expire = expire;
+    }
+  };
 
   // Accept errors (EMFILE when a flood took every descriptor, ECONNABORTED) are counted and
   // retried after a pause that doubles up to a second; they never stop the loop.
