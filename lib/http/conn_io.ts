@@ -7,7 +7,7 @@
  */
 import { STATUS_CODES } from "node:http";
 import { chunkSize, latin1 } from "./http1.ts";
-import { clientLeft } from "./serve_types.ts";
+import { clientLeft, plainAnswerText } from "./serve_types.ts";
 import { HttpError } from "../util/error.ts";
 
 /** A chunked body the client framed wrongly: the handler's read of it fails with a 400. */
@@ -62,6 +62,14 @@ export class Inbound {
     if (this.#start === this.#end) this.#start = this.#end = 0;
   }
 
+  /** Moves as many buffered bytes as fit into `target` from `at` on; answers how many. */
+  moveInto(target: Uint8Array, at: number): number {
+    const n = Math.min(this.size, target.byteLength - at);
+    target.set(this.#buf.subarray(this.#start, this.#start + n), at);
+    this.consume(n);
+    return n;
+  }
+
   /** Takes up to `n` buffered bytes (a copy). */
   take(n: number): Uint8Array {
     const out = this.#buf.slice(this.#start, this.#start + Math.min(n, this.size));
@@ -107,11 +115,9 @@ export async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void
   while (at < bytes.byteLength) at += await conn.write(bytes.subarray(at));
 }
 
-export function plainAnswer(status: number, closing = true): Uint8Array {
-  return encoder.encode(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\n` +
-      `${closing ? "connection: close\r\n" : ""}content-length: 0\r\n\r\n`,
-  );
+/** {@link plainAnswerText}, as bytes. */
+export function plainAnswer(status: number): Uint8Array {
+  return encoder.encode(plainAnswerText(status));
 }
 
 const NO_BODY_STATUS = new Set([204, 304]);
@@ -198,7 +204,7 @@ export async function writeResponse(
   }
 }
 
-/** A declared body of `length` bytes, whole; "late" past `deadlineMs`, "gone" if the client left. */
+/** The body of a declared `length`, whole; "late" past `deadlineMs`, "gone" if the client left. */
 export async function collect(
   inbound: Inbound,
   length: number,
@@ -207,20 +213,18 @@ export async function collect(
 ): Promise<Uint8Array<ArrayBuffer> | "late" | "gone"> {
   const whole = new Uint8Array(length);
   let at = 0;
-  // Most bodies are in the buffer with their head: no deadline to set for those.
-  const first = inbound.take(length);
-  whole.set(first);
-  at = first.byteLength;
-  if (at === length) return whole;
-  const late = Promise.withResolvers<"late">();
-  clock.at = Date.now() + deadlineMs;
-  clock.expire = () => late.resolve("late");
+  // Most bodies came in with their head: those need no deadline.
+  let late: PromiseWithResolvers<"late"> | null = null;
   try {
     for (;;) {
-      const piece = inbound.take(length - at);
-      whole.set(piece, at);
-      at += piece.byteLength;
+      at += inbound.moveInto(whole, at);
       if (at === length) return whole;
+      if (!late) {
+        const armed = Promise.withResolvers<"late">();
+        clock.at = Date.now() + deadlineMs;
+        clock.expire = () => armed.resolve("late");
+        late = armed;
+      }
       const more = await Promise.race([inbound.fill(), late.promise]);
       if (more === "late") return "late";
       if (!more) return "gone";

@@ -5,11 +5,11 @@
  * Why: the server's CPU per small POST to a trivial JSON handler (`deno task bench:serve`: client
  * in another process, 64 at once; 2026-12-03, two rounds on a 2-core machine): `node:http`
  * (Node's parser, streams and writer in JavaScript, plus the `Request`/`Response` bridge) 88.3
- * and 71.2 µs, this engine 68.3 and 69.4 µs, `Deno.serve` 17.5 and 16.5 µs. `Deno.serve` itself cannot be used: it
- * accepts its own connections, so it has no cap per client, no deadline for a head or an idle
- * connection, and no way to close one. What is left here is mostly the public `Request`
- * constructor and one read and one write per request. The parser is `./http1.ts` (strict,
- * sans-IO).
+ * and 71.2 µs, this engine 68.3 and 69.4 µs, `Deno.serve` 17.5 and 16.5 µs. `Deno.serve` itself
+ * cannot be used: it accepts its own connections, so it has no cap per client, no deadline for a
+ * head or an idle connection, and no way to close one. What is left here is mostly the public
+ * `Request` constructor and one read and one write per request. The parser is `./http1.ts`
+ * (strict, sans-IO).
  *
  * - `headers_timeout_ms`: a fresh connection, or a kept-alive one whose next request has
  *   begun, must bring a whole head within it: 408, counted in `timedOut`, closed.
@@ -31,7 +31,16 @@
 import { headEnd, HeadError, leadingBlankLines, parseHead } from "./http1.ts";
 import type { RequestHead } from "./http1.ts";
 import { markServed } from "./served_request.ts";
-import { answerOf, clientLeft, guardedServer, newCounts, SMALL_BODY_BYTES } from "./serve_types.ts";
+import {
+  answerOf,
+  atMost,
+  ClientConnections,
+  clientLeft,
+  guardedServer,
+  InFlight,
+  newCounts,
+  SMALL_BODY_BYTES,
+} from "./serve_types.ts";
 import type { EngineSettings, GuardedServer } from "./serve_types.ts";
 import {
   type Clock,
@@ -58,10 +67,9 @@ export function serveConnections(
   /** How to close each open connection. */
   const open = new Set<() => void>();
   const finished = new Set<Promise<void>>();
-  const perAddress = new Map<string, number>();
-  const idle = new Set<() => void>();
+  const perClient = new ClientConnections(settings.perClient);
+  const requests = new InFlight();
   const counts = newCounts();
-  let inFlight = 0;
   let shuttingDown = false;
   const clocks = new Set<Clock>();
   const keepAliveLine = `keep-alive: timeout=${Math.floor(deadlines.idle_timeout_ms / 1_000)}\r\n`;
@@ -88,8 +96,7 @@ export function serveConnections(
       return;
     }
     const address = (conn.remoteAddr as Deno.NetAddr).hostname;
-    const fromAddress = perAddress.get(address) ?? 0;
-    if (fromAddress >= settings.perClient) {
+    if (!perClient.admit(address)) {
       counts.refused++;
       writeAll(conn, plainAnswer(503)).catch(() => {}).finally(() => {
         try {
@@ -98,7 +105,6 @@ export function serveConnections(
       });
       return;
     }
-    perAddress.set(address, fromAddress + 1);
     let closed = false;
     const close = () => {
       if (closed) return;
@@ -112,9 +118,7 @@ export function serveConnections(
       close();
       open.delete(close);
       finished.delete(served);
-      const left = (perAddress.get(address) ?? 1) - 1;
-      if (left > 0) perAddress.set(address, left);
-      else perAddress.delete(address);
+      perClient.release(address);
     });
     finished.add(served);
   };
@@ -229,7 +233,7 @@ export function serveConnections(
     close: () => void,
     clock: Clock,
   ): Promise<"keep" | "close" | "linger"> {
-    inFlight++;
+    requests.begin();
     const gone = new AbortController();
     const leave = () => {
       if (!gone.signal.aborted) gone.abort(clientLeft());
@@ -326,8 +330,7 @@ export function serveConnections(
     } finally {
       clock.at = Infinity;
       finish();
-      inFlight--;
-      if (inFlight === 0) { for (const wake of [...idle]) wake(); }
+      requests.end();
     }
   }
 
@@ -393,20 +396,10 @@ export function serveConnections(
         listener.close();
       } catch { /* closed */ }
       await accepting;
-      if (inFlight > 0) {
-        await atMost(new Promise<void>((resolve) => idle.add(resolve)), 1_000);
-        idle.clear();
-      }
+      await requests.settled(1_000);
       for (const close of open) close();
       // A handler that ignores its aborted signal is not waited for past a second.
       await atMost(Promise.all([...finished]), 1_000);
     },
   });
-}
-
-/** Waits for `promise`, or `ms` at most. */
-async function atMost(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
 }

@@ -5,10 +5,11 @@
  * Hand-written because no reachable package parses HTTP/1.1 for Deno without bringing its own
  * server: `node:http`'s parser comes only with Node's server and its streams (more CPU per
  * request than this engine, see `./conn_serve.ts`), and `Deno.serve`'s lives in Rust behind a
- * server that accepts its own connections. The parser is strict where leniency lets two parties read one message two ways
- * (RFC 9112 §6.3, §11.2): a request with both `Content-Length` and `Transfer-Encoding`, a
- * `Transfer-Encoding` other than `chunked`, differing lengths, a folded or malformed header line,
- * a bare LF, a control character: each is a 400 (or 501), and the connection closes after it.
+ * server that accepts its own connections. The parser is strict where leniency lets two parties
+ * read one message two ways (RFC 9112 §6.3, §11.2): a request with both `Content-Length` and
+ * `Transfer-Encoding`, a `Transfer-Encoding` other than `chunked`, differing lengths, a folded or
+ * malformed header line, a bare LF, a control character: each is a 400 (or 501), and the
+ * connection closes after it.
  *
  * @module
  */
@@ -43,6 +44,7 @@ export interface RequestHead {
 const CR = 13;
 const LF = 10;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const TARGET = /^[\x21-\x7e]+$/;
 
 /**
  * Whether a field value holds a control character: values are visible ASCII, obs-text, space
@@ -55,7 +57,6 @@ function hasControl(value: string): boolean {
   }
   return false;
 }
-const TARGET = /^[\x21-\x7e]+$/;
 
 /** Bytes as ISO-8859-1 text, byte for byte (`TextDecoder("latin1")` is windows-1252). */
 export function latin1(bytes: Uint8Array): string {

@@ -32,7 +32,13 @@ import http from "node:http";
 import type { Socket } from "node:net";
 import { respond } from "./node_bridge.ts";
 import { serveConnections } from "./conn_serve.ts";
-import { guardedServer, newCounts } from "./serve_types.ts";
+import {
+  ClientConnections,
+  guardedServer,
+  InFlight,
+  newCounts,
+  plainAnswerText,
+} from "./serve_types.ts";
 import type { ConnectionDeadlines, GuardedServer } from "./serve_types.ts";
 
 export type { ConnectionDeadlines, GuardedServer } from "./serve_types.ts";
@@ -56,7 +62,7 @@ export interface GuardedServeOptions {
   service?: string;
   /**
    * `conn` (default): our own HTTP/1.1 engine on `Deno.listen` (`./conn_serve.ts`); `node`:
-   * `node:http`, the engine before it (about twice the CPU per request), kept as a fallback.
+   * `node:http`, the engine before it (more CPU per request: `bench:serve`), kept as a fallback.
    * The default can be set with `REINS_HTTP_ENGINE`.
    */
   engine?: ServeEngine;
@@ -120,10 +126,6 @@ function defaultEngine(): ServeEngine {
   return named;
 }
 
-function plainAnswer(status: string): string {
-  return `HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`;
-}
-
 /**
  * Serves `handler` behind connection deadlines and caps.
  *
@@ -183,9 +185,8 @@ export async function serveGuarded(
   // tests/security_connections_test.ts). Closing over-cap sockets here keeps it accepting.
   const counts = newCounts();
   const sockets = new Set<Socket>();
-  const perAddress = new Map<string, number>();
-  let inFlight = 0;
-  const idle = new Set<() => void>();
+  const clientConnections = new ClientConnections(perClient);
+  const requests = new InFlight();
 
   server.on("connection", (socket: Socket) => {
     if (sockets.size >= maxConnections) {
@@ -195,20 +196,16 @@ export async function serveGuarded(
       return;
     }
     const address = socket.remoteAddress ?? "";
-    const open = perAddress.get(address) ?? 0;
-    if (open >= perClient) {
+    if (!clientConnections.admit(address)) {
       counts.refused++;
-      socket.end(plainAnswer("503 Service Unavailable"));
+      socket.end(plainAnswerText(503));
       socket.destroySoon?.();
       return;
     }
-    perAddress.set(address, open + 1);
     sockets.add(socket);
     socket.once("close", () => {
       sockets.delete(socket);
-      const left = (perAddress.get(address) ?? 1) - 1;
-      if (left > 0) perAddress.set(address, left);
-      else perAddress.delete(address);
+      clientConnections.release(address);
     });
   });
   // Node's own answers to a bad or late request, counted (a listener replaces the default).
@@ -216,16 +213,16 @@ export async function serveGuarded(
     const code = error.code ?? "";
     if (code === "ERR_HTTP_REQUEST_TIMEOUT") counts.timedOut++;
     const status = code === "ERR_HTTP_REQUEST_TIMEOUT"
-      ? "408 Request Timeout"
+      ? 408
       : code === "HPE_HEADER_OVERFLOW"
-      ? "431 Request Header Fields Too Large"
+      ? 431
       : code === "HPE_CHUNK_EXTENSIONS_OVERFLOW"
-      ? "413 Payload Too Large"
-      : "400 Bad Request";
+      ? 413
+      : 400;
     const answered = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })
       ._httpMessage?.headersSent;
     if (code !== "ECONNRESET" && socket.writable && !answered) {
-      socket.end(plainAnswer(status));
+      socket.end(plainAnswerText(status));
     }
     socket.destroySoon?.();
     setTimeout(() => socket.destroy(), 1_000).unref?.();
@@ -258,11 +255,8 @@ export async function serveGuarded(
   };
 
   server.on("request", (incoming: http.IncomingMessage, outgoing: http.ServerResponse) => {
-    inFlight++;
-    outgoing.once("close", () => {
-      inFlight--;
-      if (inFlight === 0) { for (const wake of [...idle]) wake(); }
-    });
+    requests.begin();
+    outgoing.once("close", () => requests.end());
     respond(handler, incoming, outgoing, options.hostname, options.service ?? "serve");
   });
 
@@ -285,15 +279,7 @@ export async function serveGuarded(
       clearTimeout(rearm);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      if (inFlight > 0) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await new Promise<void>((resolve) => {
-          idle.add(resolve);
-          timer = setTimeout(resolve, 1_000);
-        });
-        clearTimeout(timer);
-        idle.clear();
-      }
+      await requests.settled(1_000);
       server.closeAllConnections();
       for (const socket of sockets) socket.destroy();
       await closed;

@@ -1,8 +1,11 @@
 /**
- * The connection deadlines and caps both engines of `serveGuarded` take (`./serve.ts`).
+ * What both engines of `serveGuarded` (`./serve.ts`) share: the deadlines and caps they take,
+ * their counts, the per-client cap, the requests in flight a shutdown waits for, the handler
+ * call and the plain answers they write themselves.
  *
  * @module
  */
+import { STATUS_CODES } from "node:http";
 
 /** Deadlines of `serveGuarded` (see `ServerDeadlinesSchema`). */
 export interface ConnectionDeadlines {
@@ -133,3 +136,103 @@ export const SMALL_BODY_BYTES = 64 * 1024;
 /** The abort reason when the client closes its connection first. */
 export const clientLeft = (): DOMException =>
   new DOMException("the client closed the connection", "AbortError");
+
+/**
+ * A bodyless answer a server writes itself (503 over the per-client cap, 408, 431, 400 …); the
+ * connection closes after it.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { plainAnswerText } from "./serve_types.ts";
+ * assert.equal(
+ *   plainAnswerText(431),
+ *   "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+ * );
+ * ```
+ */
+export function plainAnswerText(status: number): string {
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\n` +
+    "connection: close\r\ncontent-length: 0\r\n\r\n";
+}
+
+/**
+ * Connections open per client address, against `cap`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { ClientConnections } from "./serve_types.ts";
+ * const open = new ClientConnections(2);
+ * assert.deepEqual([open.admit("a"), open.admit("a"), open.admit("a")], [true, true, false]);
+ * open.release("a");
+ * assert.equal(open.admit("a"), true);
+ * ```
+ */
+export class ClientConnections {
+  readonly #open = new Map<string, number>();
+
+  constructor(readonly cap: number) {}
+
+  /** Counts one more connection from `address`; false (and nothing counted) at the cap. */
+  admit(address: string): boolean {
+    const open = this.#open.get(address) ?? 0;
+    if (open >= this.cap) return false;
+    this.#open.set(address, open + 1);
+    return true;
+  }
+
+  /** One admitted connection from `address` has closed. */
+  release(address: string): void {
+    const left = (this.#open.get(address) ?? 1) - 1;
+    if (left > 0) this.#open.set(address, left);
+    else this.#open.delete(address);
+  }
+}
+
+/**
+ * The requests a server has in flight, and a wait for them to end (what a shutdown grants them).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { InFlight } from "./serve_types.ts";
+ * const requests = new InFlight();
+ * requests.begin();
+ * const settled = requests.settled(10_000);
+ * requests.end();
+ * await settled;
+ * assert.equal(requests.count, 0);
+ * ```
+ */
+export class InFlight {
+  #count = 0;
+  readonly #waiting = new Set<() => void>();
+
+  get count(): number {
+    return this.#count;
+  }
+
+  begin(): void {
+    this.#count++;
+  }
+
+  end(): void {
+    this.#count--;
+    if (this.#count === 0) { for (const wake of [...this.#waiting]) wake(); }
+  }
+
+  /** Resolves once none is in flight, or after `ms` at most. */
+  async settled(ms: number): Promise<void> {
+    if (this.#count === 0) return;
+    await atMost(new Promise<void>((resolve) => this.#waiting.add(resolve)), ms);
+    this.#waiting.clear();
+  }
+}
+
+/** Waits for `promise`, or `ms` at most. */
+export async function atMost(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
