@@ -21,6 +21,7 @@
  */
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
+import { median } from "../lib/util/stats.ts";
 
 const { values: args, positionals } = parseArgs({
   args: Deno.args,
@@ -77,12 +78,6 @@ async function runBench(root: string): Promise<Map<string, number>> {
     Deno.exit(1);
   }
   return figuresOf(text);
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 console.log(

@@ -15,6 +15,8 @@
  */
 import { parseArgs } from "node:util";
 import { serveGuarded } from "../lib/http/serve.ts";
+import { cpuMsOf } from "../lib/http/lag.ts";
+import { median } from "../lib/util/stats.ts";
 
 const ENGINES = ["conn", "node", "deno"] as const;
 type Engine = typeof ENGINES[number];
@@ -57,8 +59,9 @@ if (args.serve) {
 
 /** The CPU seconds `pid` has used (user + system). */
 function cpuSeconds(pid: number): number {
-  const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  const ms = cpuMsOf(`/proc/${pid}/stat`);
+  if (ms === null) throw new Error(`bench:serve reads /proc/${pid}/stat (Linux only)`);
+  return ms / 1000;
 }
 
 async function measure(engine: Engine, seconds: number) {
@@ -133,10 +136,6 @@ async function main() {
       );
     }
   }
-  const median = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  };
   for (const engine of ENGINES) {
     const rs = results[engine];
     console.log(

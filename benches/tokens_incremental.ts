@@ -14,6 +14,7 @@ import { loadQwen3Tokenizer } from "../lib/tokens/qwen3.ts";
 import { tokensEqual } from "../lib/tokens/sequence.ts";
 import type { ChatTokenizer, RenderOptions } from "../lib/tokens/types.ts";
 import { mulberry32 } from "../lib/util/random.ts";
+import { median } from "../lib/util/stats.ts";
 
 /** Options of {@link measureIncrementalSpeedup}. */
 export interface IncrementalBenchOptions {
@@ -60,12 +61,6 @@ function textMaker(seed: number): (words: number) => string {
     }
     return out.join(" ");
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /**

@@ -100,8 +100,24 @@ export class EventLoopLag {
 
 /** CPU time (user + system, ms) of the calling thread from `/proc/thread-self/stat`, or null. */
 function threadCpuMs(): number | null {
+  return cpuMsOf("/proc/thread-self/stat");
+}
+
+/**
+ * CPU time (user + system, ms) from a Linux `stat` file (`/proc/<pid>/stat`,
+ * `/proc/thread-self/stat`), or null where it cannot be read.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cpuMsOf } from "./lag.ts";
+ * const ms = cpuMsOf("/proc/self/stat");
+ * assert.ok(ms === null || ms >= 0);
+ * ```
+ */
+export function cpuMsOf(statFile: string): number | null {
   try {
-    const stat = Deno.readTextFileSync("/proc/thread-self/stat");
+    const stat = Deno.readTextFileSync(statFile);
     // Fields after the command name (which may hold spaces) start at state (field 3).
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(fields[11]) + Number(fields[12])) * 10; // utime, stime in 100 Hz ticks

@@ -15,6 +15,6 @@
  *
  * @module
  */
-export { ci95HalfWidth, type MeanCi, meanCi, welchDiff } from "./stats.ts";
+export { ci95HalfWidth, type MeanCi, meanCi, median, welchDiff } from "./stats.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
 export { sleep } from "./time.ts";

@@ -91,3 +91,23 @@ export function welchDiff(
   const t = Number.isFinite(df) && df > 0 ? tQuantile(0.975, df) : Number.NaN;
   return { mean: a.mean - b.mean, ci95: t * se, se, df };
 }
+
+/**
+ * The median of `values` (the mean of the two middle ones for an even count; NaN for none): what
+ * the benches read a figure of several rounds as.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { median } from "./stats.ts";
+ * assert.equal(median([3, 1, 2]), 2);
+ * assert.equal(median([4, 1, 3, 2]), 2.5);
+ * assert.ok(Number.isNaN(median([])));
+ * ```
+ */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
