@@ -92,15 +92,36 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
       }
 
       await t.step("several sequences at once: each as it would be alone (seeded)", async () => {
+        // llama.cpp's logits depend on the batch a sequence is evaluated in at float precision
+        // (~1e-6): a seeded draw that lands that close to a boundary of the cumulative
+        // distribution picks the neighbouring token, and the sequences part from there (seen
+        // once in a loaded CI run: 2 of 16 ids). So the test asks what batching must not
+        // change: up to where they part, the same ids with the same logprobs (cross-talk between
+        // slots would move them far more than 1e-3), and no more than one sequence of six
+        // parting at all (a near-tie is rare; a sequence that sees another's context parts at
+        // once).
         const together = await generateAll({});
+        let parted = 0;
         for (const [i, prompt_ids] of PROMPTS.entries()) {
           const { body } = await post(`${engine.url}/generate`, {
             prompt_ids,
             max_tokens: 16,
             seed: 100 + i,
           });
-          assert.deepEqual(body.ids, together[i].ids);
+          const alone = body as { ids: number[]; logprobs: number[] };
+          let same = 0;
+          while (same < 16 && alone.ids[same] === together[i].ids[same]) same++;
+          if (same < 16) parted++;
+          const diff = maxAbsDiff(
+            alone.logprobs.slice(0, same),
+            together[i].logprobs.slice(0, same),
+          );
+          assert.ok(diff < 1e-3, `sequence ${i}: max |Δlogprob| ${diff} over ${same} shared ids`);
         }
+        assert.ok(
+          parted <= 1,
+          `${parted} of ${PROMPTS.length} sequences parted from their alone run`,
+        );
       });
 
       await t.step("top-k truncation renormalises over the kept tokens", async () => {

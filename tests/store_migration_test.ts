@@ -13,6 +13,7 @@ import postgres from "postgres";
 import { openPostgresStore } from "../lib/gateway/postgres_store.ts";
 import { POSTGRES, SQLITE, sqliteText } from "../lib/gateway/sql/dialect.ts";
 import { runAsync, runSync } from "../lib/gateway/sql/flow.ts";
+import { SqlFlows } from "../lib/gateway/sql/flows.ts";
 import { migrate, MIGRATIONS, SCHEMA_VERSION } from "../lib/gateway/sql/migrations.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
 import { type Store, StoreError } from "../lib/gateway/store.ts";
@@ -144,6 +145,25 @@ Deno.test("sqlite: a schema-1 file made before versions existed is migrated", as
       } finally {
         await store.close();
       }
+      // Schema 3: model calls have an index of their own, and the lookup of a new call's
+      // prompt-prefix candidates searches it (other events are no longer indexed by attempt).
+      const raw2 = new DatabaseSync(path);
+      try {
+        const indexes = raw2.prepare(
+          "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'",
+        ).all().map((r) => r.name);
+        assert.ok(indexes.includes("events_model_calls"), String(indexes));
+        assert.ok(!indexes.includes("events_calls"), String(indexes));
+        const plan = raw2.prepare(
+          `EXPLAIN QUERY PLAN ${sqliteText(new SqlFlows(SQLITE).q.recentCalls)}`,
+        ).all("done", "a").map((r) => String(r.detail));
+        assert.ok(
+          plan.some((d) => /USING (COVERING )?INDEX events_model_calls\b/.test(d)),
+          String(plan),
+        );
+      } finally {
+        raw2.close();
+      }
     });
 
     await t.step("a file made from schema 1 as the migration list keeps it", async () => {
@@ -174,7 +194,7 @@ Deno.test("sqlite: a schema-1 file made before versions existed is migrated", as
       } finally {
         await store.close();
       }
-      assert.deepEqual(sqliteVersions(path), [1, 2]);
+      assert.deepEqual(sqliteVersions(path), MIGRATIONS.map((m) => m.version));
     });
 
     await t.step("a file of a newer schema is refused and left as it was", async () => {
@@ -289,7 +309,7 @@ Deno.test("postgres: a schema-1 database made before versions existed is migrate
       } finally {
         await store.close();
       }
-      assert.deepEqual(await versions(url), [1, 2]);
+      assert.deepEqual(await versions(url), MIGRATIONS.map((m) => m.version));
     });
 
     await t.step("a database of a newer schema is refused and left as it was", async () => {

@@ -365,6 +365,24 @@ export function checkAppend(
   return { credential, parsed };
 }
 
+/**
+ * Whether `credential` may post new events to an attempt in `state` (what
+ * {@link checkLiveAttempt} refuses, as a yes or no): an attempt's own token only while it is the
+ * current attempt and running; the admin and reporter credentials always.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { attemptMayPost } from "./store_rules.ts";
+ * assert.equal(attemptMayPost({ status: "running", current: true }, "capability"), true);
+ * assert.equal(attemptMayPost({ status: "succeeded", current: true }, "capability"), false);
+ * assert.equal(attemptMayPost({ status: "failed", current: false }, "admin"), true);
+ * ```
+ */
+export function attemptMayPost(state: AttemptState, credential: Credential): boolean {
+  return credential !== "capability" || (state.current && state.status === "running");
+}
+
 /** 409 unless a capability token's attempt is running and current (for events it would add). */
 export function checkLiveAttempt(
   state: AttemptState,
@@ -372,7 +390,7 @@ export function checkLiveAttempt(
   rollout_id: string,
   attempt_id: string,
 ): void {
-  if (credential !== "capability") return;
+  if (attemptMayPost(state, credential)) return;
   if (!state.current) {
     throw new StoreError(
       "conflict",

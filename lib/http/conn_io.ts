@@ -148,20 +148,17 @@ export async function writeResponse(
     head += `${name}: ${value}\r\n`;
   });
   head += connectionLine;
-  const body = response.body;
   const bodiless = method === "HEAD" || NO_BODY_STATUS.has(status) || status < 200;
-  if (!body || (bodiless && !json)) {
-    if (body) await body.cancel().catch(() => {});
-    if (!NO_BODY_STATUS.has(status) && status >= 200 && (!body || length !== null)) {
-      head += `content-length: ${body ? length : 0}\r\n`;
-    }
-    await write(encoder.encode(head + "\r\n"));
-    return true;
-  }
-  // A JSON answer is already whole in memory: one write, with its length.
+  // A JSON answer is already whole in memory: one write, with its length. Read without the
+  // `body` getter, which would first wrap the bytes in a stream (~3.5 µs an answer, in Deno);
+  // a null body reads as empty.
   if (json) {
     const bytes = new Uint8Array(await response.arrayBuffer());
     if (gone.aborted) return false;
+    if (NO_BODY_STATUS.has(status) || status < 200) {
+      await write(encoder.encode(head + "\r\n"));
+      return true;
+    }
     head += `content-length: ${bytes.byteLength}\r\n\r\n`;
     if (bodiless) {
       await write(encoder.encode(head));
@@ -171,6 +168,15 @@ export async function writeResponse(
     encoder.encodeInto(head, whole);
     whole.set(bytes, head.length);
     await write(whole);
+    return true;
+  }
+  const body = response.body;
+  if (!body || bodiless) {
+    if (body) await body.cancel().catch(() => {});
+    if (!NO_BODY_STATUS.has(status) && status >= 200 && (!body || length !== null)) {
+      head += `content-length: ${body ? length : 0}\r\n`;
+    }
+    await write(encoder.encode(head + "\r\n"));
     return true;
   }
   const chunked = length === null;

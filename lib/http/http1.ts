@@ -58,8 +58,19 @@ function hasControl(value: string): boolean {
   return false;
 }
 
+const ascii = new TextDecoder();
+
 /** Bytes as ISO-8859-1 text, byte for byte (`TextDecoder("latin1")` is windows-1252). */
 export function latin1(bytes: Uint8Array): string {
+  // The usual head is ASCII, which the native UTF-8 decoder reads the same and ~8x faster.
+  let high = false;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] > 127) {
+      high = true;
+      break;
+    }
+  }
+  if (!high) return ascii.decode(bytes);
   let text = "";
   for (let i = 0; i < bytes.length; i += 8_192) {
     text += String.fromCharCode.apply(null, bytes.subarray(i, i + 8_192) as unknown as number[]);

@@ -493,9 +493,11 @@ export async function runStoreConformance(
         type: "log",
         payload: { stream: "stdout", text: "hi" },
       }]);
-      // Duplicated and reordered retry: same events back, nothing new stored.
+      // Duplicated and reordered retry: same events back, nothing new stored, no seq taken.
+      const seqBeforeRetry = await store.lastSeq();
       const retry = await store.appendEvents("a", att.a, [e("k3", 0.3), e("k1", 0.1)]);
       assert.deepEqual(retry, [first[2], first[0]]);
+      assert.equal(await store.lastSeq(), seqBeforeRetry);
       // A taken key with another payload (or type) is refused, naming the key; nothing stored.
       const seqBefore = await store.lastSeq();
       await rejectsWith(

@@ -43,6 +43,21 @@ export const MIGRATIONS: readonly Migration[] = [
       ];
     },
   },
+  {
+    version: 3,
+    name: "model-call index",
+    // Only model calls are looked up by attempt (a new call's prompt-prefix candidates). The
+    // index over every event by (rollout, attempt, type, seq) cost each log, custom and reward
+    // event an index write, and a page in each commit; it now holds model calls alone.
+    statements: (d) => {
+      const prefix = d.kind === "postgres" ? "reins_" : "";
+      return [
+        `DROP INDEX IF EXISTS ${prefix}events_calls`,
+        `CREATE INDEX IF NOT EXISTS ${prefix}events_model_calls ON ${d.table.events}
+           (rollout_id, attempt_id, seq) WHERE type = 'model_request'`,
+      ];
+    },
+  },
 ];
 
 /** The schema version this code writes. */
