@@ -191,7 +191,14 @@ export class PostgresStore implements Store {
       const jobs = this.#queue.splice(0, 256);
       for (let tries = 1;; tries++) {
         try {
-          const results = await this.#tx((tx) => appendGroup(tx, jobs, this.#cache));
+          this.#open();
+          const conn = await this.#sql.reserve();
+          let results: Array<RolloutEvent[] | StoreError>;
+          try {
+            results = await appendGroup(conn, jobs, this.#cache);
+          } finally {
+            conn.release();
+          }
           jobs.forEach((job, i) => {
             const result = results[i];
             if (result instanceof Error) job.reject(result);
