@@ -35,7 +35,6 @@ import { SQLITE, sqliteText } from "./sql/dialect.ts";
 import { type Flow, type Query, runSync } from "./sql/flow.ts";
 import { SqlFlows, type TokenStore } from "./sql/flows.ts";
 import { migrate } from "./sql/migrations.ts";
-import type { EventRow } from "./sql/rows.ts";
 import {
   type AppendOptions,
   type Claimed,
@@ -52,23 +51,12 @@ import {
   checkListing,
   checkRenewalArgs,
   checkTransitionArgs,
-  EVENT_COLUMNS,
   isId,
-  modelRequestOf,
-  newEventRow,
   normalizeCreates,
-  type ParsedEvent,
 } from "./store_input.ts";
-import {
-  attemptMayPost,
-  type AttemptState,
-  checkAppend,
-  checkLiveAttempt,
-  keyConflict,
-  noRollout,
-  rewardCounts,
-} from "./store_rules.ts";
-import { type CallTokens, planPrompt, TokenCache } from "./token_blob.ts";
+import { checkAppend, noRollout } from "./store_rules.ts";
+import { type CallTokens, TokenCache } from "./token_blob.ts";
+import { appendToAttempt, type SqliteEventDb } from "./sqlite_events.ts";
 import { WalSync } from "./sqlite_wal_sync.ts";
 import { type Checkpointer, checkpointOffThread } from "./sqlite_checkpointer.ts";
 
@@ -151,6 +139,14 @@ export class SqliteStore implements Store {
   readonly #tokens: TokenStore = {
     get: (seq) => this.#pendingCache.get(seq) ?? this.#cache.get(seq),
     set: (seq, tokens) => this.#cacheSet(seq, tokens),
+  };
+  /** What the event path (`./sqlite_events.ts`) uses of this connection. */
+  readonly #events: SqliteEventDb = {
+    stmt: (sql) => this.#stmt(sql),
+    flow: (flow) => this.#flow(flow),
+    nextSeq: () => this.#nextSeq(),
+    giveBackSeq: () => void this.#seq!.value--,
+    tokens: this.#tokens,
   };
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
@@ -279,59 +275,10 @@ export class SqliteStore implements Store {
       // set the rollout's reward, a model call also updates the rollout's versions.
       const oneStatement = parsed.length === 1 && parsed[0].type !== "model_request" &&
         parsed[0].type !== "reward";
-      return this.#tx(() => {
-        const state = this.#flow(flows.attemptState(rollout_id, attempt_id));
-        const now = Date.now();
-        const out: RolloutEvent[] = [];
-        const posted = new Map<string, ParsedEvent>();
-        const mayPost = attemptMayPost(state, credential);
-        parsed.forEach((event, i) => {
-          const key = event.event_key;
-          // A new key is inserted at once, the unique index telling whether it was taken: one
-          // statement where a lookup and an insert were two (~6 µs an event). A taken key, or an
-          // attempt that may not post, goes the long way below (a retry is answered with what
-          // was stored; a different event under the key is a conflict).
-          if (key !== undefined && mayPost && !posted.has(key)) {
-            const stored = this.#insertEvent(
-              rollout_id,
-              attempt_id,
-              event,
-              now,
-              state,
-              options,
-              true,
-            );
-            if (stored) {
-              posted.set(key, event);
-              out.push(stored);
-              return;
-            }
-          }
-          if (key !== undefined) {
-            const [existing] = this.#stmt(flows.q.eventByKey).all(
-              rollout_id,
-              key,
-            ) as unknown as EventRow[];
-            if (existing) {
-              const stored = this.#flow(flows.decodeEvent(existing, this.#tokens));
-              const earlier = posted.get(key);
-              const conflict = keyConflict(
-                earlier ? { attempt_id, event: earlier } : stored,
-                attempt_id,
-                event,
-                i,
-              );
-              if (conflict) throw conflict;
-              out.push(stored);
-              return;
-            }
-            posted.set(key, event);
-          }
-          checkLiveAttempt(state, credential, rollout_id, attempt_id);
-          out.push(this.#insertEvent(rollout_id, attempt_id, event, now, state, options)!);
-        });
-        return out;
-      }, oneStatement);
+      return this.#tx(
+        () => appendToAttempt(this.#events, rollout_id, attempt_id, parsed, credential, options),
+        oneStatement,
+      );
     });
   }
 
@@ -585,61 +532,5 @@ export class SqliteStore implements Store {
     this.#seq.value++;
     this.#seq.dirty = true;
     return this.#seq.value;
-  }
-
-  #insertEvent(
-    rollout_id: string,
-    attempt_id: string,
-    event: ParsedEvent,
-    now: number,
-    state: AttemptState,
-    options: AppendOptions,
-    unlessKeyTaken = false,
-  ): RolloutEvent | null {
-    const at = { seq: this.#nextSeq(), rollout_id, attempt_id, created_at: now };
-    const insert = this.#stmt(
-      `INSERT INTO events (${EVENT_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
-        (unlessKeyTaken
-          ? " ON CONFLICT (rollout_id, event_key) WHERE event_key IS NOT NULL DO NOTHING"
-          : ""),
-    );
-    // Nothing inserted (the key was taken): the seq goes back, nothing else is written.
-    const inserted = (values: SQLInputValue[]) => {
-      if (insert.run(...values, now).changes !== 0) return true;
-      this.#seq!.value--;
-      return false;
-    };
-    if (event.type !== "model_request") {
-      const row = newEventRow(at, event);
-      if (!inserted(row.values)) return null;
-      const credential = options.credential ?? "admin";
-      if (event.type === "reward" && rewardCounts(state, credential)) {
-        this.#stmt(flows.q.setReward).run(
-          event.payload.value,
-          attempt_id,
-          credential,
-          now,
-          rollout_id,
-        );
-      }
-      return row.event;
-    }
-    const request = modelRequestOf(event);
-    const candidates = (this.#stmt(flows.q.recentCalls).all(rollout_id, attempt_id) as Array<
-      { seq: number }
-    >).map(({ seq }) => ({ seq, tokens: this.#flow(flows.callTokens(seq, this.#tokens)) }));
-    const plan = planPrompt(request.prompt_token_ids, candidates);
-    const row = newEventRow(at, event, { request, plan });
-    if (!inserted(row.values)) return null;
-    this.#stmt(
-      `UPDATE rollouts SET policy_version_min = MIN(COALESCE(policy_version_min, ?1), ?1),
-        policy_version_max = MAX(COALESCE(policy_version_max, ?1), ?1), updated_at = ?2
-       WHERE rollout_id = ?3`,
-    ).run(request.policy_version, now, rollout_id);
-    this.#cacheSet(at.seq, {
-      prompt: request.prompt_token_ids.slice(),
-      response: request.response_token_ids.slice(),
-    });
-    return row.event;
   }
 }
