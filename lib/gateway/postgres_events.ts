@@ -49,7 +49,7 @@ const pairKey = (r: string, a: string) => JSON.stringify([r, a]);
 const keyOf = (rollout_id: string, key: string) => JSON.stringify([rollout_id, key]);
 
 /** What a group of posts reads before its transaction's writes (see {@link readGroup}). */
-export interface GroupReads {
+interface GroupReads {
   /** Per posted (rollout, attempt): whether the rollout exists, the attempt's state. */
   found: Array<{
     rollout_id: string;
@@ -64,13 +64,10 @@ export interface GroupReads {
 
 /**
  * Reads what a group of posts needs first: the attempts' states and the events already stored
- * under the posted keys, two statements pipelined on one connection. {@link appendGroup} reads
- * them before its seq lock, so they may run on a pool connection while the group's transaction
- * begins (each statement reads what was committed when it ran, in or out of the transaction):
- * every round trip also waits its turn on the gateway's busy event loop (~1–3 ms under load), and
- * the posts of the group wait through each.
+ * under the posted keys, two statements sent together ({@link appendGroup} sends them right
+ * behind its BEGIN, before the seq lock).
  */
-export function readGroup(sql: Tx, jobs: AppendJob[]): Promise<GroupReads> {
+function readGroup(sql: Tx, jobs: AppendJob[]): Promise<GroupReads> {
   const pairs = [...new Set(jobs.map((j) => pairKey(j.rollout_id, j.attempt_id)))].map(
     (k) => JSON.parse(k) as [string, string],
   );
@@ -130,13 +127,7 @@ export async function appendGroup(
       pgQuery(conn, "BEGIN"),
       readGroup(conn, jobs),
     ]);
-    let committed = false;
-    const results = await appendRead(conn, jobs, cache, found, keyed, () => {
-      committed = true;
-      return pgQuery(conn, "COMMIT");
-    });
-    if (!committed) await pgQuery(conn, "COMMIT");
-    return results;
+    return await appendRead(conn, jobs, cache, found, keyed);
   } catch (err) {
     // Also after a pipelined COMMIT: the failed transaction was seen still open at the next
     // BEGIN on this connection (the COMMIT queued behind the failed statement had not ended it),
@@ -148,14 +139,13 @@ export async function appendGroup(
   }
 }
 
-/** {@link appendGroup} once its reads are in; `commit` sends COMMIT with the last writes. */
+/** {@link appendGroup} once its reads are in, up to its COMMIT (sent with the last writes). */
 async function appendRead(
   tx: Tx,
   jobs: AppendJob[],
   cache: TokenStore,
   found: GroupReads["found"],
   keyed: EventRow[],
-  commit: () => Promise<unknown>,
 ): Promise<Array<RolloutEvent[] | StoreError>> {
   const states = new Map<string, AttemptState>();
   const errors = new Map<AppendJob, StoreError>();
@@ -307,8 +297,10 @@ async function appendRead(
           [JSON.stringify(changed), now],
         )
         : null,
-      commit(),
+      pgQuery(tx, "COMMIT"),
     ]);
+  } else {
+    await pgQuery(tx, "COMMIT");
   }
 
   return jobs.map((job) => {

@@ -17,7 +17,6 @@ import { SQLITE } from "./sql/dialect.ts";
 import type { Flow } from "./sql/flow.ts";
 import { SqlFlows, type TokenStore } from "./sql/flows.ts";
 import type { EventRow } from "./sql/rows.ts";
-import type { AppendOptions } from "./store.ts";
 import { EVENT_COLUMNS, modelRequestOf, newEventRow, type ParsedEvent } from "./store_input.ts";
 import {
   attemptMayPost,
@@ -29,6 +28,10 @@ import {
 import { planPrompt } from "./token_blob.ts";
 
 const flows = new SqlFlows(SQLITE);
+const INSERT =
+  `INSERT INTO events (${EVENT_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+const INSERT_UNLESS_KEY_TAKEN =
+  `${INSERT} ON CONFLICT (rollout_id, event_key) WHERE event_key IS NOT NULL DO NOTHING`;
 
 /** What the event path uses of the store's connection, inside a group transaction. */
 export interface SqliteEventDb {
@@ -55,7 +58,6 @@ export function appendToAttempt(
   attempt_id: string,
   parsed: ParsedEvent[],
   credential: Credential,
-  options: AppendOptions,
 ): RolloutEvent[] {
   const state = db.flow(flows.attemptState(rollout_id, attempt_id));
   const now = Date.now();
@@ -69,7 +71,7 @@ export function appendToAttempt(
     // attempt that may not post, goes the long way below (a retry is answered with what
     // was stored; a different event under the key is a conflict).
     if (key !== undefined && mayPost && !posted.has(key)) {
-      const stored = insertEvent(db, rollout_id, attempt_id, event, now, state, options, true);
+      const stored = insertEvent(db, rollout_id, attempt_id, event, now, state, credential, true);
       if (stored) {
         posted.set(key, event);
         out.push(stored);
@@ -97,7 +99,7 @@ export function appendToAttempt(
       posted.set(key, event);
     }
     checkLiveAttempt(state, credential, rollout_id, attempt_id);
-    out.push(insertEvent(db, rollout_id, attempt_id, event, now, state, options)!);
+    out.push(insertEvent(db, rollout_id, attempt_id, event, now, state, credential)!);
   });
   return out;
 }
@@ -109,16 +111,11 @@ function insertEvent(
   event: ParsedEvent,
   now: number,
   state: AttemptState,
-  options: AppendOptions,
+  credential: Credential,
   unlessKeyTaken = false,
 ): RolloutEvent | null {
   const at = { seq: db.nextSeq(), rollout_id, attempt_id, created_at: now };
-  const insert = db.stmt(
-    `INSERT INTO events (${EVENT_COLUMNS}, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)` +
-      (unlessKeyTaken
-        ? " ON CONFLICT (rollout_id, event_key) WHERE event_key IS NOT NULL DO NOTHING"
-        : ""),
-  );
+  const insert = db.stmt(unlessKeyTaken ? INSERT_UNLESS_KEY_TAKEN : INSERT);
   // Nothing inserted (the key was taken): the seq goes back, nothing else is written.
   const inserted = (values: SQLInputValue[]) => {
     if (insert.run(...values, now).changes !== 0) return true;
@@ -128,7 +125,6 @@ function insertEvent(
   if (event.type !== "model_request") {
     const row = newEventRow(at, event);
     if (!inserted(row.values)) return null;
-    const credential = options.credential ?? "admin";
     if (event.type === "reward" && rewardCounts(state, credential)) {
       db.stmt(flows.q.setReward).run(
         event.payload.value,

@@ -276,7 +276,7 @@ export class SqliteStore implements Store {
       const oneStatement = parsed.length === 1 && parsed[0].type !== "model_request" &&
         parsed[0].type !== "reward";
       return this.#tx(
-        () => appendToAttempt(this.#events, rollout_id, attempt_id, parsed, credential, options),
+        () => appendToAttempt(this.#events, rollout_id, attempt_id, parsed, credential),
         oneStatement,
       );
     });

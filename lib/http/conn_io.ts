@@ -148,14 +148,16 @@ export async function writeResponse(
     head += `${name}: ${value}\r\n`;
   });
   head += connectionLine;
-  const bodiless = method === "HEAD" || NO_BODY_STATUS.has(status) || status < 200;
+  // 1xx, 204 and 304 answers have no body and no length; a HEAD answer has a length, no body.
+  const noBodyStatus = NO_BODY_STATUS.has(status) || status < 200;
+  const bodiless = method === "HEAD" || noBodyStatus;
   // A JSON answer is already whole in memory: one write, with its length. Read without the
   // `body` getter, which would first wrap the bytes in a stream (~3.5 µs an answer, in Deno);
   // a null body reads as empty.
   if (json) {
     const bytes = new Uint8Array(await response.arrayBuffer());
     if (gone.aborted) return false;
-    if (NO_BODY_STATUS.has(status) || status < 200) {
+    if (noBodyStatus) {
       await write(encoder.encode(head + "\r\n"));
       return true;
     }
@@ -173,7 +175,7 @@ export async function writeResponse(
   const body = response.body;
   if (!body || bodiless) {
     if (body) await body.cancel().catch(() => {});
-    if (!NO_BODY_STATUS.has(status) && status >= 200 && (!body || length !== null)) {
+    if (!noBodyStatus && (!body || length !== null)) {
       head += `content-length: ${body ? length : 0}\r\n`;
     }
     await write(encoder.encode(head + "\r\n"));
