@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { serveGuarded } from "../lib/http/serve.ts";
 import { untilClosed } from "./support/raw_conn.ts";
 import { Hono } from "hono";
-import { bodyLimits } from "../lib/http/body.ts";
+import { bodyLimits, readJson } from "../lib/http/body.ts";
 import { concurrencyCap } from "../lib/http/concurrency.ts";
 import type { HttpError } from "../lib/util/error.ts";
 import { sleep } from "../lib/util/time.ts";
@@ -244,6 +244,54 @@ for (const engine of ["conn", "node"] as const) {
       assert.match(bigHead, /^HTTP\/1\.1 431/);
       assert.deepEqual(handled, ["GET /b"]);
       assert.ok(server.timedOut >= 1, `timedOut ${server.timedOut}`);
+    } finally {
+      await server.shutdown();
+    }
+  });
+}
+
+for (const engine of ["conn", "node"] as const) {
+  Deno.test(`serve (${engine}): readJson decodes a collected body as text() would (BOM, malformed UTF-8, multi-byte), and a streamed one the same`, async () => {
+    const seen: unknown[] = [];
+    const server = await serveGuarded(async (request) => {
+      const copy = request.clone();
+      let parsed: unknown;
+      try {
+        parsed = await readJson(request);
+      } catch (error) {
+        parsed = { status: (error as HttpError).status };
+      }
+      // The same bytes through the Request's own body, for comparison.
+      const viaText = await copy.text();
+      seen.push([parsed, viaText]);
+      return Response.json(parsed);
+    }, { hostname: "127.0.0.1", port: 0, deadlines: DEADLINES, engine });
+    const url = `http://127.0.0.1:${server.addr.port}/`;
+    const bodies: Uint8Array<ArrayBuffer>[] = [
+      new TextEncoder().encode('{"text":"héllo ✓ 𝄞"}'),
+      new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode('{"bom":true}')]),
+      new Uint8Array([
+        ...new TextEncoder().encode('{"bad":"'),
+        0xff,
+        0xfe,
+        ...new TextEncoder().encode('"}'),
+      ]),
+      new TextEncoder().encode("   "),
+      // Past the collected size (64 KiB): streamed to the handler.
+      new TextEncoder().encode(JSON.stringify({ big: "é".repeat(40_000) })),
+    ];
+    try {
+      for (const body of bodies) {
+        const res = await fetch(url, { method: "POST", body });
+        const answer = await res.json();
+        const [parsed, viaText] = seen.at(-1) as [unknown, string];
+        assert.deepEqual(answer, parsed);
+        if (viaText.trim()) assert.deepEqual(parsed, JSON.parse(viaText));
+        else assert.deepEqual(parsed, { status: 400 });
+      }
+      assert.deepEqual((seen[0] as unknown[])[0], { text: "héllo ✓ 𝄞" });
+      assert.deepEqual((seen[1] as unknown[])[0], { bom: true });
+      assert.deepEqual((seen[2] as unknown[])[0], { bad: "\ufffd\ufffd" });
     } finally {
       await server.shutdown();
     }

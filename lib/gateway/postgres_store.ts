@@ -37,6 +37,7 @@ import { MIGRATE_LOCK, POSTGRES } from "./sql/dialect.ts";
 import { migrate } from "./sql/migrations.ts";
 import {
   type AppendOptions,
+  type ChangeFilter,
   type Claimed,
   type ClaimOptions,
   type ListEventsOptions,
@@ -242,9 +243,9 @@ export class PostgresStore implements Store {
     return isId(name) ? await pgRun(this.#sql, flows.getModel(name)) : null;
   }
 
-  async changesSince(seq: number, limit: number): Promise<Change[]> {
+  async changesSince(seq: number, limit: number, filter?: ChangeFilter): Promise<Change[]> {
     this.#open();
-    return await pgRun(this.#sql, flows.changesSince(seq, limit));
+    return await pgRun(this.#sql, flows.changesSince(seq, limit, filter));
   }
 
   async lastSeq(): Promise<number> {

@@ -37,6 +37,7 @@ import { SqlFlows, type TokenStore } from "./sql/flows.ts";
 import { migrate } from "./sql/migrations.ts";
 import {
   type AppendOptions,
+  type ChangeFilter,
   type Claimed,
   type ClaimOptions,
   type ListEventsOptions,
@@ -308,8 +309,8 @@ export class SqliteStore implements Store {
     return this.#read(() => (isId(name) ? this.#flow(flows.getModel(name)) : null));
   }
 
-  changesSince(seq: number, limit: number): Promise<Change[]> {
-    return this.#read(() => this.#flow(flows.changesSince(seq, limit)));
+  changesSince(seq: number, limit: number, filter?: ChangeFilter): Promise<Change[]> {
+    return this.#read(() => this.#flow(flows.changesSince(seq, limit, filter)));
   }
 
   lastSeq(): Promise<number> {

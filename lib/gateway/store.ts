@@ -119,6 +119,15 @@ export interface AppendOptions {
   credential?: Credential;
 }
 
+/** Narrows {@link Store.changesSince}. */
+export interface ChangeFilter {
+  /**
+   * Only events of this type (no model changes). Read by a process that watches one kind of
+   * change (`LiveAttempts`, status changes): the rows of every other event are not fetched.
+   */
+  eventType?: EventType;
+}
+
 /** Filters of {@link Store.listEvents}; events come ordered by `seq`. */
 export interface ListEventsOptions {
   type?: EventType | EventType[];
@@ -230,8 +239,11 @@ export interface Store {
   upsertModel(model: Omit<Model, "updated_at">): Promise<Model>;
   listModels(): Promise<Model[]>;
   getModel(name: string): Promise<Model | null>;
-  /** Changes with `seq` greater than `seq`, in order (for SSE and notebooks). */
-  changesSince(seq: number, limit: number): Promise<Change[]>;
+  /**
+   * Changes with `seq` greater than `seq`, in order (for SSE and notebooks); with
+   * `eventType`, only the events of that type.
+   */
+  changesSince(seq: number, limit: number, filter?: ChangeFilter): Promise<Change[]>;
   /** The last assigned store-wide seq (0 when empty). */
   lastSeq(): Promise<number>;
   /**

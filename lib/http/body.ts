@@ -9,7 +9,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { HttpError } from "../util/error.ts";
-import { collectedBodyBytes } from "./served_request.ts";
+import { collectedBodyBytes, takeCollectedBody } from "./served_request.ts";
 
 /** Limits of a request body. */
 export interface BodyLimits {
@@ -228,6 +228,8 @@ export function jsonDepth(text: string, stopAbove = Infinity): number {
   return deepest;
 }
 
+const utf8 = new TextDecoder();
+
 /**
  * Parses a JSON body: 400 naming `body` when empty, malformed (the message says `malformed`,
  * default "malformed JSON") or nested deeper than `maxDepth`; the body's own limit errors
@@ -237,7 +239,10 @@ export async function readJson(
   request: Request,
   options: { maxDepth?: number; malformed?: string } = {},
 ): Promise<unknown> {
-  const text = await request.text();
+  // A body our server collected whole is decoded from its bytes as `text()` would (UTF-8,
+  // a leading BOM dropped, malformed bytes replaced), without a stream around them.
+  const collected = takeCollectedBody(request);
+  const text = collected ? utf8.decode(collected) : await request.text();
   if (!text.trim()) {
     throw new HttpError(400, "body: empty, expected a JSON object", { field: "body" });
   }

@@ -248,7 +248,7 @@ export function serveConnections(
         ? `http://${host}/`
         : head.target;
       let body: Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array> | null = null;
-      let collectedBytes: number | null = null;
+      let collected: Uint8Array | null = null;
       const declared = head.contentLength;
       const bodyDeadline = deadlines.body_timeout_ms + settings.bodyGraceMs;
       if (head.expectContinue && (declared ?? 1) > 0 && inbound.size === 0) {
@@ -256,21 +256,21 @@ export function serveConnections(
       }
       if (declared !== null && declared <= SMALL_BODY_BYTES && !head.chunked) {
         if (declared > 0 || !["GET", "HEAD"].includes(head.method)) {
-          const collected = await collect(inbound, declared, bodyDeadline, clock);
-          if (collected === "late") {
+          const bytes = await collect(inbound, declared, bodyDeadline, clock);
+          if (bytes === "late") {
             counts.timedOut++;
             await writeAll(conn, plainAnswer(408)).catch(() => {});
             return "linger";
           }
-          if (collected === "gone") {
+          if (bytes === "gone") {
             console.warn(
               `${settings.service}: 499 ${head.method} ${head.target.split("?")[0]}: the ` +
                 "client left before its body had arrived",
             );
             return "close";
           }
-          body = collected;
-          collectedBytes = declared;
+          body = bytes;
+          collected = bytes;
         }
       } else if (declared !== null || head.chunked) {
         bodyDone = false;
@@ -302,7 +302,7 @@ export function serveConnections(
       }
       // While the handler runs, a posted read learns whether the client leaves.
       if (bodyDone) inbound.fill().then((more) => more || leave());
-      finish = markServed(request, collectedBytes);
+      finish = markServed(request, collected);
       const response = await answerOf(handler, request);
       if (gone.signal.aborted) {
         await response.body?.cancel().catch(() => {});

@@ -45,17 +45,15 @@ const CR = 13;
 const LF = 10;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const TARGET = /^[\x21-\x7e]+$/;
+/** 1 for the characters of a token (RFC 9110 §5.6.2), by character code below 256. */
+const TOKEN_CHAR = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+  TOKEN_CHAR[c.charCodeAt(0)] = 1;
+}
 
-/**
- * Whether a field value holds a control character: values are visible ASCII, obs-text, space
- * and tab (RFC 9110 §5.5).
- */
-function hasControl(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i);
-    if ((c < 32 && c !== 9) || c === 127) return true;
-  }
-  return false;
+/** Space or tab: the optional whitespace around a field value. */
+function isOws(c: number): boolean {
+  return c === 32 || c === 9;
 }
 
 const ascii = new TextDecoder();
@@ -76,15 +74,6 @@ export function latin1(bytes: Uint8Array): string {
     text += String.fromCharCode.apply(null, bytes.subarray(i, i + 8_192) as unknown as number[]);
   }
   return text;
-}
-
-/** `text` without the spaces and tabs around it. */
-function trimOws(text: string): string {
-  let start = 0;
-  let end = text.length;
-  while (start < end && (text.charCodeAt(start) === 32 || text.charCodeAt(start) === 9)) start++;
-  while (end > start && (text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)) end--;
-  return start === 0 && end === text.length ? text : text.slice(start, end);
 }
 
 /**
@@ -146,40 +135,57 @@ export function leadingBlankLines(bytes: Uint8Array): number {
  * ```
  */
 export function parseHead(bytes: Uint8Array): RequestHead {
-  // A bare LF (not after CR) is refused: it is where two parsers disagree on line ends.
-  for (let i = bytes.indexOf(LF); i >= 0; i = bytes.indexOf(LF, i + 1)) {
-    if (i === 0 || bytes[i - 1] !== CR) throw new HeadError(400, "a line ends in LF without CR");
-  }
+  // One pass over the text, by offsets: the request line, then each header line's name (token
+  // characters, checked by table), colon and value (trimmed, control characters refused), with
+  // one slice per part. Splitting into lines and testing names with a regex cost ~3× as much.
   const text = latin1(bytes);
-  const lines = text.split("\r\n");
-  // The head ends with an empty line: drop it (and the empty string after the last CRLF).
-  while (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
-  const requestLine = lines[0] ?? "";
-  const parts = requestLine.split(" ");
-  if (parts.length !== 3) throw new HeadError(400, "malformed request line");
-  const [method, target, version] = parts;
-  if (!TOKEN.test(method)) throw new HeadError(400, "malformed method");
-  if (!TARGET.test(target)) throw new HeadError(400, "malformed request target");
-  if (version !== "HTTP/1.1" && version !== "HTTP/1.0") {
-    throw new HeadError(/^HTTP\/\d\.\d$/.test(version) ? 505 : 400, "unsupported HTTP version");
+  // A bare LF (not after CR) is refused: it is where two parsers disagree on line ends.
+  for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) {
+    if (i === 0 || text.charCodeAt(i - 1) !== CR) {
+      throw new HeadError(400, "a line ends in LF without CR");
+    }
   }
-  const minor = version === "HTTP/1.1" ? 1 : 0;
+  // The head ends with an empty line: the CRLFs at its end are not lines.
+  let n = text.length;
+  while (n >= 2 && text.charCodeAt(n - 1) === LF && text.charCodeAt(n - 2) === CR) n -= 2;
+  let lineEnd = text.indexOf("\r\n");
+  if (lineEnd < 0 || lineEnd > n) lineEnd = n;
+  const { method, target, minor } = requestLine(text.slice(0, lineEnd));
   const headers: Array<[string, string]> = [];
   let host: string | null = null;
   let contentLength: number | null = null;
   let transferEncoding: string | null = null;
   let connection = "";
   let expect: string | null = null;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i];
-    const colon = line.indexOf(":");
-    if (colon <= 0) throw new HeadError(400, "malformed header line");
-    const name = line.slice(0, colon);
-    // A name must be a token: this also refuses obs-fold (a line starting with space or tab).
-    if (!TOKEN.test(name)) throw new HeadError(400, "malformed header name");
-    const value = trimOws(line.slice(colon + 1));
-    if (hasControl(value)) throw new HeadError(400, `header ${name}: control character`);
+  for (let at = lineEnd + 2; at <= n; at = lineEnd + 2) {
+    lineEnd = text.indexOf("\r\n", at);
+    const end = lineEnd < 0 || lineEnd > n ? n : lineEnd;
+    if (lineEnd < 0 || lineEnd > n) lineEnd = n;
+    let colon = at;
+    while (colon < end && TOKEN_CHAR[text.charCodeAt(colon)] === 1) colon++;
+    if (colon === end || text.charCodeAt(colon) !== 58 /* : */) {
+      // Not a token up to a colon: a name with other characters (or obs-fold, a line starting
+      // with space or tab), or no colon at all.
+      const hasColon = text.indexOf(":", at) > at && text.indexOf(":", at) < end;
+      throw new HeadError(400, hasColon ? "malformed header name" : "malformed header line");
+    }
+    if (colon === at) throw new HeadError(400, "malformed header line");
+    let from = colon + 1;
+    let to = end;
+    while (from < to && isOws(text.charCodeAt(from))) from++;
+    while (to > from && isOws(text.charCodeAt(to - 1))) to--;
+    const name = text.slice(at, colon);
+    for (let i = from; i < to; i++) {
+      const c = text.charCodeAt(i);
+      if ((c < 32 && c !== 9) || c === 127) {
+        throw new HeadError(400, `header ${name}: control character`);
+      }
+    }
+    const value = text.slice(from, to);
     headers.push([name, value]);
+    // Only names of these lengths can be one of the five read here.
+    const length = colon - at;
+    if (length !== 4 && length !== 6 && length !== 10 && length !== 14 && length !== 17) continue;
     switch (name.toLowerCase()) {
       case "host":
         if (host !== null) throw new HeadError(400, "more than one Host header");
@@ -221,8 +227,9 @@ export function parseHead(bytes: Uint8Array): RequestHead {
     chunked = true;
   }
   if (expect !== null && expect !== "100-continue") throw new HeadError(417, "unknown Expect");
-  const tokens = connection.split(",").map((t) => t.trim());
-  const keepAlive = minor === 1 ? !tokens.includes("close") : tokens.includes("keep-alive");
+  const keepAlive = minor === 1
+    ? !hasToken(connection, "close")
+    : hasToken(connection, "keep-alive");
   return {
     method,
     target,
@@ -234,6 +241,26 @@ export function parseHead(bytes: Uint8Array): RequestHead {
     keepAlive,
     expectContinue: expect === "100-continue" && minor === 1,
   };
+}
+
+/** The request line's parts; throws the {@link HeadError} to answer. */
+function requestLine(line: string): { method: string; target: string; minor: 0 | 1 } {
+  const parts = line.split(" ");
+  if (parts.length !== 3) throw new HeadError(400, "malformed request line");
+  const [method, target, version] = parts;
+  if (!TOKEN.test(method)) throw new HeadError(400, "malformed method");
+  if (!TARGET.test(target)) throw new HeadError(400, "malformed request target");
+  if (version !== "HTTP/1.1" && version !== "HTTP/1.0") {
+    throw new HeadError(/^HTTP\/\d\.\d$/.test(version) ? 505 : 400, "unsupported HTTP version");
+  }
+  return { method, target, minor: version === "HTTP/1.1" ? 1 : 0 };
+}
+
+/** Whether the comma-separated (lower-case) `list` holds `token`. */
+function hasToken(list: string, token: string): boolean {
+  if (!list) return false;
+  for (const each of list.split(",")) if (each.trim() === token) return true;
+  return false;
 }
 
 /**

@@ -31,9 +31,9 @@ export async function respond(
   };
   outgoing.once("close", leave);
   let request: Request;
-  let collectedBytes: number | null;
+  let collected: Uint8Array | null;
   try {
-    ({ request, collectedBytes } = await toRequest(incoming, outgoing, hostname, gone.signal));
+    ({ request, collected } = await toRequest(incoming, outgoing, hostname, gone.signal));
   } catch {
     // The client left before its (small) body had arrived: no one to answer, nothing ran.
     console.warn(
@@ -43,7 +43,7 @@ export async function respond(
     return;
   }
   // Middleware learns here when the response is over (a concurrency slot is released then).
-  const finish = markServed(request, collectedBytes);
+  const finish = markServed(request, collected);
   outgoing.once("close", finish);
   try {
     const response = await answerOf(handler, request);
@@ -89,14 +89,14 @@ function collect(
 
 /**
  * A fetch `Request` over a `node:http` request; its body streams with backpressure, or is
- * collected whole when small (`collectedBytes`: its declared length), before the handler runs.
+ * collected whole when small (`collected`: its bytes), before the handler runs.
  */
 async function toRequest(
   incoming: http.IncomingMessage,
   outgoing: http.ServerResponse,
   hostname: string,
   signal: AbortSignal,
-): Promise<{ request: Request; collectedBytes: number | null }> {
+): Promise<{ request: Request; collected: Uint8Array | null }> {
   // Node has parsed the head already: read what is needed from it, and put the raw pairs
   // straight into the request's own headers (a `Headers` passed as `init.headers` would be
   // copied once more, entry by entry, by the `Request` constructor).
@@ -114,7 +114,7 @@ async function toRequest(
     return request;
   };
   if (!hasBody || length === "0") {
-    return { request: withHeaders(new Request(url, { method, signal })), collectedBytes: null };
+    return { request: withHeaders(new Request(url, { method, signal })), collected: null };
   }
   // A small declared body is collected here and handed over as bytes: a stream per request
   // costs more than the body (the common case: an events post of a few hundred bytes).
@@ -123,7 +123,7 @@ async function toRequest(
     const body = await collect(incoming, outgoing, declared);
     return {
       request: withHeaders(new Request(url, { method, signal, body })),
-      collectedBytes: declared,
+      collected: body,
     };
   }
   const body = new ReadableStream<Uint8Array>({
@@ -165,7 +165,7 @@ async function toRequest(
       duplex: "half",
     }),
   );
-  return { request, collectedBytes: null };
+  return { request, collected: null };
 }
 
 /** Writes `response` to `outgoing`, waiting for the socket to drain between chunks. */

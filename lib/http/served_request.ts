@@ -4,7 +4,8 @@
  *
  * - a body the server collected whole, of a declared length it checked, needs no byte
  *   counting again (`bodyLimits` skips its counting stream; the server's own request deadline
- *   still bounds the time);
+ *   still bounds the time), and `readJson` decodes its bytes as they are instead of reading
+ *   them back through the `Request`'s body stream (~14 µs a request, in Deno);
  * - the end of a response is seen by the server once its last byte is written (or the client
  *   left), so a per-key concurrency slot can be released then instead of by wrapping the
  *   response body in a stream that notices its end.
@@ -16,7 +17,9 @@
  */
 
 interface Served {
-  /** Bytes of a body collected whole before the handler ran; null when it streams. */
+  /** A body collected whole before the handler ran; null when it streams. */
+  collected: Uint8Array | null;
+  /** Its size (kept once the bytes were taken). */
   collectedBytes: number | null;
   /** Called once, when the response has been written or abandoned. */
   done: Array<() => void>;
@@ -27,14 +30,24 @@ const SERVED = new WeakMap<Request, Served>();
 
 /**
  * Marks `request` as served by a server that calls the returned `finish` once its response has
- * been written or abandoned. `collectedBytes`: the size of a body already collected whole.
+ * been written or abandoned. `collected`: a body already collected whole, the same bytes the
+ * request was built with.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { collectedBodyBytes, markServed, whenResponded } from "./served_request.ts";
- * const request = new Request("http://x/", { method: "POST", body: "{}" });
- * const finish = markServed(request, 2);
+ * import {
+ *   collectedBodyBytes,
+ *   markServed,
+ *   takeCollectedBody,
+ *   whenResponded,
+ * } from "./served_request.ts";
+ * const bytes = new TextEncoder().encode("{}");
+ * const request = new Request("http://x/", { method: "POST", body: bytes });
+ * const finish = markServed(request, bytes);
+ * assert.equal(collectedBodyBytes(request), 2);
+ * assert.equal(takeCollectedBody(request), bytes);
+ * assert.equal(takeCollectedBody(request), null); // taken once
  * assert.equal(collectedBodyBytes(request), 2);
  * let released = 0;
  * assert.equal(whenResponded(request, () => released++), true);
@@ -46,8 +59,13 @@ const SERVED = new WeakMap<Request, Served>();
  * assert.equal(released, 2);
  * ```
  */
-export function markServed(request: Request, collectedBytes: number | null): () => void {
-  const served: Served = { collectedBytes, done: [], finished: false };
+export function markServed(request: Request, collected: Uint8Array | null): () => void {
+  const served: Served = {
+    collected,
+    collectedBytes: collected?.byteLength ?? null,
+    done: [],
+    finished: false,
+  };
   SERVED.set(request, served);
   return () => {
     if (served.finished) return;
@@ -77,4 +95,17 @@ export function whenResponded(request: Request, fn: () => void): boolean {
 /** The size of a body the server already collected whole, or null (unknown or streamed). */
 export function collectedBodyBytes(request: Request): number | null {
   return SERVED.get(request)?.collectedBytes ?? null;
+}
+
+/**
+ * The body the server collected whole, once: the bytes are handed over (a read of the body is
+ * its only use) and a second call answers null, as does a request that was not so served or
+ * whose body was already read through the `Request`.
+ */
+export function takeCollectedBody(request: Request): Uint8Array | null {
+  const served = SERVED.get(request);
+  const bytes = served?.collected ?? null;
+  if (!bytes || request.bodyUsed) return null;
+  served!.collected = null;
+  return bytes;
 }

@@ -866,6 +866,27 @@ export async function runStoreConformance(
       for (let i = 1; i < changes.length; i++) assert.ok(changes[i].seq > changes[i - 1].seq);
       assert.deepEqual(await store.changesSince(changes[1].seq, 1), [changes[2]]);
       assert.equal(await store.lastSeq(), changes[2].seq);
+      // Filtered by event type: those events alone, in order, paged the same way; no models.
+      const [{ attempt }] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
+      await store.appendEvents("r", attempt.attempt_id, [{
+        type: "log",
+        payload: { stream: "stdout", text: "hi" },
+      }]);
+      await store.transition("r", { to: "succeeded" });
+      const statuses = await store.changesSince(0, 100, { eventType: "status" });
+      assert.deepEqual(
+        statuses.map((c) => c.kind === "event" ? `${c.type}:${c.status}` : c.kind),
+        ["status:queuing", "status:running", "status:succeeded"],
+      );
+      assert.deepEqual(await store.changesSince(statuses[0].seq, 1, { eventType: "status" }), [
+        statuses[1],
+      ]);
+      const all = await store.changesSince(0, 100);
+      assert.deepEqual(statuses, all.filter((c) => c.kind === "event" && c.type === "status"));
+      assert.deepEqual(
+        (await store.changesSince(0, 100, { eventType: "log" })).map((c) => c.seq),
+        all.filter((c) => c.kind === "event" && c.type === "log").map((c) => c.seq),
+      );
     },
   );
 

@@ -8,6 +8,7 @@
  */
 import type { Attempt, Change, Model, Rollout, RolloutEvent, RolloutStatus } from "../../schema.ts";
 import type {
+  ChangeFilter,
   Claimed,
   ClaimOptions,
   ListEventsOptions,
@@ -398,7 +399,15 @@ export class SqlFlows {
     return row ? modelFromRow(row) : null;
   }
 
-  *changesSince(seq: number, limit: number): Flow<Change[]> {
+  *changesSince(seq: number, limit: number, options: ChangeFilter = {}): Flow<Change[]> {
+    if (options.eventType !== undefined) {
+      const events = yield* all<ChangeRow>(this.q.changedEventsOfType, [
+        seq,
+        options.eventType,
+        limit,
+      ]);
+      return changesFromRows(events, [], limit);
+    }
     const events = yield* all<ChangeRow>(this.q.changedEvents, [seq, limit]);
     const models = yield* all<ModelRow>(this.q.changedModels, [seq, limit]);
     return changesFromRows(events, models, limit);

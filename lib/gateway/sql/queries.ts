@@ -86,6 +86,9 @@ export function statements(d: Dialect) {
     changedEvents:
       `SELECT seq, rollout_id, attempt_id, type, event_key, status, created_at FROM ${E}
       WHERE seq > $1 ORDER BY seq LIMIT $2`,
+    changedEventsOfType:
+      `SELECT seq, rollout_id, attempt_id, type, event_key, status, created_at FROM ${E}
+      WHERE seq > $1 AND type = $2 ORDER BY seq LIMIT $3`,
     changedModels: `SELECT name, version, updated_at, seq FROM ${M} WHERE seq > $1
       ORDER BY seq LIMIT $2`,
     insertMeta: `INSERT INTO ${X} (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
