@@ -4,6 +4,12 @@
  * (unknown ids, taken keys, a token's finished attempt) and a refused post adds nothing; the
  * rest share one seq lock, one `nextval` series, multi-row inserts and one rollout update.
  *
+ * The seqs are taken with the lock, in the first round trip, one for every posted event: what
+ * a retried key or a refused post does not use is a gap in the series (PostgreSQL's sequences
+ * have gaps anyway: a rolled-back transaction leaves one), never a reordering, since seqs are
+ * still taken and committed under the one lock. `lastSeq` is the largest stored seq, so a retry
+ * still moves nothing a reader sees.
+ *
  * @module
  */
 import type postgres from "postgres";
@@ -65,7 +71,7 @@ interface GroupReads {
 /**
  * Reads what a group of posts needs first: the attempts' states and the events already stored
  * under the posted keys, two statements sent together ({@link appendGroup} sends them right
- * behind its BEGIN, before the seq lock).
+ * behind its BEGIN, the seq lock and the seqs).
  */
 function readGroup(sql: Tx, jobs: AppendJob[]): Promise<GroupReads> {
   const pairs = [...new Set(jobs.map((j) => pairKey(j.rollout_id, j.attempt_id)))].map(
@@ -106,11 +112,12 @@ function readGroup(sql: Tx, jobs: AppendJob[]): Promise<GroupReads> {
 
 /**
  * Appends the events of several posts in one transaction on `conn` (a reserved connection, not
- * in a transaction): what {@link readGroup} reads, then under the seq lock one `nextval` series,
- * multi-row inserts and one rollout update. The statements go out pipelined in three round
- * trips: BEGIN with the reads; the lock with the seqs; the inserts, the update and COMMIT. Each
- * round trip also waits its turn on the gateway's busy event loop (~1–3 ms under load), and the
- * posts of the group wait through each; the transaction had taken eight.
+ * in a transaction): under the seq lock, one `nextval` series and what {@link readGroup} reads,
+ * then multi-row inserts and one rollout update. The statements go out pipelined in two round
+ * trips: BEGIN, the lock, the seqs and the reads; the inserts, the update and COMMIT (a group
+ * with model calls reads their prompt-prefix candidates in between). Each round trip also waits
+ * its turn on the gateway's busy event loop (~1–3 ms under load), and the posts of the group
+ * wait through each; the transaction had taken eight, then three.
  *
  * With COMMIT sent before the inserts' outcome is known, an event key that another gateway
  * stored since the reads cannot be skipped (`ON CONFLICT DO NOTHING` would commit the rest): the
@@ -123,11 +130,20 @@ export async function appendGroup(
   cache: TokenStore,
 ): Promise<Array<RolloutEvent[] | StoreError>> {
   try {
-    const [, { found, keyed }] = await Promise.all([
+    const posted = jobs.reduce((n, job) => n + job.parsed.length, 0);
+    // Sent together, run in this order: the reads see the attempts as the lock holder does.
+    const [, , seqRows, { found, keyed }] = await Promise.all([
       pgQuery(conn, "BEGIN"),
+      pgQuery(conn, POSTGRES.lockSeq!),
+      pgQuery<{ seq: string }>(
+        conn,
+        "SELECT nextval('reins_seq') AS seq FROM generate_series(1, $1::int)",
+        [posted],
+      ),
       readGroup(conn, jobs),
     ]);
-    return await appendRead(conn, jobs, cache, found, keyed);
+    const seqs = seqRows.map((r) => Number(r.seq));
+    return await appendRead(conn, jobs, cache, { found, keyed, seqs });
   } catch (err) {
     // Also after a pipelined COMMIT: the failed transaction was seen still open at the next
     // BEGIN on this connection (the COMMIT queued behind the failed statement had not ended it),
@@ -144,8 +160,7 @@ async function appendRead(
   tx: Tx,
   jobs: AppendJob[],
   cache: TokenStore,
-  found: GroupReads["found"],
-  keyed: EventRow[],
+  { found, keyed, seqs }: GroupReads & { seqs: number[] },
 ): Promise<Array<RolloutEvent[] | StoreError>> {
   const states = new Map<string, AttemptState>();
   const errors = new Map<AppendJob, StoreError>();
@@ -211,16 +226,7 @@ async function appendRead(
   const now = Date.now();
   const made = new Map<ParsedEvent, RolloutEvent>();
   if (fresh.length) {
-    // The lock, then the seqs: sent together, run in this order.
-    const [, seqRows] = await Promise.all([
-      pgQuery(tx, POSTGRES.lockSeq!),
-      pgQuery<{ seq: string }>(
-        tx,
-        "SELECT nextval('reins_seq') AS seq FROM generate_series(1, $1::int)",
-        [fresh.length],
-      ),
-    ]);
-    const seqs = seqRows.map((r) => Number(r.seq));
+    // The first of the seqs taken with the lock, in order; the rest stay unused.
     const rows: SqlParam[][] = [];
     const updates = new Map<string, RolloutUpdate>();
     fresh.forEach(({ job, event }, i) => {
