@@ -152,11 +152,6 @@ export function parseHead(bytes: Uint8Array): RequestHead {
   if (lineEnd < 0 || lineEnd > n) lineEnd = n;
   const { method, target, minor } = requestLine(text.slice(0, lineEnd));
   const headers: Array<[string, string]> = [];
-  let host: string | null = null;
-  let contentLength: number | null = null;
-  let transferEncoding: string | null = null;
-  let connection = "";
-  let expect: string | null = null;
   for (let at = lineEnd + 2; at <= n; at = lineEnd + 2) {
     lineEnd = text.indexOf("\r\n", at);
     const end = lineEnd < 0 || lineEnd > n ? n : lineEnd;
@@ -183,8 +178,39 @@ export function parseHead(bytes: Uint8Array): RequestHead {
     }
     const value = text.slice(from, to);
     headers.push([name, value]);
+  }
+  return { method, target, minor, headers, ...framingOf(headers, minor) };
+}
+
+/**
+ * What a request's parsed header pairs say of its framing and connection: Host, the body's
+ * length or chunking, keep-alive and `Expect`. Throws the {@link HeadError} of a head two parsers
+ * could read two ways (both a length and chunking, differing lengths, two Hosts).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { framingOf } from "./http1.ts";
+ * const framing = framingOf([["Host", "gw"], ["Content-Length", "5, 5"], ["connection", "close"]], 1);
+ * assert.deepEqual(
+ *   [framing.host, framing.contentLength, framing.chunked, framing.keepAlive],
+ *   ["gw", 5, false, false],
+ * );
+ * assert.throws(() => framingOf([["content-length", "5"], ["content-length", "6"]], 1), /differing/);
+ * ```
+ */
+export function framingOf(
+  headers: ReadonlyArray<readonly [string, string]>,
+  minor: 0 | 1,
+): Omit<RequestHead, "method" | "target" | "minor" | "headers"> {
+  let host: string | null = null;
+  let contentLength: number | null = null;
+  let transferEncoding: string | null = null;
+  let connection = "";
+  let expect: string | null = null;
+  for (const [name, value] of headers) {
     // Only names of these lengths can be one of the five read here.
-    const length = colon - at;
+    const length = name.length;
     if (length !== 4 && length !== 6 && length !== 10 && length !== 14 && length !== 17) continue;
     switch (name.toLowerCase()) {
       case "host":
@@ -231,10 +257,6 @@ export function parseHead(bytes: Uint8Array): RequestHead {
     ? !hasToken(connection, "close")
     : hasToken(connection, "keep-alive");
   return {
-    method,
-    target,
-    minor,
-    headers,
     host,
     contentLength,
     chunked,
@@ -243,8 +265,18 @@ export function parseHead(bytes: Uint8Array): RequestHead {
   };
 }
 
-/** The request line's parts; throws the {@link HeadError} to answer. */
-function requestLine(line: string): { method: string; target: string; minor: 0 | 1 } {
+/**
+ * The request line's parts; throws the {@link HeadError} to answer.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { requestLine } from "./http1.ts";
+ * assert.deepEqual(requestLine("GET /a?b HTTP/1.0"), { method: "GET", target: "/a?b", minor: 0 });
+ * assert.throws(() => requestLine("GET / HTTP/2.0"), (e: { status?: number }) => e.status === 505);
+ * ```
+ */
+export function requestLine(line: string): { method: string; target: string; minor: 0 | 1 } {
   const parts = line.split(" ");
   if (parts.length !== 3) throw new HeadError(400, "malformed request line");
   const [method, target, version] = parts;
