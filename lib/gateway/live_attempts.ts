@@ -168,6 +168,10 @@ export class LiveAttempts {
           return;
         }
         let after: number = this.#after;
+        // Only status events are read (the rows of the model calls and logs in between were
+        // ~10 µs a proxied call). Where the feed then stands is the last seq, read first: seqs
+        // become visible in order, so every status event up to it is in the pages that follow.
+        const last = await store.lastSeq!();
         for (let page = 0;; page++) {
           if (page === FEED_PAGES) {
             // Far behind: dropping every verdict is cheaper than reading the backlog.
@@ -175,10 +179,6 @@ export class LiveAttempts {
             this.#clear();
             return;
           }
-          // Only status events are read (the rows of the model calls and logs in between were
-          // ~10 µs a proxied call). Where the feed then stands is the last seq read first: seqs
-          // become visible in order, so every status event up to it is in the page.
-          const last = await store.lastSeq!();
           const changes = await store.changesSince!(after, FEED_PAGE, {
             eventType: "status",
           });

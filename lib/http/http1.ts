@@ -161,7 +161,8 @@ export function parseHead(bytes: Uint8Array): RequestHead {
     if (colon === end || text.charCodeAt(colon) !== 58 /* : */) {
       // Not a token up to a colon: a name with other characters (or obs-fold, a line starting
       // with space or tab), or no colon at all.
-      const hasColon = text.indexOf(":", at) > at && text.indexOf(":", at) < end;
+      const firstColon = text.indexOf(":", at);
+      const hasColon = firstColon > at && firstColon < end;
       throw new HeadError(400, hasColon ? "malformed header name" : "malformed header line");
     }
     if (colon === at) throw new HeadError(400, "malformed header line");

@@ -399,11 +399,11 @@ export class SqlFlows {
     return row ? modelFromRow(row) : null;
   }
 
-  *changesSince(seq: number, limit: number, options: ChangeFilter = {}): Flow<Change[]> {
-    if (options.eventType !== undefined) {
+  *changesSince(seq: number, limit: number, filter: ChangeFilter = {}): Flow<Change[]> {
+    if (filter.eventType !== undefined) {
       const events = yield* all<ChangeRow>(this.q.changedEventsOfType, [
         seq,
-        options.eventType,
+        filter.eventType,
         limit,
       ]);
       return changesFromRows(events, [], limit);

@@ -13,6 +13,9 @@ import type { Query } from "./flow.ts";
 /** Earlier calls of an attempt examined when a prompt is stored as a reference. */
 export const REFERENCE_CANDIDATES = 4;
 
+/** The columns of an event's change-feed entry. */
+const CHANGE_COLUMNS = "seq, rollout_id, attempt_id, type, event_key, status, created_at";
+
 /** The fixed statements of a store, for dialect `d`. */
 export type Statements = ReturnType<typeof statements>;
 
@@ -83,12 +86,9 @@ export function statements(d: Dialect) {
         seq = excluded.seq`,
     models: `SELECT * FROM ${M} ORDER BY name`,
     model: `SELECT * FROM ${M} WHERE name = $1`,
-    changedEvents:
-      `SELECT seq, rollout_id, attempt_id, type, event_key, status, created_at FROM ${E}
-      WHERE seq > $1 ORDER BY seq LIMIT $2`,
-    changedEventsOfType:
-      `SELECT seq, rollout_id, attempt_id, type, event_key, status, created_at FROM ${E}
-      WHERE seq > $1 AND type = $2 ORDER BY seq LIMIT $3`,
+    changedEvents: `SELECT ${CHANGE_COLUMNS} FROM ${E} WHERE seq > $1 ORDER BY seq LIMIT $2`,
+    changedEventsOfType: `SELECT ${CHANGE_COLUMNS} FROM ${E} WHERE seq > $1 AND type = $2
+      ORDER BY seq LIMIT $3`,
     changedModels: `SELECT name, version, updated_at, seq FROM ${M} WHERE seq > $1
       ORDER BY seq LIMIT $2`,
     insertMeta: `INSERT INTO ${X} (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
