@@ -355,9 +355,12 @@ Deno.test("jsonDepth: the jumping scan counts what a character-by-character scan
   const dense = ['"', "\\", "[", "]", "{", "}", "a", ","];
   // Long runs of plain characters, so that the scan jumps, and escapes around them.
   const sparse = [...dense, ..."b".repeat(40)];
-  for (let n = 0; n < 20_000; n++) {
-    const alphabet = n % 2 ? dense : sparse;
-    const length = Math.floor(rand() * 300);
+  // Long runs of digits and commas outside strings (a token-id array), so that the scan jumps
+  // over them too, with backslashes (plain characters there) among them.
+  const numeric = ['"', "[", "]", "{", "}", "\\", ..."1,".repeat(60)];
+  for (let n = 0; n < 30_000; n++) {
+    const alphabet = [dense, sparse, numeric][n % 3];
+    const length = Math.floor(rand() * (alphabet === numeric ? 2_000 : 300));
     let text = "";
     for (let i = 0; i < length; i++) text += alphabet[Math.floor(rand() * alphabet.length)];
     assert.equal(jsonDepth(text), reference(text), JSON.stringify(text));
@@ -365,4 +368,9 @@ Deno.test("jsonDepth: the jumping scan counts what a character-by-character scan
   // A real body with escapes in its one long string.
   const body = JSON.stringify({ messages: [{ content: `${"x".repeat(5_000)}\\"[{`.repeat(50) }] });
   assert.equal(jsonDepth(body), 3);
+  const ids = JSON.stringify([{ payload: { ids: Array.from({ length: 5_000 }, (_, i) => i) } }, [
+    [],
+  ]]);
+  assert.equal(jsonDepth(ids), 4);
+  assert.equal(jsonDepth(ids, 2), 3, "stops once past the limit");
 });

@@ -178,6 +178,10 @@ export function jsonDepth(text: string, stopAbove = Infinity): number {
   let depth = 0;
   let deepest = 0;
   let inString = false;
+  // Outside strings, a long run of plain characters (the digits and commas of a token-id array)
+  // is skipped by a native search once 32 of them were scanned by hand: a 92 KB model call's
+  // body took 384 µs by hand, 27 µs so, while a short or structure-dense text stays by hand.
+  let plainRun = 0;
   // Inside a string, far from escapes, jump to its end with native searches (a 1.5 MB prompt is
   // one string: ~5.5 ms by hand, ~0.12 ms so); near an escape, scan the next characters by hand,
   // so that an escape-dense string costs what it did. The next quote and backslash positions
@@ -216,17 +220,31 @@ export function jsonDepth(text: string, stopAbove = Infinity): number {
       }
     } else if (ch === 34) {
       inString = true;
+      plainRun = 0;
     } else if (ch === 91 /* [ */ || ch === 123 /* { */) {
+      plainRun = 0;
       if (++depth > deepest) {
         deepest = depth;
         if (deepest > stopAbove) return deepest;
       }
     } else if (ch === 93 /* ] */ || ch === 125 /* } */) {
+      plainRun = 0;
       depth--;
+    } else if (++plainRun === 32) {
+      STRUCTURE.lastIndex = i + 1;
+      if (!STRUCTURE.test(text)) return deepest;
+      i = STRUCTURE.lastIndex - 2; // the loop goes on at the quote or bracket found
+      plainRun = 0;
     }
   }
   return deepest;
 }
+
+/**
+ * The next quote or bracket from `lastIndex` on. (A sticky negated class, `[^"[\]{}]*`, runs
+ * ten times slower in V8's irregexp: this class is searched for, that one matched char by char.)
+ */
+const STRUCTURE = /["[\]{}]/g;
 
 const utf8 = new TextDecoder();
 
