@@ -5,7 +5,8 @@
  * noisy 2-core machine two `bench:proxy` runs one after the other differed by more than the
  * changes being measured; paired in one process they agree to a few hundredths of a ms.
  *
- * Usage: `deno run -A benches/proxy_ab.ts --before ../before [--after .] [--requests 2000] [--file]`
+ * Usage: `deno run -A benches/proxy_ab.ts --before ../before [--after .] [--requests 2000] [--file]
+ * [--conversation]` (`--conversation`: a real 63 KB history with tools instead of one message)
  * (a checkout from before `lib/stack/` existed, wave 1's, is started through its own
  * `startGateway` and `proxyMount`).
  *
@@ -28,6 +29,7 @@ const { values: args } = parseArgs({
     after: { type: "string", default: "." },
     requests: { type: "string", default: "2000" },
     file: { type: "boolean", default: false },
+    conversation: { type: "boolean", default: false },
   },
   strict: true,
 });
@@ -76,11 +78,37 @@ async function startCheckout(root: string, db: string | undefined) {
   return { ...proxy, url: `${proxy.base}/chat/completions` };
 }
 
-const body = JSON.stringify({
-  model: "m",
-  messages: [{ role: "user", content: "hello" }],
-  max_tokens: 16,
-});
+/**
+ * One short message, or with `--conversation` a real one: the longest history any call of the
+ * project's trajectories (`data/trajectories`) sent, with its tools, where the costs that grow
+ * with the body (parse, depth and size checks, digest, the store's row) show.
+ */
+async function requestBody(): Promise<string> {
+  if (!args.conversation) {
+    return JSON.stringify({
+      model: "m",
+      messages: [{ role: "user", content: "hello" }],
+      max_tokens: 16,
+    });
+  }
+  const { loadTrajectories, trajectoryCalls } = await import(
+    moduleUrl(roots.after, "lib/trajectories/mod.ts")
+  );
+  let longest = { chars: 0, body: "" };
+  for (const trajectory of await loadTrajectories()) {
+    for (const call of trajectoryCalls(trajectory)) {
+      const body = JSON.stringify({
+        model: "m",
+        messages: call.prompt,
+        tools: trajectory.tools,
+        max_tokens: 16,
+      });
+      if (body.length > longest.chars) longest = { chars: body.length, body };
+    }
+  }
+  return longest.body;
+}
+const body = await requestBody();
 
 async function timed(url: string, headers: Record<string, string>): Promise<number> {
   const t0 = performance.now();
@@ -96,9 +124,8 @@ function quantile(values: number[], q: number): number {
 }
 
 console.log(
-  `proxy A/B: before ${roots.before}, after ${roots.after}; ${REQUESTS} rounds; load average ${
-    Deno.loadavg().map((l) => l.toFixed(2)).join(" ")
-  }`,
+  `proxy A/B: before ${roots.before}, after ${roots.after}; ${REQUESTS} rounds; ${body.length} ` +
+    `B bodies; load average ${Deno.loadavg().map((l) => l.toFixed(2)).join(" ")}`,
 );
 for (const onFile of args.file ? [false, true] : [false]) {
   const dir = onFile ? await Deno.makeTempDir({ prefix: "reins-proxy-ab-" }) : null;
