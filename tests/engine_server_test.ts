@@ -15,6 +15,7 @@ import { LlamaCppSync, pythonExporter } from "../lib/engine/sync.ts";
 import { startEngineServer } from "../lib/engine/server.ts";
 import { ReinsGenerateUpstream } from "../lib/proxy/upstreams/token_level.ts";
 import { parseOrThrow, UpstreamConfigSchema } from "../lib/schema.ts";
+import { HttpClient } from "../lib/http/client.ts";
 
 const TOKENIZER = decodeURIComponent(new URL("../data/tokenizers/char/", import.meta.url).pathname);
 const PROMPTS = [[5, 6, 7], [40, 41], [60, 61, 62, 63], [70], [12, 13, 14], [22, 23]];
@@ -177,6 +178,7 @@ Deno.test("llama.cpp engine: the worker's generate API, exact logprobs, batching
           attempt: 0,
           touch() {},
           commit() {},
+          fetch: (url, init) => new HttpClient().fetch(url, init),
         });
         assert.equal(result.policy_version, 0);
         assert.equal(chunks.length, 5);

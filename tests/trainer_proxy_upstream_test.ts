@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { ReinsGenerateUpstream } from "../lib/proxy/upstreams/token_level.ts";
 import type { TryContext } from "../lib/proxy/upstreams/pool.ts";
 import { withWorker } from "./trainer_helpers.ts";
+import { HttpClient } from "../lib/http/client.ts";
 
 Deno.test("trainer worker serves the proxy's token-level upstream", async () => {
   await withWorker(async ({ client, url }) => {
@@ -27,6 +28,7 @@ Deno.test("trainer worker serves the proxy's token-level upstream", async () => 
         attempt: 0,
         touch() {},
         commit() {},
+        fetch: (url, init) => new HttpClient().fetch(url, init),
       };
       const chunks: number[][] = [];
       const result = await upstream.generate({

@@ -242,16 +242,36 @@ export async function collect(
   }
 }
 
+/** How a streamed body fails: the server's errors by default, a client's own for a response. */
+export interface BodyErrors {
+  /** The peer closed the connection before the body's end. */
+  early: () => Error;
+  /** The chunked framing is wrong (`what` says how). */
+  malformed: (what: string) => Error;
+  /** A chunk-size line or the trailers are longer than 4 KiB (`what` names which). */
+  tooLong: (what: string) => Error;
+}
+
+const REQUEST_BODY_ERRORS: BodyErrors = {
+  early: clientLeft,
+  malformed: malformedChunk,
+  tooLong: chunkTooLong,
+};
+
 /**
- * A request body streamed from the connection: `length` bytes, or chunked when null. `ended`
- * is called once it has been read to its end; `leave` when the client goes first.
+ * A body streamed from the connection: `length` bytes, or chunked when null (a request's, or
+ * with `options.errors` a response's). `ended` is called once it has been read to its end;
+ * `leave` when the peer goes first; `options.cancelled` when the reader cancels the stream.
  */
 export function streamBody(
   inbound: Inbound,
   length: number | null,
   ended: () => void,
   leave: () => void,
+  options: { errors?: BodyErrors; cancelled?: () => void } = {},
 ): ReadableStream<Uint8Array> {
+  const { early, malformed: malformedChunk, tooLong: chunkTooLong } = options.errors ??
+    REQUEST_BODY_ERRORS;
   let remaining = length ?? 0;
   let inChunk = length !== null;
   let finished = false;
@@ -279,7 +299,7 @@ export function streamBody(
           if (inChunk && remaining > 0) {
             if (inbound.size === 0 && !await inbound.fill()) {
               leave();
-              return controller.error(clientLeft());
+              return controller.error(early());
             }
             const piece = inbound.take(Math.min(remaining, STREAM_PIECE));
             remaining -= piece.byteLength;
@@ -295,12 +315,12 @@ export function streamBody(
           if (inChunk) {
             // The CRLF after a chunk's data.
             const after = await line("the line after a chunk");
-            if (after === null) throw clientLeft();
+            if (after === null) throw early();
             if (after !== "") throw malformedChunk("no CRLF after a chunk");
             inChunk = false;
           }
           const sizeLine = await line("a chunk-size line");
-          if (sizeLine === null) throw clientLeft();
+          if (sizeLine === null) throw early();
           const size = chunkSize(sizeLine);
           if (size === null) throw malformedChunk("a malformed chunk size");
           if (size > 0) {
@@ -312,7 +332,7 @@ export function streamBody(
           let trailerBytes = 0;
           for (;;) {
             const trailer = await line("a trailer line");
-            if (trailer === null) throw clientLeft();
+            if (trailer === null) throw early();
             if (trailer === "") break;
             trailerBytes += trailer.length;
             if (trailerBytes > MAX_CHUNK_LINE) {
@@ -328,6 +348,10 @@ export function streamBody(
         if (error instanceof DOMException && error.name === "AbortError") leave();
         controller.error(error);
       }
+    },
+    cancel() {
+      finished = true;
+      options.cancelled?.();
     },
   }, { highWaterMark: 0 });
 }

@@ -14,6 +14,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { secureHeaders } from "hono/secure-headers";
 import { bodyLimits, readJson } from "../http/body.ts";
+import { HttpClient } from "../http/client.ts";
 import { HttpError, toHttpError } from "../util/error.ts";
 import { LiveAttempts, type LiveAttemptsStore } from "../gateway/live_attempts.ts";
 import { keyConcurrencyCap } from "../http/concurrency.ts";
@@ -79,6 +80,12 @@ export interface ProxyDeps {
    * proxy's would only set the same ten headers again (~5 µs per call in a profile).
    */
   secureHeaders?: boolean;
+  /**
+   * The app's lifetime (the gateway passes its own): while it runs, connections to `http:`
+   * upstreams are kept between calls, and closed when it aborts. Without one, each call opens
+   * and closes its own.
+   */
+  signal?: AbortSignal;
 }
 
 const CODECS: Record<string, Codec> = {
@@ -104,8 +111,9 @@ function errorResponse(codec: Codec, err: HttpError): Response {
 function bindingOf(
   config: ReturnType<typeof UpstreamConfigSchema.parse>,
   tokenizer: ChatTokenizer,
+  http: HttpClient,
 ): UpstreamBinding {
-  const pool = new UpstreamPool(config);
+  const pool = new UpstreamPool({ ...config, http });
   if (config.kind === "openai_compatible") {
     return {
       kind: "passthrough",
@@ -166,7 +174,9 @@ export function createProxyApp(deps: ProxyDeps): Hono {
   const upstreamConfig = parseOrThrow(UpstreamConfigSchema, deps.upstream, "upstream");
   const deadlines = parseOrThrow(ServerDeadlinesSchema, deps.deadlines ?? {}, "deadlines");
   const { tokenizer, store } = deps;
-  const binding = bindingOf(upstreamConfig, tokenizer);
+  const http = new HttpClient({ keepAlive: deps.signal !== undefined });
+  deps.signal?.addEventListener("abort", () => void http.close(), { once: true });
+  const binding = bindingOf(upstreamConfig, tokenizer, http);
   const ctx: ProxyContext = {
     options,
     binding,
@@ -303,6 +313,7 @@ export function proxyMount(options: ProxyMountOptions): {
     secret: string;
     live?: LiveAttempts;
     deadlines?: ServerDeadlinesInput;
+    signal?: AbortSignal;
   }) => Hono;
 } {
   return {
@@ -316,6 +327,7 @@ export function proxyMount(options: ProxyMountOptions): {
         secret: context.secret,
         ...(context.live ? { live: context.live } : {}),
         ...(context.deadlines ? { deadlines: context.deadlines } : {}),
+        ...(context.signal ? { signal: context.signal } : {}),
         secureHeaders: false,
       }),
   };

@@ -109,7 +109,7 @@ export class OpenAICompatibleUpstream {
       body.prompt = request.promptIds ?? request.prompt ?? "";
       body.logprobs = 1;
     }
-    const response = await fetch(
+    const response = await ctx.fetch(
       `${ctx.endpoint}/v1/${chat ? "chat/completions" : "completions"}`,
       {
         method: "POST",

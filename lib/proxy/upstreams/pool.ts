@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { type ClientRequest, HttpClient } from "../../http/client.ts";
 import { HttpError } from "../../util/error.ts";
 import { backoffDelay } from "../../http/retry.ts";
 import { sleep } from "../../util/time.ts";
@@ -70,6 +71,8 @@ export interface TryContext {
   touch(): void;
   /** Call once bytes reached the harness: from then on a failure is not retried. */
   commit(): void;
+  /** `fetch` for the upstream: the pool's client (kept connections to `http:` upstreams). */
+  fetch(url: string, init: ClientRequest): Promise<Response>;
 }
 
 /** Result of {@link UpstreamPool.run}. */
@@ -103,6 +106,8 @@ export interface PoolOptions {
   backoff_max_ms: number;
   /** Injectable for tests: uniform [0, 1). */
   random?: () => number;
+  /** The client the tries call through (default: one that opens a connection per call). */
+  http?: HttpClient;
 }
 
 /** FNV-1a, enough to spread rollout ids over endpoints. */
@@ -132,11 +137,14 @@ function hash(text: string): number {
 export class UpstreamPool {
   readonly options: PoolOptions;
   #random: () => number;
+  readonly #fetch: TryContext["fetch"];
 
   constructor(options: PoolOptions) {
     if (options.endpoints.length === 0) throw new Error("endpoints: at least one is required");
     this.options = options;
     this.#random = options.random ?? Math.random;
+    const http = options.http ?? new HttpClient();
+    this.#fetch = (url, init) => http.fetch(url, init);
   }
 
   /** The endpoint a rollout sticks to; later tries move to the next one. */
@@ -186,6 +194,7 @@ export class UpstreamPool {
           attempt,
           touch: arm,
           commit: () => (committed = true),
+          fetch: this.#fetch,
         });
         return { value, endpoint, retries: attempt };
       } catch (err) {

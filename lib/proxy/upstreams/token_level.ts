@@ -41,8 +41,13 @@ function protocolError(endpoint: string, message: string): UpstreamError {
   return new UpstreamError(`upstream ${endpoint}: ${message}`, { status: 502, retryable: false });
 }
 
-async function post(url: string, body: unknown, ctx: TryContext, headers: HeadersInit = {}) {
-  const response = await fetch(url, {
+async function post(
+  url: string,
+  body: unknown,
+  ctx: TryContext,
+  headers: Record<string, string> = {},
+) {
+  const response = await ctx.fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(body),
