@@ -171,6 +171,36 @@ Deno.test("client: a kept connection the server closed is not used again; one cl
   }
 });
 
+Deno.test("client: a body read to the connection's end, an interim 100, and connection: close each end their connection", async () => {
+  const answers = [
+    "HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end",
+    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nafter",
+    "HTTP/1.1 204 No Content\r\n\r\n",
+  ];
+  const server = rawServer(async (conn, index) => {
+    await readRequest(conn);
+    await write(conn, answers[index]);
+    // The server keeps both open: the client ends the one its answer said to close.
+    if (index >= 1) await readRequest(conn);
+  });
+  const client = new HttpClient({ keepAlive: true });
+  const url = `http://127.0.0.1:${server.port}/`;
+  try {
+    assert.equal(await (await client.fetch(url, post({}))).text(), "until the end");
+    assert.equal(client.idle, 0);
+    assert.equal(await (await client.fetch(url, post({}))).text(), "after");
+    assert.equal(client.idle, 0, "connection: close is not kept");
+    const empty = await client.fetch(url, post({}));
+    assert.equal(empty.status, 204);
+    assert.equal(empty.body, null);
+    assert.equal(client.idle, 1, "a bodiless answer leaves its connection ready");
+    assert.equal(client.opened, 3);
+  } finally {
+    await client.close();
+    await server.close();
+  }
+});
+
 Deno.test("client: what a server gets wrong is a TypeError naming it, as fetch's network errors are", async () => {
   const answers = [
     ["HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", /closed inside the body/],
