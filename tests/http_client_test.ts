@@ -152,11 +152,16 @@ Deno.test("client: a kept connection the server closed is not used again; one cl
       }
     }
   });
-  const client = new HttpClient({ keepAlive: true });
+  // A minute of idle time: only the posted read can drop the closed connection here.
+  const client = new HttpClient({ keepAlive: true, idleTimeoutMs: 60_000 });
   const url = `http://127.0.0.1:${server.port}/`;
   try {
     assert.equal(await (await client.fetch(url, post({}))).text(), "ok");
-    await new Promise((r) => setTimeout(r, 50)); // the server's close arrives while idle
+    // The server's close arrives while the connection is idle, and drops it (waited for, up to
+    // 5 s on a loaded machine).
+    for (let waited = 0; client.idle > 0 && waited < 5_000; waited += 10) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     assert.equal(client.idle, 0, "the connection the server closed was dropped while idle");
     assert.equal(await (await client.fetch(url, post({}))).text(), "ok");
     assert.equal(client.idle, 1);
@@ -294,6 +299,25 @@ Deno.test("client: without keepAlive each call has its own connection, and https
     // Not ours to speak TLS: fetch's error for a port that does not speak it.
     await assert.rejects(client.fetch(`https://127.0.0.1:${server.addr.port}/`, post({})));
     assert.equal(client.opened, 3);
+  } finally {
+    await client.close();
+    await server.shutdown();
+  }
+});
+
+Deno.test("client: a connection idle past idleTimeoutMs is closed, and the next call opens another", async () => {
+  const server = Deno.serve({ port: 0, onListen() {} }, () => new Response("hi"));
+  const client = new HttpClient({ keepAlive: true, idleTimeoutMs: 300 });
+  const url = `http://127.0.0.1:${server.addr.port}/`;
+  try {
+    assert.equal(await (await client.fetch(url, post({}))).text(), "hi");
+    assert.equal(client.idle, 1);
+    for (let waited = 0; client.idle > 0 && waited < 5_000; waited += 50) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(client.idle, 0, "closed by the sweep");
+    assert.equal(await (await client.fetch(url, post({}))).text(), "hi");
+    assert.equal(client.opened, 2);
   } finally {
     await client.close();
     await server.shutdown();
