@@ -7,6 +7,9 @@ import assert from "node:assert/strict";
 import { HttpClient } from "../lib/http/client.ts";
 
 const post = (body: unknown) => ({ method: "POST", body: JSON.stringify(body) });
+/** The text of one POST of `{}` to `url`. */
+const textOf = async (client: HttpClient, url: string) =>
+  await (await client.fetch(url, post({}))).text();
 
 Deno.test("client: JSON answers, chunked streams and errors from Deno.serve, on kept connections", async () => {
   const server = Deno.serve({ port: 0, onListen() {} }, async (req) => {
@@ -138,11 +141,30 @@ async function readRequest(conn: Deno.Conn): Promise<string | null> {
 
 const write = (conn: Deno.Conn, text: string) => conn.write(new TextEncoder().encode(text));
 
+/**
+ * Runs `body` with a keep-alive client (`options` added) on a {@link rawServer} answering with
+ * `answer`, and closes both after it.
+ */
+async function withRawServer(
+  answer: (conn: Deno.Conn, index: number) => Promise<void>,
+  body: (client: HttpClient, url: string, server: ReturnType<typeof rawServer>) => Promise<void>,
+  options: { idleTimeoutMs?: number } = {},
+): Promise<void> {
+  const server = rawServer(answer);
+  const client = new HttpClient({ keepAlive: true, ...options });
+  try {
+    await body(client, `http://127.0.0.1:${server.port}/`, server);
+  } finally {
+    await client.close();
+    await server.close();
+  }
+}
+
 Deno.test("client: a kept connection the server closed is not used again; one closed under the request is retried once", async () => {
   // Connection 0 answers once and closes at once (noticed while idle); connection 1 answers
   // once and reads the next request, then closes without answering (a race the idle read
   // cannot see): that request goes again on connection 2.
-  const server = rawServer(async (conn, index) => {
+  await withRawServer(async (conn, index) => {
     await readRequest(conn);
     await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
     if (index === 1) await readRequest(conn);
@@ -151,29 +173,23 @@ Deno.test("client: a kept connection the server closed is not used again; one cl
         await write(conn, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
       }
     }
-  });
-  // A minute of idle time: only the posted read can drop the closed connection here.
-  const client = new HttpClient({ keepAlive: true, idleTimeoutMs: 60_000 });
-  const url = `http://127.0.0.1:${server.port}/`;
-  try {
-    assert.equal(await (await client.fetch(url, post({}))).text(), "ok");
+  }, async (client, url) => {
+    assert.equal(await textOf(client, url), "ok");
     // The server's close arrives while the connection is idle, and drops it (waited for, up to
     // 5 s on a loaded machine).
     for (let waited = 0; client.idle > 0 && waited < 5_000; waited += 10) {
       await new Promise((r) => setTimeout(r, 10));
     }
     assert.equal(client.idle, 0, "the connection the server closed was dropped while idle");
-    assert.equal(await (await client.fetch(url, post({}))).text(), "ok");
+    assert.equal(await textOf(client, url), "ok");
     assert.equal(client.idle, 1);
     assert.equal(client.opened, 2, "the closed connection was not reused");
-    assert.equal(await (await client.fetch(url, post({}))).text(), "ok");
+    assert.equal(await textOf(client, url), "ok");
     assert.equal(client.opened, 3, "closed under the request: sent again on a new connection");
-    assert.equal(await (await client.fetch(url, post({}))).text(), "ok");
+    assert.equal(await textOf(client, url), "ok");
     assert.equal(client.opened, 3);
-  } finally {
-    await client.close();
-    await server.close();
-  }
+    // A minute of idle time: only the posted read can have dropped the closed connection.
+  }, { idleTimeoutMs: 60_000 });
 });
 
 Deno.test("client: a body read to the connection's end, an interim 100, and connection: close each end their connection", async () => {
@@ -182,28 +198,22 @@ Deno.test("client: a body read to the connection's end, an interim 100, and conn
     "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nafter",
     "HTTP/1.1 204 No Content\r\n\r\n",
   ];
-  const server = rawServer(async (conn, index) => {
+  await withRawServer(async (conn, index) => {
     await readRequest(conn);
     await write(conn, answers[index]);
     // The server keeps both open: the client ends the one its answer said to close.
     if (index >= 1) await readRequest(conn);
-  });
-  const client = new HttpClient({ keepAlive: true });
-  const url = `http://127.0.0.1:${server.port}/`;
-  try {
-    assert.equal(await (await client.fetch(url, post({}))).text(), "until the end");
+  }, async (client, url) => {
+    assert.equal(await textOf(client, url), "until the end");
     assert.equal(client.idle, 0);
-    assert.equal(await (await client.fetch(url, post({}))).text(), "after");
+    assert.equal(await textOf(client, url), "after");
     assert.equal(client.idle, 0, "connection: close is not kept");
     const empty = await client.fetch(url, post({}));
     assert.equal(empty.status, 204);
     assert.equal(empty.body, null);
     assert.equal(client.idle, 1, "a bodiless answer leaves its connection ready");
     assert.equal(client.opened, 3);
-  } finally {
-    await client.close();
-    await server.close();
-  }
+  });
 });
 
 Deno.test("client: what a server gets wrong is a TypeError naming it, as fetch's network errors are", async () => {
@@ -217,16 +227,14 @@ Deno.test("client: what a server gets wrong is a TypeError naming it, as fetch's
     ["HTTP/1.1 200 OK\r\ncontent-", /closed inside the head/],
     [`HTTP/1.1 200 OK\r\nx: ${"a".repeat(70_000)}\r\n\r\n`, /head larger than 64 KiB/],
   ] as const;
-  const server = rawServer(async (conn, index) => {
+  await withRawServer(async (conn, index) => {
     await readRequest(conn);
     await write(conn, answers[index][0]);
-  });
-  const client = new HttpClient({ keepAlive: true });
-  try {
+  }, async (client, url, server) => {
     for (const [, message] of answers) {
       await assert.rejects(
         async () => {
-          const res = await client.fetch(`http://127.0.0.1:${server.port}/`, post({}));
+          const res = await client.fetch(url, post({}));
           await res.text();
         },
         (err: Error) => err instanceof TypeError && message.test(err.message),
@@ -235,33 +243,27 @@ Deno.test("client: what a server gets wrong is a TypeError naming it, as fetch's
     // Nothing listening: a TypeError too (the proxy retries on another try).
     await server.close();
     await assert.rejects(
-      client.fetch(`http://127.0.0.1:${server.port}/`, post({})),
+      client.fetch(url, post({})),
       (err: Error) => err instanceof TypeError && /cannot connect/.test(err.message),
     );
     await assert.rejects(
-      client.fetch(`http://127.0.0.1:${server.port}/`, {
+      client.fetch(url, {
         ...post({}),
         headers: { "x-evil": "a\r\nhost: elsewhere" },
       }),
       /invalid header 'x-evil'/,
     );
-  } finally {
-    await client.close();
-    await server.close();
-  }
+  });
 });
 
 Deno.test("client: an abort rejects with its reason while waiting and while streaming, and the connection is not kept", async () => {
   let release = () => {};
-  const server = rawServer(async (conn, index) => {
+  await withRawServer(async (conn, index) => {
     await readRequest(conn);
     if (index === 0) return await new Promise<void>((r) => (release = r)); // never answers
     await write(conn, "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n");
     await new Promise<void>((r) => (release = r)); // never ends the body
-  });
-  const client = new HttpClient({ keepAlive: true });
-  const url = `http://127.0.0.1:${server.port}/`;
-  try {
+  }, async (client, url) => {
     const waiting = new AbortController();
     const pending = client.fetch(url, { ...post({}), signal: waiting.signal });
     setTimeout(() => waiting.abort(new Error("gave up waiting")), 30);
@@ -279,10 +281,7 @@ Deno.test("client: an abort rejects with its reason while waiting and while stre
       client.fetch(url, { ...post({}), signal: AbortSignal.abort(new Error("already")) }),
       /already/,
     );
-  } finally {
-    await client.close();
-    await server.close();
-  }
+  });
 });
 
 Deno.test("client: without keepAlive each call has its own connection, and https goes to fetch", async () => {
@@ -310,13 +309,13 @@ Deno.test("client: a connection idle past idleTimeoutMs is closed, and the next 
   const client = new HttpClient({ keepAlive: true, idleTimeoutMs: 300 });
   const url = `http://127.0.0.1:${server.addr.port}/`;
   try {
-    assert.equal(await (await client.fetch(url, post({}))).text(), "hi");
+    assert.equal(await textOf(client, url), "hi");
     assert.equal(client.idle, 1);
     for (let waited = 0; client.idle > 0 && waited < 5_000; waited += 50) {
       await new Promise((r) => setTimeout(r, 50));
     }
     assert.equal(client.idle, 0, "closed by the sweep");
-    assert.equal(await (await client.fetch(url, post({}))).text(), "hi");
+    assert.equal(await textOf(client, url), "hi");
     assert.equal(client.opened, 2);
   } finally {
     await client.close();
