@@ -23,7 +23,7 @@
  *
  * @module
  */
-import { headEnd, latin1 } from "./http1.ts";
+import { headEnd, HeadError, isToken, parseResponseHead, type ResponseHead } from "./http1.ts";
 import { type BodyErrors, Inbound, streamBody, writeAll } from "./conn_io.ts";
 
 const encoder = new TextEncoder();
@@ -51,16 +51,6 @@ export interface HttpClientOptions {
   idleTimeoutMs?: number;
 }
 
-/** A response head. */
-interface ResponseHead {
-  status: number;
-  statusText: string;
-  headers: [string, string][];
-  length: number | null;
-  chunked: boolean;
-  close: boolean;
-}
-
 /** A connection closed under a request before any answer: safe to send again. */
 class NothingBack extends Error {}
 
@@ -69,8 +59,6 @@ class Connection {
   closed = false;
   idle = false;
   idleSince = 0;
-  /** The read posted while idle, settled before the client closes. */
-  watch: Promise<unknown> | null = null;
 
   constructor(readonly conn: Deno.TcpConn, readonly origin: string) {
     this.inbound = new Inbound(conn);
@@ -85,51 +73,12 @@ class Connection {
   }
 }
 
-function parseResponseHead(bytes: Uint8Array): ResponseHead {
-  const lines = latin1(bytes).split("\r\n");
-  const status = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(lines[0]);
-  if (!status) throw new TypeError(`upstream: malformed status line '${lines[0].slice(0, 80)}'`);
-  const head: ResponseHead = {
-    status: Number(status[2]),
-    statusText: status[3] ?? "",
-    headers: [],
-    length: null,
-    chunked: false,
-    close: status[1] === "0",
-  };
-  for (let i = 1; i < lines.length && lines[i] !== ""; i++) {
-    const line = lines[i];
-    const colon = line.indexOf(":");
-    if (colon <= 0) throw new TypeError(`upstream: malformed header line '${line.slice(0, 80)}'`);
-    const name = line.slice(0, colon).trim().toLowerCase();
-    const value = line.slice(colon + 1).trim();
-    head.headers.push([name, value]);
-    if (name === "content-length") {
-      if (!/^\d{1,15}$/.test(value) || (head.length !== null && head.length !== Number(value))) {
-        throw new TypeError(`upstream: malformed content-length '${value.slice(0, 40)}'`);
-      }
-      head.length = Number(value);
-    } else if (name === "transfer-encoding") {
-      head.chunked = value.toLowerCase().split(",").map((v) => v.trim()).at(-1) === "chunked";
-    } else if (name === "connection") {
-      const tokens = value.toLowerCase().split(",").map((v) => v.trim());
-      if (tokens.includes("close")) head.close = true;
-      else if (tokens.includes("keep-alive")) head.close = false;
-    }
-  }
-  // A chunked answer's length is the chunks' (RFC 9112 §6.3).
-  if (head.chunked) head.length = null;
-  return head;
-}
-
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
 function requestBytes(method: string, url: URL, headers: Record<string, string>, body: string) {
   let head = `${method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
   for (const [name, value] of Object.entries(headers)) {
     // Printable ASCII only: nothing a caller passes can start another header or request, and
     // the head's length in bytes is its length in characters.
-    if (!TOKEN.test(name) || !/^[\t\x20-\x7e]*$/.test(value)) {
+    if (!isToken(name) || !/^[\t\x20-\x7e]*$/.test(value)) {
       throw new TypeError(`upstream request: invalid header '${name.slice(0, 40)}'`);
     }
     if (name.toLowerCase() === "host" || name.toLowerCase() === "content-length") continue;
@@ -275,7 +224,6 @@ export class HttpClient {
       if (at >= 0) list.splice(at, 1);
       c.close();
     });
-    c.watch = watch;
     this.#watches.add(watch);
     watch.finally(() => this.#watches.delete(watch));
     this.#sweep ??= this.#startSweep();
@@ -316,7 +264,12 @@ export class HttpClient {
       let head: ResponseHead;
       for (;;) {
         const end = await this.#headEnd(c);
-        head = parseResponseHead(c.inbound.view().subarray(0, end));
+        try {
+          head = parseResponseHead(c.inbound.view().subarray(0, end));
+        } catch (error) {
+          if (!(error instanceof HeadError)) throw error;
+          throw new TypeError(`upstream ${c.origin}: ${error.message}`);
+        }
         c.inbound.consume(end);
         // 100 Continue and other interim answers come before the real one.
         if (head.status >= 200 || head.status === 101) break;

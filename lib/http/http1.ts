@@ -135,23 +135,39 @@ export function leadingBlankLines(bytes: Uint8Array): number {
  * ```
  */
 export function parseHead(bytes: Uint8Array): RequestHead {
-  // One pass over the text, by offsets: the request line, then each header line's name (token
-  // characters, checked by table), colon and value (trimmed, control characters refused), with
-  // one slice per part. Splitting into lines and testing names with a regex cost ~3× as much.
+  const { text, firstLineEnd, n } = headText(bytes);
+  const { method, target, minor } = requestLine(text.slice(0, firstLineEnd));
+  const headers = fieldLines(text, firstLineEnd, n);
+  return { method, target, minor, headers, ...framingOf(headers, minor) };
+}
+
+/**
+ * A head's text, where its first line ends and where its field lines end (the blank line's
+ * CRLFs are not lines); a bare LF (not after CR) is refused: it is where two parsers disagree
+ * on line ends.
+ */
+function headText(bytes: Uint8Array): { text: string; firstLineEnd: number; n: number } {
   const text = latin1(bytes);
-  // A bare LF (not after CR) is refused: it is where two parsers disagree on line ends.
   for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) {
     if (i === 0 || text.charCodeAt(i - 1) !== CR) {
       throw new HeadError(400, "a line ends in LF without CR");
     }
   }
-  // The head ends with an empty line: the CRLFs at its end are not lines.
   let n = text.length;
   while (n >= 2 && text.charCodeAt(n - 1) === LF && text.charCodeAt(n - 2) === CR) n -= 2;
-  let lineEnd = text.indexOf("\r\n");
-  if (lineEnd < 0 || lineEnd > n) lineEnd = n;
-  const { method, target, minor } = requestLine(text.slice(0, lineEnd));
+  const firstLineEnd = text.indexOf("\r\n");
+  return { text, firstLineEnd: firstLineEnd < 0 || firstLineEnd > n ? n : firstLineEnd, n };
+}
+
+/**
+ * The field lines of a head after its first line (ending at `firstLineEnd`), up to `n`: in one
+ * pass by offsets, each name checked as token characters by table, a colon, and the value trimmed
+ * with control characters refused, one slice per part (splitting into lines and testing names
+ * with a regex cost ~3× as much). Throws the {@link HeadError} to answer.
+ */
+function fieldLines(text: string, firstLineEnd: number, n: number): Array<[string, string]> {
   const headers: Array<[string, string]> = [];
+  let lineEnd = firstLineEnd;
   for (let at = lineEnd + 2; at <= n; at = lineEnd + 2) {
     lineEnd = text.indexOf("\r\n", at);
     const end = lineEnd < 0 || lineEnd > n ? n : lineEnd;
@@ -177,10 +193,101 @@ export function parseHead(bytes: Uint8Array): RequestHead {
         throw new HeadError(400, `header ${name}: control character`);
       }
     }
-    const value = text.slice(from, to);
-    headers.push([name, value]);
+    headers.push([name, text.slice(from, to)]);
   }
-  return { method, target, minor, headers, ...framingOf(headers, minor) };
+  return headers;
+}
+
+/**
+ * `Content-Length` after one more field `value` (a list "5, 5" counts as repeated), where the
+ * length so far was `current`: the length, or why the field is refused.
+ */
+function addContentLength(
+  current: number | null,
+  value: string,
+): number | "malformed" | "differing" {
+  let length = current;
+  for (const each of value.split(",")) {
+    const trimmed = each.trim();
+    if (!/^\d{1,15}$/.test(trimmed)) return "malformed";
+    const n = Number(trimmed);
+    if (length !== null && length !== n) return "differing";
+    length = n;
+  }
+  return length!;
+}
+
+/** A response head, parsed (what the proxy's upstream client reads, `./client.ts`). */
+export interface ResponseHead {
+  status: number;
+  statusText: string;
+  /** Header pairs in the order they came, names lower-cased. */
+  headers: Array<[string, string]>;
+  /** The declared `Content-Length` (null when chunked: the chunks say). */
+  length: number | null;
+  /** The last transfer coding is `chunked`. */
+  chunked: boolean;
+  /** The server ends the connection after this answer. */
+  close: boolean;
+}
+
+/**
+ * Parses a whole response head (up to and including its blank line), with the field-line rules
+ * of {@link parseHead}; throws {@link HeadError} naming what is malformed.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { parseResponseHead } from "./http1.ts";
+ * const head = parseResponseHead(new TextEncoder().encode(
+ *   "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n",
+ * ));
+ * assert.deepEqual(
+ *   [head.status, head.statusText, head.headers[0], head.length, head.close],
+ *   [429, "Too Many Requests", ["retry-after", "2"], 0, false],
+ * );
+ * assert.throws(() => parseResponseHead(new TextEncoder().encode("SPDY/3 200\r\n\r\n")), /status line/);
+ * ```
+ */
+export function parseResponseHead(bytes: Uint8Array): ResponseHead {
+  const { text, firstLineEnd, n } = headText(bytes);
+  const line = text.slice(0, firstLineEnd);
+  const status = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/.exec(line);
+  if (!status) throw new HeadError(502, `malformed status line '${line.slice(0, 80)}'`);
+  const head: ResponseHead = {
+    status: Number(status[2]),
+    statusText: status[3] ?? "",
+    headers: [],
+    length: null,
+    chunked: false,
+    close: status[1] === "0",
+  };
+  for (const [field, value] of fieldLines(text, firstLineEnd, n)) {
+    const name = field.toLowerCase();
+    head.headers.push([name, value]);
+    if (name === "content-length") {
+      // One length a field: a list ("5, 5"), which a request may send, is refused from a server.
+      const length = value.includes(",") ? "malformed" : addContentLength(head.length, value);
+      if (typeof length === "string") {
+        throw new HeadError(502, `malformed content-length '${value.slice(0, 40)}'`);
+      }
+      head.length = length;
+    } else if (name === "transfer-encoding") {
+      head.chunked = value.toLowerCase().split(",").at(-1)!.trim() === "chunked";
+    } else if (name === "connection") {
+      const tokens = value.toLowerCase();
+      if (hasToken(tokens, "close")) head.close = true;
+      else if (hasToken(tokens, "keep-alive")) head.close = false;
+    }
+  }
+  // A chunked answer's length is the chunks' (RFC 9112 §6.3).
+  if (head.chunked) head.length = null;
+  return head;
+}
+
+/** Whether `text` is a token (RFC 9110 §5.6.2): a method, or a header name. */
+export function isToken(text: string): boolean {
+  return TOKEN.test(text);
 }
 
 /**
@@ -220,15 +327,10 @@ export function framingOf(
         break;
       case "content-length": {
         // Repeated lengths must agree (a list "5, 5" counts as repeated).
-        for (const each of value.split(",")) {
-          const trimmed = each.trim();
-          if (!/^\d{1,15}$/.test(trimmed)) throw new HeadError(400, "malformed Content-Length");
-          const n = Number(trimmed);
-          if (contentLength !== null && contentLength !== n) {
-            throw new HeadError(400, "differing Content-Length values");
-          }
-          contentLength = n;
-        }
+        const length = addContentLength(contentLength, value);
+        if (length === "malformed") throw new HeadError(400, "malformed Content-Length");
+        if (length === "differing") throw new HeadError(400, "differing Content-Length values");
+        contentLength = length;
         break;
       }
       case "transfer-encoding":
