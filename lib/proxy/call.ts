@@ -187,8 +187,8 @@ export async function startCall(
   clientSignal.addEventListener("abort", abort, { once: true });
   let cleaned = false;
   return {
-    run: (onParts) =>
-      generate(binding, {
+    run: (onParts) => {
+      const generation = generate(binding, {
         request: call.request,
         rolloutId: call.rolloutId,
         promptIds: call.promptIds,
@@ -199,7 +199,12 @@ export async function startCall(
           onParts?.(parts);
         },
         progress: partial,
-      }),
+      });
+      // On a kept connection the upstream has the request by now (`generate` writes it before
+      // it first waits): the record's fixed parts are made while the engine samples.
+      ctx.recorder.ready(call);
+      return generation;
+    },
     served: (outcome) => ({
       outcome,
       partial,

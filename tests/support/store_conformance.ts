@@ -16,6 +16,7 @@ import {
   ValidationError,
 } from "../../lib/schema.ts";
 import { openPostgresStore } from "../../lib/gateway/postgres_store.ts";
+import { checkCallMessages } from "../../lib/gateway/store_input.ts";
 import { type Store, StoreError } from "../../lib/gateway/store.ts";
 import type { TestPostgres } from "./postgres.ts";
 
@@ -620,6 +621,55 @@ export async function runStoreConformance(
     const [ok] = await store.appendEvents("a", attempt.attempt_id, [call([0, 0xffffffff], [])]);
     assert.equal(ok.type, "model_request");
   });
+
+  await step(
+    "model calls: messages checked ahead (checkCallMessages) are stored as unchecked ones",
+    async (store) => {
+      await store.createRollouts([{ rollout_id: "a", input: 1 }]);
+      const [{ attempt }] = await store.claimRollouts({ worker: "w", limit: 1, lease_ms: 60_000 });
+      const messages = [
+        { role: "system", content: 'quotes " and \\ backslashes, "messages":[] and \u2028' },
+        { role: "user", content: "héllo 🦀", extra: "stripped" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "t1", function: { name: "ls", arguments: '{"a":1}' } }],
+        },
+        { role: "tool", content: "x", tool_call_id: "t1", name: "ls" },
+      ];
+      // A nested `messages` key in the request, and a key with no JSON value (left out).
+      const extra = {
+        request: { model: "m", metadata: { messages: [] } },
+        response_text: undefined,
+      } as unknown as Partial<ModelRequestWire>;
+      const checked = checkCallMessages(messages);
+      const [plain, ahead] = await store.appendEvents("a", attempt.attempt_id, [
+        call([1, 2], [3], 0, { ...extra, messages } as Partial<ModelRequestWire>),
+        call([1, 2], [3], 0, { ...extra, messages: checked }),
+      ]);
+      const stored = await store.listEvents("a", { type: "model_request" });
+      assert.equal(stored.length, 2);
+      const payloadOf = (e: unknown) => (e as ModelRequestEvent).payload;
+      assert.deepEqual(payloadOf(stored[1]), payloadOf(stored[0]));
+      assert.deepEqual(payloadOf(ahead), payloadOf(plain));
+      assert.deepEqual(payloadOf(stored[0]).messages![2].tool_calls![0].type, "function");
+      assert.equal("extra" in payloadOf(stored[0]).messages![1], false);
+      assert.deepEqual(payloadOf(stored[1]).request, { model: "m", metadata: { messages: [] } });
+      // What was checked cannot change behind the check.
+      assert.throws(() => (checked as unknown[]).push({ role: "robot" }), TypeError);
+      assert.throws(() => (checked[1] as { content: string }).content = "changed", TypeError);
+      // A copy is not the checked array: it is checked again, and refused naming the field.
+      const before = await store.lastSeq();
+      await rejectsWith(
+        store.appendEvents("a", attempt.attempt_id, [
+          call([1], [2], 0, { messages: [...checked, { role: "robot" }] } as never),
+        ]),
+        400,
+        /events\[0\]\.payload\.messages\[4\]\.role: /,
+      );
+      assert.equal(await store.lastSeq(), before);
+    },
+  );
 
   await step(
     "concurrent posts of the same event keys from two handles store each once",
