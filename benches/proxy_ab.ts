@@ -6,7 +6,8 @@
  * changes being measured; paired in one process they agree to a few hundredths of a ms.
  *
  * Usage: `deno run -A benches/proxy_ab.ts --before ../before [--after .] [--requests 2000] [--file]
- * [--conversation]` (`--conversation`: a real 63 KB history with tools instead of one message)
+ * [--conversation]` (`--conversation`: a real 63 KB history with tools instead of one message,
+ * and the engine answering with as many prompt ids as a real one would, ~16k)
  * (a checkout from before `lib/stack/` existed, wave 1's, is started through its own
  * `startGateway` and `proxyMount`).
  *
@@ -47,8 +48,6 @@ const moduleUrl = (root: string, path: string) => pathToFileURL(`${root}/${path}
 
 const { loadQwen3Tokenizer } = await import(moduleUrl(roots.after, "lib/tokens/qwen3.ts"));
 const tokenizer = await loadQwen3Tokenizer();
-
-const upstream = await startFastVllm(tokenizer);
 
 /**
  * A checkout's `startStack`; wave 1's checkouts have none, and mount the proxy on
@@ -109,6 +108,12 @@ async function requestBody(): Promise<string> {
   return longest.body;
 }
 const body = await requestBody();
+// With a conversation, the engine's answer carries prompt ids as many as a real one would
+// return for it (its text's, ~16k), so costs that grow with the prompt's ids show too.
+const upstream = await startFastVllm(
+  tokenizer,
+  args.conversation ? { promptIds: Array.from(tokenizer.encode(body)) } : {},
+);
 
 async function timed(url: string, headers: Record<string, string>): Promise<number> {
   const t0 = performance.now();

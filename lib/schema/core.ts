@@ -245,8 +245,6 @@ export const ChatMessageSchema = z.object({
 });
 /** One chat message in reins' normalized message form. */
 export type ChatMessage = z.infer<typeof ChatMessageSchema>;
-/** The normalized messages a model call's prompt was rendered from. */
-export const CallMessagesSchema = z.array(ChatMessageSchema);
 
 const tokenIds = z.array(z.number().int().min(0).max(0xffffffff));
 const finite = z.number().refine(Number.isFinite, "must be a finite number");
@@ -274,7 +272,7 @@ export const ModelRequestWireSchema = z.object({
   /** The request body as received (or a digest of it when large). */
   request: JsonObjectSchema.default({}),
   /** Normalized messages the prompt was rendered from (chat flavors). */
-  messages: CallMessagesSchema.optional(),
+  messages: z.array(ChatMessageSchema).optional(),
   prompt_token_ids: tokenIds,
   response_token_ids: tokenIds,
   response_logprobs: z.array(finite),

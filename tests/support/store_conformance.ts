@@ -609,6 +609,13 @@ export async function runStoreConformance(
       [{ prompt_token_ids: [-1] }, /events\[1\]\.payload\.prompt_token_ids\[0\]: /],
       [{ prompt_token_ids: [2 ** 32] }, /events\[1\]\.payload\.prompt_token_ids\[0\]: /],
       [{ prompt_token_ids: ["7"] }, /events\[1\]\.payload\.prompt_token_ids\[0\]: /],
+      // What `>>> 0` would turn into an id is still refused: the check compares with the value.
+      [{ prompt_token_ids: [1, [5]] }, /events\[1\]\.payload\.prompt_token_ids\[1\]: /],
+      [{ prompt_token_ids: [true] }, /events\[1\]\.payload\.prompt_token_ids\[0\]: /],
+      [{ prompt_token_ids: [Infinity] }, /events\[1\]\.payload\.prompt_token_ids\[0\]: /],
+      [{ prompt_token_ids: [2 ** 32 + 5] }, /events\[1\]\.payload\.prompt_token_ids\[0\]: /],
+      [{ response_token_ids: [NaN] }, /events\[1\]\.payload\.response_token_ids\[0\]: /],
+      [{ response_token_ids: [10n] }, /events\[1\]\.payload\.response_token_ids\[0\]: /],
       [{ prompt_token_ids: "1 2" }, /events\[1\]\.payload\.prompt_token_ids: /],
       [{ response_token_ids: [3, null] }, /events\[1\]\.payload\.response_token_ids\[1\]: /],
       [{ response_logprobs: [NaN] }, /events\[1\]\.payload\.response_logprobs\[0\]: /],
