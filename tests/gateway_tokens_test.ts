@@ -7,6 +7,7 @@ import { DatabaseSync } from "node:sqlite";
 import { parseEvents } from "../lib/gateway/store_input.ts";
 import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
 import { EventInputSchema } from "../lib/schema.ts";
+import { mulberry32 } from "../lib/util/random.ts";
 import {
   commonPrefixLength,
   decodeF32,
@@ -54,6 +55,46 @@ Deno.test("tokens: planPrompt picks the longest shared context and resolvePrompt
   const p3 = Uint32Array.of(1, 2, 3);
   assert.deepEqual(planPrompt(p3, [{ seq: 1, tokens: a }]).ref_seq, null);
   assert.equal(commonPrefixLength(Uint32Array.of(), Uint32Array.of(1)), 0);
+});
+
+Deno.test("tokens: planPrompt chooses what scanning every candidate chooses (property)", () => {
+  // The reference: every candidate scanned in full, the first longest (>= 16) kept.
+  const reference = (prompt: Uint32Array, candidates: Parameters<typeof planPrompt>[1]) => {
+    let best = { ref_seq: null as number | null, ref_len: 0 };
+    for (const { seq, tokens } of candidates) {
+      const context = Uint32Array.from([...tokens.prompt, ...tokens.response]);
+      const shared = commonPrefixLength(prompt, context);
+      if (shared >= 16 && shared > best.ref_len) best = { ref_seq: seq, ref_len: shared };
+    }
+    return best;
+  };
+  const random = mulberry32(29);
+  const pick = (n: number) => Math.floor(random() * n);
+  const base = Uint32Array.from({ length: 200 }, () => pick(5));
+  for (let trial = 0; trial < 2_000; trial++) {
+    // Contexts and prompts cut from one base sequence (often sharing long prefixes), with an id
+    // changed here and there, so full, partial, equal and empty matches all occur.
+    const cut = () => {
+      const ids = base.slice(0, pick(base.length + 1));
+      if (ids.length && random() < 0.3) ids[pick(ids.length)] = 9;
+      return ids;
+    };
+    const candidates = Array.from({ length: pick(6) }, (_, i) => {
+      const context = cut();
+      const split = pick(context.length + 1);
+      return {
+        seq: 100 - i,
+        tokens: { prompt: context.slice(0, split), response: context.slice(split) },
+      };
+    });
+    const prompt = cut();
+    const plan = planPrompt(prompt, candidates);
+    assert.deepEqual(
+      { ref_seq: plan.ref_seq, ref_len: plan.ref_len },
+      reference(prompt, candidates),
+    );
+    assert.deepEqual(plan.tail, prompt.subarray(plan.ref_len));
+  }
 });
 
 Deno.test("tokens: a 30-turn rollout stores about its final context, not the sum of prompts", async () => {

@@ -150,6 +150,11 @@ export function planPrompt(
 ): PromptPlan {
   let best: PromptPlan = { ref_seq: null, ref_len: 0, tail: prompt };
   for (const { seq, tokens } of candidates) {
+    // Nothing shares more than the whole prompt; a context no longer than the best match so far
+    // cannot beat it, and is not scanned (the most recent call, tried first, usually holds the
+    // longest: each candidate's scan is ~16k comparisons for a long agent prompt).
+    if (best.ref_len === prompt.length) break;
+    if (tokens.prompt.length + tokens.response.length <= best.ref_len) continue;
     let shared = commonPrefixLength(prompt, tokens.prompt);
     if (shared === tokens.prompt.length) {
       shared += commonPrefixLength(prompt.subarray(shared), tokens.response);

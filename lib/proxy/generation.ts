@@ -251,7 +251,8 @@ async function passthrough(
   });
   const r = result.value;
   return {
-    promptIds: Uint32Array.from(r.promptIds),
+    // The constructor copies an array by index; `Uint32Array.from` walks its iterator (~1.6×).
+    promptIds: new Uint32Array(r.promptIds),
     ids: r.ids,
     logprobs: r.logprobs,
     finish_reason: r.finish_reason,

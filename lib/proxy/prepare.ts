@@ -133,7 +133,7 @@ async function tokenize(
         });
       }
     }
-    return { promptIds: Uint32Array.from(request.promptIds), parser: null, mode: "faithful" };
+    return { promptIds: new Uint32Array(request.promptIds), parser: null, mode: "faithful" };
   }
   return {
     promptIds: await encodeOffThread(ctx, request.prompt ?? ""),

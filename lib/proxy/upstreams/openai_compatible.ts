@@ -62,12 +62,27 @@ function logprobsOf(choice: Json): number[] {
   const lp = choice.logprobs as Json | null | undefined;
   if (!lp) return [];
   if (Array.isArray(lp.content)) return (lp.content as Json[]).map((e) => Number(e.logprob));
-  if (Array.isArray(lp.token_logprobs)) return (lp.token_logprobs as unknown[]).map(Number);
+  if (Array.isArray(lp.token_logprobs)) return numbersOf(lp.token_logprobs);
   return [];
 }
 
 function idsOf(value: unknown): number[] {
-  return Array.isArray(value) ? value.map(Number) : [];
+  return Array.isArray(value) ? numbersOf(value) : [];
+}
+
+/**
+ * `values.map(Number)` by a counted loop: `map` with the `Number` builtin as its callback took
+ * ~290 µs for the 16k prompt ids of a long agent call (V8 calls the builtin per element), this
+ * ~55 µs; JSON numbers are taken as they are.
+ */
+function numbersOf(values: unknown[]): number[] {
+  const n = values.length;
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    out[i] = typeof v === "number" ? v : Number(v);
+  }
+  return out;
 }
 
 /**
