@@ -11,6 +11,12 @@
  * (a checkout from before `lib/stack/` existed, wave 1's, is started through its own
  * `startGateway` and `proxyMount`).
  *
+ * `--processes` serves each checkout from a child process of its own (the client and the fake
+ * engine stay in this one), as a harness would call the proxy from another process. In one
+ * process, what the gateway does after its answer is written (the in-memory store's group commit,
+ * its posted reads, a collection) runs before this client's turn of the event loop and is counted
+ * as latency; across processes it is not, and the client's own work is not the gateway's either.
+ *
  * Prints `name: value` lines: `ab_direct_p50_ms`, `ab_before_overhead_p50_ms`,
  * `ab_after_overhead_p50_ms` (the proxied p50 less the direct p50), the same at p99, and with
  * `--file` the same again over SQLite files (`ab_file_*`).
@@ -31,10 +37,15 @@ const { values: args } = parseArgs({
     requests: { type: "string", default: "2000" },
     file: { type: "boolean", default: false },
     conversation: { type: "boolean", default: false },
+    processes: { type: "boolean", default: false },
+    // A child of `--processes`: serves this checkout on this engine and prints where.
+    serve: { type: "string" },
+    "upstream-url": { type: "string" },
+    db: { type: "string" },
   },
   strict: true,
 });
-if (!args.before) {
+if (!args.before && !args.serve) {
   console.error("--before: the checkout to compare with is required (e.g. a git worktree)");
   Deno.exit(2);
 }
@@ -43,7 +54,7 @@ if (!Number.isInteger(REQUESTS) || REQUESTS < 10) {
   console.error(`--requests: expected an integer of at least 10, got '${args.requests}'`);
   Deno.exit(2);
 }
-const roots = { before: resolve(args.before), after: resolve(args.after) };
+const roots = { before: resolve(args.before ?? "."), after: resolve(args.after) };
 const moduleUrl = (root: string, path: string) => pathToFileURL(`${root}/${path}`).href;
 
 const { loadQwen3Tokenizer } = await import(moduleUrl(roots.after, "lib/tokens/qwen3.ts"));
@@ -64,17 +75,66 @@ async function startStackOf(root: string) {
   });
 }
 
-/** One checkout's gateway + proxy, with one claimed attempt to call through. */
-async function startCheckout(root: string, db: string | undefined) {
+/** A checkout's gateway + proxy on the engine at `upstreamUrl`, with one claimed attempt. */
+async function startCheckout(root: string, db: string | undefined, upstreamUrl: string) {
   const startStack = await startStackOf(root);
   const { capabilityToken } = await import(moduleUrl(root, "lib/gateway/auth.ts"));
   const proxy = await startBenchProxy(
     { startStack, capabilityToken },
-    { kind: "openai_compatible", endpoints: [upstream.url] },
+    { kind: "openai_compatible", endpoints: [upstreamUrl] },
     tokenizer,
     db,
   );
-  return { ...proxy, url: `${proxy.base}/chat/completions` };
+  return {
+    url: `${proxy.base}/chat/completions`,
+    token: proxy.token,
+    close: () => proxy.gateway.close() as Promise<void>,
+  };
+}
+
+if (args.serve) {
+  // The child of `--processes`: one line saying where, then serve until stdin closes.
+  const served = await startCheckout(resolve(args.serve), args.db, args["upstream-url"]!);
+  console.log(JSON.stringify({ url: served.url, token: served.token }));
+  for await (const _ of Deno.stdin.readable) { /* until the parent closes stdin */ }
+  await served.close();
+  Deno.exit(0);
+}
+
+/** {@link startCheckout} in a child process of its own (`--processes`). */
+async function startCheckoutProcess(root: string, db: string | undefined, upstreamUrl: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL(import.meta.url).pathname,
+      "--serve",
+      root,
+      "--upstream-url",
+      upstreamUrl,
+      ...(db ? ["--db", db] : []),
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${root}: the serving child exited before it was ready`);
+    text += value;
+  }
+  const { url, token } = JSON.parse(text.slice(0, text.indexOf("\n")));
+  return {
+    url: url as string,
+    token: token as string,
+    close: async () => {
+      await child.stdin.close();
+      await child.status;
+      await reader.cancel();
+    },
+  };
 }
 
 /**
@@ -130,12 +190,15 @@ function quantile(values: number[], q: number): number {
 
 console.log(
   `proxy A/B: before ${roots.before}, after ${roots.after}; ${REQUESTS} rounds; ${body.length} ` +
-    `B bodies; load average ${Deno.loadavg().map((l) => l.toFixed(2)).join(" ")}`,
+    `B bodies${args.processes ? "; each checkout in its own process" : ""}; load average ${
+      Deno.loadavg().map((l) => l.toFixed(2)).join(" ")
+    }`,
 );
 for (const onFile of args.file ? [false, true] : [false]) {
   const dir = onFile ? await Deno.makeTempDir({ prefix: "reins-proxy-ab-" }) : null;
-  const before = await startCheckout(roots.before, dir ? `${dir}/before.db` : undefined);
-  const after = await startCheckout(roots.after, dir ? `${dir}/after.db` : undefined);
+  const start = args.processes ? startCheckoutProcess : startCheckout;
+  const before = await start(roots.before, dir ? `${dir}/before.db` : undefined, upstream.url);
+  const after = await start(roots.after, dir ? `${dir}/after.db` : undefined, upstream.url);
   const call = (s: typeof before) =>
     timed(s.url, { "content-type": "application/json", authorization: `Bearer ${s.token}` });
   const direct = () => timed(`${upstream.url}/v1/chat/completions`, {});
@@ -152,8 +215,8 @@ for (const onFile of args.file ? [false, true] : [false]) {
     times[second].push(b);
     times.direct.push(d);
   }
-  await before.gateway.close();
-  await after.gateway.close();
+  await before.close();
+  await after.close();
   if (dir) await Deno.remove(dir, { recursive: true });
   const prefix = onFile ? "ab_file_" : "ab_";
   for (const q of [0.5, 0.99]) {
