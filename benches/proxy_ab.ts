@@ -28,6 +28,7 @@ import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { existsSync } from "node:fs";
 import { startBenchProxy, startFastVllm } from "./proxy_fixture.ts";
+import { readLines } from "../lib/http/lines.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -118,21 +119,16 @@ async function startCheckoutProcess(root: string, db: string | undefined, upstre
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`${root}: the serving child exited before it was ready`);
-    text += value;
-  }
-  const { url, token } = JSON.parse(text.slice(0, text.indexOf("\n")));
+  // Its one line says where; the generator is left open (the child prints nothing more).
+  const { value: line } = await readLines(child.stdout).next();
+  if (typeof line !== "string") throw new Error(`${root}: the serving child exited unready`);
+  const { url, token } = JSON.parse(line);
   return {
     url: url as string,
     token: token as string,
     close: async () => {
       await child.stdin.close();
       await child.status;
-      await reader.cancel();
     },
   };
 }
