@@ -20,7 +20,7 @@ import type {
 } from "../schema.ts";
 import { RESERVED_EVENT_KEY_PREFIX } from "../schema.ts";
 import { checkCallMessages } from "../gateway/store_input.ts";
-import { numberArray } from "../gateway/token_blob.ts";
+import { floatArray, idArray } from "../util/arrays.ts";
 import type { PreparedCall } from "./call.ts";
 import type { GenerationOutcome } from "./generation.ts";
 
@@ -110,9 +110,9 @@ export function buildModelRequestEvent(record: CaptureRecord): EventInput {
       flavor: record.flavor,
       request: record.requestDigest ?? digestRequest(record.body),
       ...(record.messages ? { messages: record.messages } : {}),
-      prompt_token_ids: numberArray(record.promptIds),
-      response_token_ids: numberArray(record.responseIds),
-      response_logprobs: numberArray(record.responseLogprobs),
+      prompt_token_ids: idArray(record.promptIds),
+      response_token_ids: idArray(record.responseIds),
+      response_logprobs: floatArray(record.responseLogprobs),
       response_text: record.responseText,
       policy_version: record.policyVersion,
       finish_reason: record.finishReason,

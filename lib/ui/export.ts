@@ -11,16 +11,16 @@ import { eventToWire } from "../gateway/wire.ts";
 import type { JsonObject, MergeStrategy, Sample } from "../schema.ts";
 import { ROLLOUT_EXPORT_FORMAT, type RolloutExport } from "../schema/ui.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
-import { numberArray } from "../gateway/token_blob.ts";
+import { floatArray, idArray } from "../util/arrays.ts";
 import { assembleForView, flagsOf } from "./detail.ts";
 
 function sampleToJson(s: Sample): JsonObject {
   return {
     rollout_id: s.rollout_id,
     group_id: s.group_id,
-    tokens: numberArray(s.tokens),
+    tokens: idArray(s.tokens),
     loss_mask: Array.from(s.loss_mask),
-    rollout_logprobs: numberArray(s.rollout_logprobs),
+    rollout_logprobs: floatArray(s.rollout_logprobs),
     ...(s.parent ? { parent: Array.from(s.parent) } : {}),
     reward: s.reward,
     policy_version: s.policy_version,
