@@ -20,7 +20,7 @@ import type {
 } from "../schema.ts";
 import { RESERVED_EVENT_KEY_PREFIX } from "../schema.ts";
 import { checkCallMessages } from "../gateway/store_input.ts";
-import { floatArray, idArray } from "../util/arrays.ts";
+import { floatArray, intArray } from "../util/arrays.ts";
 import type { PreparedCall } from "./call.ts";
 import type { GenerationOutcome } from "./generation.ts";
 
@@ -110,8 +110,8 @@ export function buildModelRequestEvent(record: CaptureRecord): EventInput {
       flavor: record.flavor,
       request: record.requestDigest ?? digestRequest(record.body),
       ...(record.messages ? { messages: record.messages } : {}),
-      prompt_token_ids: idArray(record.promptIds),
-      response_token_ids: idArray(record.responseIds),
+      prompt_token_ids: intArray(record.promptIds),
+      response_token_ids: intArray(record.responseIds),
       response_logprobs: floatArray(record.responseLogprobs),
       response_text: record.responseText,
       policy_version: record.policyVersion,
@@ -213,9 +213,8 @@ export class CallRecorder {
       callId: call.callId,
       flavor: call.request.flavor,
       body,
-      ...(typeof body === "object" && body !== null && this.#digests.has(body)
-        ? { requestDigest: this.#digests.get(body) }
-        : {}),
+      // `WeakMap.get` answers undefined for a key that is not an object.
+      requestDigest: this.#digests.get(body as object),
       messages: (messages && this.#messages.get(messages)) ?? messages,
       promptIds: o?.promptIds ?? call.promptIds ?? [],
       responseIds: o?.ids ?? result.partial.ids,

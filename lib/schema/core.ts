@@ -18,7 +18,7 @@ import {
   WorkerSchema,
 } from "./json.ts";
 import { strictObject } from "./validation.ts";
-import { floatArray, idArray } from "../util/arrays.ts";
+import { floatArray, intArray } from "../util/arrays.ts";
 
 export * from "./json.ts";
 export * from "./training.ts";
@@ -461,8 +461,8 @@ export function modelRequestFromWire(wire: z.infer<typeof ModelRequestWireSchema
 export function modelRequestToWire(request: ModelRequest): z.infer<typeof ModelRequestWireSchema> {
   return {
     ...request,
-    prompt_token_ids: idArray(request.prompt_token_ids),
-    response_token_ids: idArray(request.response_token_ids),
+    prompt_token_ids: intArray(request.prompt_token_ids),
+    response_token_ids: intArray(request.response_token_ids),
     response_logprobs: floatArray(request.response_logprobs),
   };
 }

@@ -11,17 +11,17 @@ import { eventToWire } from "../gateway/wire.ts";
 import type { JsonObject, MergeStrategy, Sample } from "../schema.ts";
 import { ROLLOUT_EXPORT_FORMAT, type RolloutExport } from "../schema/ui.ts";
 import type { ChatTokenizer } from "../tokens/types.ts";
-import { floatArray, idArray } from "../util/arrays.ts";
+import { floatArray, intArray } from "../util/arrays.ts";
 import { assembleForView, flagsOf } from "./detail.ts";
 
 function sampleToJson(s: Sample): JsonObject {
   return {
     rollout_id: s.rollout_id,
     group_id: s.group_id,
-    tokens: idArray(s.tokens),
-    loss_mask: Array.from(s.loss_mask),
+    tokens: intArray(s.tokens),
+    loss_mask: intArray(s.loss_mask),
     rollout_logprobs: floatArray(s.rollout_logprobs),
-    ...(s.parent ? { parent: Array.from(s.parent) } : {}),
+    ...(s.parent ? { parent: intArray(s.parent) } : {}),
     reward: s.reward,
     policy_version: s.policy_version,
     provenance: {

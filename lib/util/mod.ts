@@ -18,4 +18,4 @@
 export { ci95HalfWidth, type MeanCi, meanCi, median, welchDiff } from "./stats.ts";
 export { mulberry32, taskIndexOf } from "./random.ts";
 export { sleep } from "./time.ts";
-export { floatArray, idArray } from "./arrays.ts";
+export { floatArray, intArray } from "./arrays.ts";

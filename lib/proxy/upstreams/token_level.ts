@@ -7,7 +7,7 @@
  */
 import { readLines } from "../../http/lines.ts";
 import { readSse } from "../../http/sse.ts";
-import { idArray } from "../../util/arrays.ts";
+import { intArray } from "../../util/arrays.ts";
 import { GenerateResponseSchema, GenerateStreamLineSchema } from "../../schema.ts";
 import type { Sampling } from "../codecs/types.ts";
 import { type TryContext, UpstreamError, upstreamHttpError } from "./pool.ts";
@@ -75,7 +75,7 @@ export class ReinsGenerateUpstream implements TokenUpstream {
 
   async generate(request: TokenRequest, ctx: TryContext): Promise<TokenResult> {
     const body = {
-      prompt_ids: idArray(request.promptIds),
+      prompt_ids: intArray(request.promptIds),
       max_tokens: request.sampling.max_tokens,
       temperature: request.sampling.temperature,
       top_p: request.sampling.top_p,
@@ -159,7 +159,7 @@ export class SglangUpstream implements TokenUpstream {
 
   async generate(request: TokenRequest, ctx: TryContext): Promise<TokenResult> {
     const body = {
-      input_ids: idArray(request.promptIds),
+      input_ids: intArray(request.promptIds),
       sampling_params: {
         max_new_tokens: request.sampling.max_tokens,
         temperature: request.sampling.temperature,
