@@ -4,7 +4,10 @@
  *
  * Figures:
  * - small-event ingest rate (reward/log/custom events) on SQLite and PostgreSQL, one event per
- *   POST and batches of 50;
+ *   POST and batches of 50, posted by a keep-alive `GatewayClient` (`keepAlive: true`, reins' own
+ *   HTTP/1.1 client); one event per POST also through `fetch` (the `_fetch` lines: the client
+ *   every figure used before 2026-12-03's fourth session, and wave 1's), since on a 2-core machine
+ *   the client's CPU per call is taken from the gateway's;
  * - model_request ingest with 8k-token prompts (multi-turn: each prompt extends the last);
  * - bytes stored for a 30-turn, 16k-token rollout vs its final context and vs the naive sum of
  *   its prompts.
@@ -140,7 +143,7 @@ async function runBackend(
     REINS_ADMIN_KEY: ADMIN_KEY,
   });
   try {
-    const client = new GatewayClient(gw.url, { apiKey: ADMIN_KEY });
+    const client = new GatewayClient(gw.url, { apiKey: ADMIN_KEY, keepAlive: true });
     const out: Record<string, Rate> = {};
     // Warm up the server's JIT.
     await ingest(
@@ -152,6 +155,12 @@ async function runBackend(
     out.small_1 = await ingest(
       client,
       await setUpAttempts(client, `${prefix}-s1`, MANY_WRITERS),
+      (l, i) => [small(l, i, 0)],
+    );
+    const viaFetch = new GatewayClient(gw.url, { apiKey: ADMIN_KEY });
+    out.small_1_fetch = await ingest(
+      viaFetch,
+      await setUpAttempts(viaFetch, `${prefix}-s1f`, MANY_WRITERS),
       (l, i) => [small(l, i, 0)],
     );
     out.small_50 = await ingest(
@@ -166,12 +175,13 @@ async function runBackend(
     );
     for (const [name, rate] of Object.entries(out)) {
       console.log(
-        `${label} ${name.padEnd(9)} ${String(rate.events_per_s).padStart(7)} events/s ` +
+        `${label} ${name.padEnd(13)} ${String(rate.events_per_s).padStart(7)} events/s ` +
           `${
             String(rate.requests_per_s).padStart(6)
           } req/s  p50 ${rate.p50_ms} ms  p99 ${rate.p99_ms} ms`,
       );
     }
+    await client.close();
     return out;
   } finally {
     await gw.stop("SIGTERM");
@@ -295,6 +305,13 @@ if (import.meta.main) {
     console.log(`sqlite_normal_small_events_per_s: ${sqliteNormal.small_50.events_per_s}`);
     console.log(`sqlite_normal_small_events_per_s_unbatched: ${sqliteNormal.small_1.events_per_s}`);
     console.log(`postgres_small_events_per_s_unbatched: ${postgres.small_1.events_per_s}`);
+    console.log(`sqlite_small_events_per_s_unbatched_fetch: ${sqlite.small_1_fetch.events_per_s}`);
+    console.log(
+      `sqlite_normal_small_events_per_s_unbatched_fetch: ${sqliteNormal.small_1_fetch.events_per_s}`,
+    );
+    console.log(
+      `postgres_small_events_per_s_unbatched_fetch: ${postgres.small_1_fetch.events_per_s}`,
+    );
     console.log(`sqlite_model_request_8k_per_s: ${sqlite.model_8k.events_per_s}`);
     console.log(`postgres_model_request_8k_per_s: ${postgres.model_8k.events_per_s}`);
     console.log(`storage_naive_ratio_30turn: ${s.naive_ratio.toFixed(2)}`);

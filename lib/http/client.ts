@@ -1,6 +1,6 @@
 /**
- * The proxy's HTTP/1.1 client for its upstreams on plain `http:` (vLLM, SGLang, llama.cpp's
- * server, the reins worker): one write of the request, the answer read from the connection, and
+ * The HTTP/1.1 client of the proxy's upstreams on plain `http:` (vLLM, SGLang, llama.cpp's
+ * server, the reins worker) and of a keep-alive `GatewayClient`: one write of the request, the answer read from the connection, and
  * the connection kept for the next call. Every other URL (`https:`, credentials in the URL) goes
  * to `fetch`, which brings TLS and the environment's proxy settings.
  *
@@ -49,6 +49,8 @@ export interface HttpClientOptions {
   maxIdlePerOrigin?: number;
   /** An idle connection is closed after this long (default 4 000 ms). */
   idleTimeoutMs?: number;
+  /** What the server is called in error messages (default `"upstream"`). */
+  label?: string;
 }
 
 /** A connection closed under a request before any answer: safe to send again. */
@@ -60,8 +62,12 @@ class Connection {
   idle = false;
   idleSince = 0;
 
-  constructor(readonly conn: Deno.TcpConn, readonly origin: string) {
+  /** The server as error messages name it (`upstream 127.0.0.1:8000`). */
+  readonly name: string;
+
+  constructor(readonly conn: Deno.TcpConn, readonly origin: string, label: string) {
     this.inbound = new Inbound(conn);
+    this.name = `${label} ${origin}`;
   }
 
   close(): void {
@@ -73,13 +79,19 @@ class Connection {
   }
 }
 
-function requestBytes(method: string, url: URL, headers: Record<string, string>, body: string) {
+function requestBytes(
+  label: string,
+  method: string,
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+) {
   let head = `${method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
   for (const [name, value] of Object.entries(headers)) {
     // Printable ASCII only: nothing a caller passes can start another header or request, and
     // the head's length in bytes is its length in characters.
     if (!isToken(name) || !/^[\t\x20-\x7e]*$/.test(value)) {
-      throw new TypeError(`upstream request: invalid header '${name.slice(0, 40)}'`);
+      throw new TypeError(`${label} request: invalid header '${name.slice(0, 40)}'`);
     }
     if (name.toLowerCase() === "host" || name.toLowerCase() === "content-length") continue;
     head += `${name}: ${value}\r\n`;
@@ -116,6 +128,7 @@ export class HttpClient {
   readonly #keepAlive: boolean;
   readonly #maxIdle: number;
   readonly #idleTimeoutMs: number;
+  readonly #label: string;
   readonly #idle = new Map<string, Connection[]>();
   readonly #watches = new Set<Promise<unknown>>();
   #sweep: ReturnType<typeof setInterval> | null = null;
@@ -134,6 +147,7 @@ export class HttpClient {
     this.#keepAlive = options.keepAlive ?? false;
     this.#maxIdle = options.maxIdlePerOrigin ?? 32;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? 4_000;
+    this.#label = options.label ?? "upstream";
   }
 
   /** `fetch(url, init)` for the proxy's calls; see the module doc for what is ours. */
@@ -144,7 +158,13 @@ export class HttpClient {
     }
     const signal = init.signal;
     signal?.throwIfAborted();
-    const bytes = requestBytes(init.method, target, init.headers ?? {}, init.body ?? "");
+    const bytes = requestBytes(
+      this.#label,
+      init.method,
+      target,
+      init.headers ?? {},
+      init.body ?? "",
+    );
     for (let attempt = 0;; attempt++) {
       const reused = this.#take(target.host);
       const connection = reused ?? await this.#connect(target);
@@ -155,7 +175,7 @@ export class HttpClient {
         if (signal?.aborted) throw signal.reason;
         if (error instanceof NothingBack) {
           if (reused && attempt === 0) continue;
-          throw new TypeError(`upstream ${target.host}: ${error.message}`);
+          throw new TypeError(`${this.#label} ${target.host}: ${error.message}`);
         }
         throw error;
       }
@@ -180,13 +200,16 @@ export class HttpClient {
         port: Number(url.port || 80),
       });
     } catch (error) {
-      throw new TypeError(`upstream ${url.host}: cannot connect (${(error as Error).message})`, {
-        cause: error,
-      });
+      throw new TypeError(
+        `${this.#label} ${url.host}: cannot connect (${(error as Error).message})`,
+        {
+          cause: error,
+        },
+      );
     }
     conn.setNoDelay(true);
     this.opened++;
-    return new Connection(conn, url.host);
+    return new Connection(conn, url.host, this.#label);
   }
 
   /** An idle connection to `origin` still open and not idle too long, if any. */
@@ -268,14 +291,14 @@ export class HttpClient {
           head = parseResponseHead(c.inbound.view().subarray(0, end));
         } catch (error) {
           if (!(error instanceof HeadError)) throw error;
-          throw new TypeError(`upstream ${c.origin}: ${error.message}`);
+          throw new TypeError(`${c.name}: ${error.message}`);
         }
         c.inbound.consume(end);
         // 100 Continue and other interim answers come before the real one.
         if (head.status >= 200 || head.status === 101) break;
       }
       if (head.status < 200 || head.status > 599) {
-        throw new TypeError(`upstream ${c.origin}: answered status ${head.status}`);
+        throw new TypeError(`${c.name}: answered status ${head.status}`);
       }
       const init = { status: head.status, statusText: head.statusText, headers: head.headers };
       if (method === "HEAD" || NO_BODY_STATUS.has(head.status)) {
@@ -289,7 +312,7 @@ export class HttpClient {
           at += c.inbound.moveInto(body, at);
           if (at === head.length) break;
           if (!await c.inbound.fill()) {
-            throw new TypeError(`upstream ${c.origin}: the connection closed inside the body`);
+            throw new TypeError(`${c.name}: the connection closed inside the body`);
           }
         }
         this.#release(c, head.close);
@@ -307,12 +330,10 @@ export class HttpClient {
           failed(
             signal?.aborted
               ? signal.reason
-              : new TypeError(`upstream ${c.origin}: the connection closed inside the body`),
+              : new TypeError(`${c.name}: the connection closed inside the body`),
           ),
-        malformed: (what) =>
-          failed(new TypeError(`upstream ${c.origin}: malformed chunked body (${what})`)),
-        tooLong: (what) =>
-          failed(new TypeError(`upstream ${c.origin}: ${what} is longer than 4 KiB`)),
+        malformed: (what) => failed(new TypeError(`${c.name}: malformed chunked body (${what})`)),
+        tooLong: (what) => failed(new TypeError(`${c.name}: ${what} is longer than 4 KiB`)),
       };
       const body = head.length === null && !head.chunked
         ? untilClosed(c, done)
@@ -343,12 +364,12 @@ export class HttpClient {
       const end = headEnd(c.inbound.view(), Math.max(0, searched - 3));
       searched = end >= 0 ? end : c.inbound.size;
       if (searched > MAX_HEAD_BYTES) {
-        throw new TypeError(`upstream ${c.origin}: response head larger than 64 KiB`);
+        throw new TypeError(`${c.name}: response head larger than 64 KiB`);
       }
       if (end >= 0) return end;
       if (!await c.inbound.fill()) {
         if (searched === 0) throw new NothingBack("the connection closed before any answer");
-        throw new TypeError(`upstream ${c.origin}: the connection closed inside the head`);
+        throw new TypeError(`${c.name}: the connection closed inside the head`);
       }
     }
   }
