@@ -214,7 +214,10 @@ export function modelRequestMeta(request: ModelRequest): ModelRequestMeta {
   return meta;
 }
 
-/** `JSON.stringify(meta)`, with messages {@link checkCallMessages} checked written from their text. */
+/**
+ * `JSON.stringify(meta)`, with messages that {@link checkCallMessages} checked written from their
+ * kept text.
+ */
 function metaJson(meta: ModelRequestMeta): string {
   const text = meta.messages === undefined ? undefined : CHECKED_MESSAGES.get(meta.messages);
   if (text === undefined) return JSON.stringify(meta);

@@ -1,7 +1,7 @@
 /**
  * The HTTP/1.1 client of the proxy's upstreams on plain `http:` (vLLM, SGLang, llama.cpp's
- * server, the reins worker) and of a keep-alive `GatewayClient`: one write of the request, the answer read from the connection, and
- * the connection kept for the next call. Every other URL (`https:`, credentials in the URL) goes
+ * server, the reins worker) and of a keep-alive `GatewayClient`: one write of the request, the
+ * answer read from the connection, and the connection kept for the next call. Every other URL (`https:`, credentials in the URL) goes
  * to `fetch`, which brings TLS and the environment's proxy settings.
  *
  * Why not `fetch` for all: one small JSON call to a local server cost `fetch` ~200 µs of CPU
@@ -200,12 +200,8 @@ export class HttpClient {
         port: Number(url.port || 80),
       });
     } catch (error) {
-      throw new TypeError(
-        `${this.#label} ${url.host}: cannot connect (${(error as Error).message})`,
-        {
-          cause: error,
-        },
-      );
+      const message = `${this.#label} ${url.host}: cannot connect (${(error as Error).message})`;
+      throw new TypeError(message, { cause: error });
     }
     conn.setNoDelay(true);
     this.opened++;
