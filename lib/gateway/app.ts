@@ -15,10 +15,10 @@
  * @module
  */
 import { Hono } from "hono";
-import { secureHeaders } from "hono/secure-headers";
 import { type AuthEnv, requireCredential } from "../http/auth.ts";
 import { bodyLimits } from "../http/body.ts";
 import { keyConcurrencyCap } from "../http/concurrency.ts";
+import { securityHeaders } from "../http/security_headers.ts";
 import { HttpError, toHttpError } from "../util/error.ts";
 import { sleep } from "../util/time.ts";
 import {
@@ -166,7 +166,7 @@ export function createGatewayApp(options: GatewayAppOptions): Hono {
   const pollMs = options.streamPollMs ?? 1_000;
   const app = new Hono<AuthEnv>();
 
-  app.use("*", secureHeaders({ strictTransportSecurity: false }));
+  app.use("*", securityHeaders());
   app.onError((err, c) => toHttpError("gateway", err, c.req.raw).toResponse());
   app.notFound((c) =>
     new HttpError(404, `path: no route ${c.req.method} ${new URL(c.req.url).pathname}`, {

@@ -9,6 +9,7 @@ import { STATUS_CODES } from "node:http";
 import { chunkSize, latin1 } from "./http1.ts";
 import { clientLeft, plainAnswerText } from "./serve_types.ts";
 import { HttpError } from "../util/error.ts";
+import { isSecurityHeader, securityHeaderLines } from "./security_headers.ts";
 
 /** A chunked body the client framed wrongly: the handler's read of it fails with a 400. */
 const malformedChunk = (what: string) =>
@@ -140,14 +141,16 @@ export async function writeResponse(
   let head = `HTTP/1.1 ${status} ${response.statusText || STATUS_CODES[status] || "Unknown"}\r\n`;
   let json = false;
   let length: string | null = null;
+  let secured = null as Set<string> | null;
   response.headers.forEach((value, name) => {
     // Framing is ours: the handler's length is used only for a streamed body of that length.
     if (name === "content-length") return void (length = value);
     if (name === "transfer-encoding" || name === "connection" || name === "keep-alive") return;
     if (name === "content-type") json = value.startsWith("application/json");
+    else if (isSecurityHeader(name)) (secured ??= new Set()).add(name);
     head += `${name}: ${value}\r\n`;
   });
-  head += connectionLine;
+  head += securityHeaderLines(secured) + connectionLine;
   // 1xx, 204 and 304 answers have no body and no length; a HEAD answer has a length, no body.
   const noBodyStatus = NO_BODY_STATUS.has(status) || status < 200;
   const bodiless = method === "HEAD" || noBodyStatus;

@@ -8,6 +8,7 @@
  * @module
  */
 import type http from "node:http";
+import { isSecurityHeader, SECURITY_HEADERS } from "./security_headers.ts";
 import { markServed } from "./served_request.ts";
 import { answerOf, clientLeft, SMALL_BODY_BYTES } from "./serve_types.ts";
 
@@ -181,13 +182,18 @@ async function writeResponse(
   let closing = false;
   let json = false;
   let length: string | null = null;
+  let secured = null as Set<string> | null;
   response.headers.forEach((value, name) => {
     // Held back: a JSON answer states its own (once), anything else the handler's.
     if (name === "content-length") return void (length = value);
     head.push(name, value);
     if (name === "connection") closing = value.toLowerCase() === "close";
     else if (name === "content-type") json = value.startsWith("application/json");
+    else if (isSecurityHeader(name)) (secured ??= new Set()).add(name);
   });
+  for (const [name, value] of SECURITY_HEADERS) {
+    if (!secured?.has(name)) head.push(name, value);
+  }
   if (length !== null && !(json && response.body)) head.push("content-length", length);
   const writeHead = () =>
     response.statusText

@@ -92,6 +92,14 @@ export function whenResponded(request: Request, fn: () => void): boolean {
   return true;
 }
 
+/**
+ * Whether `request` is served by an engine of `serveGuarded`, which writes the answer's head
+ * itself (the security headers among it: `./security_headers.ts`).
+ */
+export function isServed(request: Request): boolean {
+  return SERVED.has(request);
+}
+
 /** The size of a body the server already collected whole, or null (unknown or streamed). */
 export function collectedBodyBytes(request: Request): number | null {
   return SERVED.get(request)?.collectedBytes ?? null;
