@@ -48,7 +48,6 @@ export interface Checkpointer {
  * ```ts
  * import assert from "node:assert/strict";
  * import { DatabaseSync } from "node:sqlite";
-import process from "node:process";
  * import { startCheckpointer } from "./sqlite_checkpointer.ts";
  * const path = await Deno.makeTempFile({ suffix: ".db" });
  * const db = new DatabaseSync(path);
