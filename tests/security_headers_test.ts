@@ -10,6 +10,7 @@ import { secureHeaders } from "hono/secure-headers";
 import { SECURITY_HEADERS, securityHeaders } from "../lib/http/security_headers.ts";
 import { serveGuarded } from "../lib/http/serve.ts";
 import { startGateway } from "../lib/gateway/server.ts";
+import { readAll } from "./support/raw_conn.ts";
 
 const DEADLINES = {
   headers_timeout_ms: 10_000,
@@ -24,13 +25,7 @@ async function rawHead(port: number, method: string, path: string): Promise<stri
   await conn.write(
     new TextEncoder().encode(`${method} ${path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`),
   );
-  let raw = "";
-  const buf = new Uint8Array(4096);
-  for (;;) {
-    const n = await conn.read(buf);
-    if (n === null) break;
-    raw += new TextDecoder().decode(buf.subarray(0, n));
-  }
+  const raw = await readAll(conn);
   conn.close();
   return raw.split("\r\n\r\n")[0].toLowerCase().split("\r\n");
 }
