@@ -26,6 +26,7 @@ import { openSqliteStore } from "../lib/gateway/sqlite_store.ts";
 import type { EventInput } from "../lib/schema.ts";
 import { spawnGatewayProcess } from "../tests/support/gateway_process.ts";
 import { startPostgres } from "../tests/support/postgres.ts";
+import { smallEvent } from "./gateway_events.ts";
 
 const QUICK = parseArgs({
   args: Deno.args,
@@ -103,17 +104,6 @@ async function setUpAttempts(
   return out;
 }
 
-const small = (loop: number, i: number, k: number): EventInput => {
-  switch ((i + k) % 3) {
-    case 0:
-      return { type: "reward", payload: { value: (loop + i) % 2, name: "pass" } };
-    case 1:
-      return { type: "log", payload: { stream: "stdout", text: `step ${i}: ran tests, 3 passed` } };
-    default:
-      return { type: "custom", payload: { name: "tool_call", data: { tool: "bash", ok: true } } };
-  }
-};
-
 /** A multi-turn model call: an 8k-token prompt that extends the loop's previous call. */
 function modelCall(loop: number, i: number, promptTokens: number): EventInput {
   const growth = 64;
@@ -149,24 +139,24 @@ async function runBackend(
     await ingest(
       client,
       await setUpAttempts(client, `${prefix}-warm`, CONCURRENCY),
-      (l, i) => [small(l, i, 0)],
+      (l, i) => [smallEvent(l, i, 0)],
       0.5,
     );
     out.small_1 = await ingest(
       client,
       await setUpAttempts(client, `${prefix}-s1`, MANY_WRITERS),
-      (l, i) => [small(l, i, 0)],
+      (l, i) => [smallEvent(l, i, 0)],
     );
     const viaFetch = new GatewayClient(gw.url, { apiKey: ADMIN_KEY });
     out.small_1_fetch = await ingest(
       viaFetch,
       await setUpAttempts(viaFetch, `${prefix}-s1f`, MANY_WRITERS),
-      (l, i) => [small(l, i, 0)],
+      (l, i) => [smallEvent(l, i, 0)],
     );
     out.small_50 = await ingest(
       client,
       await setUpAttempts(client, `${prefix}-s50`, CONCURRENCY),
-      (l, i) => Array.from({ length: 50 }, (_, k) => small(l, i, k)),
+      (l, i) => Array.from({ length: 50 }, (_, k) => smallEvent(l, i, k)),
     );
     out.model_8k = await ingest(
       client,

@@ -27,6 +27,9 @@ import { parseArgs } from "node:util";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { HttpClient } from "../lib/http/client.ts";
+import { cpuMsOf } from "../lib/http/lag.ts";
+import { median } from "../lib/util/stats.ts";
+import { smallEvent } from "./gateway_events.ts";
 import { startPostgres } from "../tests/support/postgres.ts";
 
 const { values: args } = parseArgs({
@@ -70,16 +73,12 @@ const WRITERS = 64;
 const WARMUP_MS = 1_000;
 const sides = { before: resolve(args.before), after: resolve(args.after) };
 
-/** CPU milliseconds of a process's threads, by thread id (utime + stime, 10 ms ticks). */
+/** CPU milliseconds of a process's threads, by thread id. */
 function threadCpu(pid: number): Map<string, number> {
   const out = new Map<string, number>();
   for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/stat`);
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const ticks = Number(fields[11]) + Number(fields[12]);
-      out.set(task.name, ticks * 1000 / 100);
-    } catch { /* the thread ended */ }
+    const ms = cpuMsOf(`/proc/${pid}/task/${task.name}/stat`);
+    if (ms !== null) out.set(task.name, ms); // null: the thread ended
   }
   return out;
 }
@@ -91,14 +90,9 @@ function cpuSince(pid: number, before: Map<string, number>): { main: number; all
   return { main: (now.get(String(pid)) ?? 0) - (before.get(String(pid)) ?? 0), all };
 }
 
-/** The same mix as `bench:gateway`: a reward, a log line, a custom event. */
+/** The same mix as `bench:gateway`, one event per POST, each with its own key. */
 function eventBody(writer: number, i: number): string {
-  const event = i % 3 === 0
-    ? { type: "reward", payload: { value: (writer + i) % 2, name: "pass" } }
-    : i % 3 === 1
-    ? { type: "log", payload: { stream: "stdout", text: `step ${i}: ran tests, 3 passed` } }
-    : { type: "custom", payload: { name: "tool_call", data: { tool: "bash", ok: true } } };
-  return JSON.stringify({ events: [{ ...event, event_key: `e-${writer}-${i}` }] });
+  return JSON.stringify({ events: [{ ...smallEvent(writer, i), event_key: `e-${writer}-${i}` }] });
 }
 
 async function adminCall(url: string, path: string, body: unknown): Promise<unknown> {
@@ -181,12 +175,6 @@ async function measure(root: string, storeArgs: string[]): Promise<Round> {
     await gateway.stop("SIGTERM");
   }
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 const pg = args.store === "postgres" ? await startPostgres({ fsync: true }) : null;
 const dir = await Deno.makeTempDir({ prefix: "reins-gateway-ab-" });

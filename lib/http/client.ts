@@ -1,8 +1,9 @@
 /**
  * The HTTP/1.1 client of the proxy's upstreams on plain `http:` (vLLM, SGLang, llama.cpp's
  * server, the reins worker) and of a keep-alive `GatewayClient`: one write of the request, the
- * answer read from the connection, and the connection kept for the next call. Every other URL (`https:`, credentials in the URL) goes
- * to `fetch`, which brings TLS and the environment's proxy settings.
+ * answer read from the connection, and the connection kept for the next call. Every other URL
+ * (`https:`, credentials in the URL) goes to `fetch`, which brings TLS and the environment's proxy
+ * settings.
  *
  * Why not `fetch` for all: one small JSON call to a local server cost `fetch` ~200 µs of CPU
  * here (its `Request`/`Headers` objects, the body streams and the hyper client, all on the
